@@ -1,0 +1,278 @@
+/*
+ * multihead: attention layers for CPUs.
+ *
+ * The one public header. Everything here is C11 and usable from C++.
+ *
+ * Conventions (docs/api.md has the long form):
+ *  - Every function that can fail returns mh_status; MH_OK is 0.
+ *  - On any error no output, cache or workspace the caller can observe is written.
+ *  - Sizes are `int` and must be >= 1 unless stated; strides are in ELEMENTS, not bytes.
+ *  - The last dimension of every tensor is contiguous (element stride 1).
+ *  - Weights use the PyTorch nn.Linear layout: W[out_features, in_features], row-major.
+ *  - Create functions may allocate; forward, decode and mh_attention never allocate.
+ */
+#ifndef MULTIHEAD_H
+#define MULTIHEAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ version */
+#define MH_VERSION_MAJOR 0
+#define MH_VERSION_MINOR 1
+#define MH_VERSION_PATCH 0
+#define MH_VERSION_NUMBER (MH_VERSION_MAJOR * 10000 + MH_VERSION_MINOR * 100 + MH_VERSION_PATCH)
+
+#if defined(_WIN32) && defined(MH_BUILDING_LIBRARY)
+#define MH_API __declspec(dllexport)
+#elif defined(__GNUC__) || defined(__clang__)
+#define MH_API __attribute__((visibility("default")))
+#else
+#define MH_API
+#endif
+
+/* MH_VERSION_NUMBER of the library actually linked. */
+MH_API unsigned mh_version_number(void);
+/* "MAJOR.MINOR.PATCH" of the library actually linked; static storage. */
+MH_API const char* mh_version_string(void);
+
+/* ------------------------------------------------------------------ status */
+/* Values are stable: they never change meaning between versions. */
+typedef enum mh_status {
+    MH_OK = 0,
+    MH_ERR_INVALID_ARGUMENT = 1,  /* NULL pointer, size <= 0, bad enum, inconsistent config */
+    MH_ERR_UNSUPPORTED = 2,       /* valid request this build cannot serve */
+    MH_ERR_OUT_OF_MEMORY = 3,     /* an allocation in a create function failed */
+    MH_ERR_SIZE_OVERFLOW = 4,     /* a size product does not fit in size_t / ptrdiff_t */
+    MH_ERR_WORKSPACE_TOO_SMALL = 5,
+    MH_ERR_CACHE_FULL = 6,        /* the KV cache has no room for the new tokens */
+    MH_ERR_SHAPE_MISMATCH = 7,    /* e.g. a KV cache of another batch size or layer shape */
+    MH_ERR_ISA_UNAVAILABLE = 8    /* forced ISA not compiled in or not on this CPU */
+} mh_status;
+
+/* A short English description; never NULL, static storage. */
+MH_API const char* mh_status_string(mh_status status);
+
+/* ------------------------------------------------------------------ ISAs */
+typedef enum mh_isa {
+    MH_ISA_AUTO = 0,   /* in a context config: MH_ISA from the environment, else the best */
+    MH_ISA_SCALAR = 1,
+    MH_ISA_AVX2 = 2,   /* AVX2 + FMA + F16C */
+    MH_ISA_AVX512 = 3, /* AVX-512 F/BW/DQ/VL */
+    MH_ISA_NEON = 4,
+    MH_ISA_SVE = 5
+} mh_isa;
+#define MH_ISA_COUNT 6
+
+/* "scalar", "avx2", ...; "auto" for MH_ISA_AUTO; "unknown" otherwise. */
+MH_API const char* mh_isa_name(mh_isa isa);
+/* 1 if kernels for `isa` are compiled into this library. */
+MH_API int mh_isa_compiled(mh_isa isa);
+/* 1 if `isa` is compiled in AND this CPU (and OS) can run it. */
+MH_API int mh_isa_supported(mh_isa isa);
+/* The ISA a context with MH_ISA_AUTO gets: the MH_ISA environment variable if set, else the
+ * best supported one. MH_ERR_ISA_UNAVAILABLE if MH_ISA names an ISA that is not supported,
+ * MH_ERR_INVALID_ARGUMENT if it names no ISA at all. */
+MH_API mh_status mh_isa_default(mh_isa* out);
+
+/* ------------------------------------------------------------------ context */
+typedef struct mh_context mh_context;
+
+typedef struct mh_context_config {
+    int num_threads; /* worker threads per call; 0 = all processors; 1 = the caller only */
+    mh_isa isa;      /* MH_ISA_AUTO, or a forced ISA (an error if unsupported, never a fallback) */
+} mh_context_config;
+
+MH_API mh_context_config mh_context_config_default(void);
+MH_API mh_status mh_context_create(const mh_context_config* config, mh_context** out);
+MH_API void mh_context_destroy(mh_context* ctx); /* accepts NULL */
+MH_API mh_isa mh_context_isa(const mh_context* ctx);
+MH_API int mh_context_num_threads(const mh_context* ctx);
+
+/* ------------------------------------------------------------------ tensors */
+typedef enum mh_dtype {
+    MH_DTYPE_F32 = 0,
+    MH_DTYPE_F16 = 1, /* IEEE binary16 */
+    MH_DTYPE_BF16 = 2
+} mh_dtype;
+
+/* A strided 4-D view [batch, token, head, dim]; dim is contiguous. Strides in elements. */
+typedef struct mh_tensor {
+    const void* data;
+    ptrdiff_t stride_batch;
+    ptrdiff_t stride_token;
+    ptrdiff_t stride_head;
+} mh_tensor;
+
+/* ------------------------------------------------------------------ masks and score options */
+/*
+ * Scores are built in this order, for query i (absolute position p) and key j:
+ *   s  = scale * dot(q_i, k_j)
+ *   s  = softcap * tanh(s / softcap)            if softcap > 0
+ *   s += alibi_slopes[h] * (j - p)              if alibi_slopes
+ *   s += mask[b, h, i, j]                       if mask (may hold -INFINITY)
+ *   key j is dropped if j >= kv_len[b], or causal and j > p, or window > 0 and p - j >= window
+ *   (and, when not causal, j - p >= window)
+ *   softmax over the kept keys plus, if sinks, one extra logit sinks[h] with no value.
+ * A query with no kept key gets an all-zero output row (and all-zero probabilities).
+ * Query i sits at position p = q_offset + i, or kv_len[b] - N + i when q_offset is
+ * MH_Q_OFFSET_END (the default: the N queries are the last N keys' positions).
+ */
+#define MH_Q_OFFSET_END INT64_MIN
+
+typedef struct mh_attn_options {
+    int causal;                 /* 0 or 1 */
+    int64_t q_offset;           /* MH_Q_OFFSET_END or an absolute position >= 0 */
+    int window;                 /* 0 = none; else keys with |p - j| < window are kept */
+    const int32_t* kv_len;      /* [B] valid keys per sequence (0..M), or NULL = all M */
+    const float* mask;          /* additive, indexed by the three strides below, or NULL */
+    ptrdiff_t mask_stride_batch; /* 0 = broadcast over batch */
+    ptrdiff_t mask_stride_head;  /* 0 = broadcast over heads */
+    ptrdiff_t mask_stride_row;   /* between query rows; keys are contiguous */
+    float softcap;              /* 0 = off; else > 0 */
+    const float* alibi_slopes;  /* [H] or NULL */
+    const float* sinks;         /* [H] or NULL: one extra logit per head */
+    float* probs;               /* [B, H, N, M] out, or NULL: softmax probabilities per head */
+} mh_attn_options;
+
+/* All zero, q_offset = MH_Q_OFFSET_END. */
+MH_API mh_attn_options mh_attn_options_default(void);
+
+/* ------------------------------------------------------------------ attention core */
+/*
+ * Attention on pre-projected tensors, for engines that project themselves.
+ *   Q [B, N, H,   Dqk]   (f32)
+ *   K [B, M, Hkv, Dqk]   (k_dtype)
+ *   V [B, M, Hkv, Dv]    (v_dtype)
+ *   O [B, N, H,   Dv]    (f32, written)
+ * Query head h reads KV head h / (H / Hkv); H must be a multiple of Hkv. K/V are read in
+ * place through their strides (e.g. straight from an engine's own cache); never copied whole.
+ */
+typedef struct mh_attn_problem {
+    int batch, n_q, n_kv;          /* B, N, M */
+    int n_heads, n_kv_heads;       /* H, Hkv */
+    int head_dim_qk, head_dim_v;   /* Dqk, Dv */
+    float scale;                   /* 0 = 1/sqrt(Dqk) */
+    mh_tensor q, k, v;
+    mh_dtype k_dtype, v_dtype;     /* q is always f32 */
+    float* o;
+    ptrdiff_t o_stride_batch, o_stride_token, o_stride_head;
+} mh_attn_problem;
+
+/* Workspace bytes mh_attention needs for this problem with this context. */
+MH_API mh_status mh_attention_workspace_size(const mh_context* ctx, const mh_attn_problem* p,
+                                             const mh_attn_options* opt, size_t* bytes);
+/* opt may be NULL (defaults). workspace must be 64-byte aligned. */
+MH_API mh_status mh_attention(const mh_context* ctx, const mh_attn_problem* p,
+                              const mh_attn_options* opt, void* workspace, size_t workspace_bytes);
+
+/* ------------------------------------------------------------------ layers */
+typedef enum mh_variant {
+    MH_VARIANT_MHA = 0, /* n_kv_heads == n_heads (0 = n_heads) */
+    MH_VARIANT_GQA = 1, /* n_heads % n_kv_heads == 0 */
+    MH_VARIANT_MQA = 2  /* n_kv_heads == 1 (0 = 1) */
+} mh_variant;
+
+typedef struct mh_layer_config {
+    mh_variant variant;
+    int d_model;     /* width of the query input and of the output */
+    int n_heads;     /* H */
+    int n_kv_heads;  /* Hkv; 0 = the variant's default (H for MHA, 1 for MQA) */
+    int head_dim;    /* D: per-head q/k width */
+    int head_dim_v;  /* Dv: per-head v width; 0 = head_dim */
+    int kdim, vdim;  /* key/value input widths (cross-attention); 0 = d_model */
+    int bias;        /* 1: q/k/v/out projections have biases */
+    float scale;     /* 0 = 1/sqrt(head_dim) */
+    /* model-level score options, copied at create */
+    int window;                /* sliding window, 0 = none */
+    float softcap;             /* 0 = off */
+    const float* alibi_slopes; /* [n_heads] or NULL */
+    const float* sinks;        /* [n_heads] or NULL */
+} mh_layer_config;
+
+/* PyTorch nn.Linear layout; copied and packed at create, the caller keeps ownership. */
+typedef struct mh_layer_weights {
+    const float* w_q; /* [H*D,    d_model] */
+    const float* w_k; /* [Hkv*D,  kdim]    */
+    const float* w_v; /* [Hkv*Dv, vdim]    */
+    const float* w_o; /* [d_model, H*Dv]   */
+    const float* b_q; /* [H*D]    or NULL when bias == 0 */
+    const float* b_k; /* [Hkv*D]  */
+    const float* b_v; /* [Hkv*Dv] */
+    const float* b_o; /* [d_model] */
+} mh_layer_weights;
+
+typedef struct mh_layer mh_layer;
+
+MH_API mh_layer_config mh_layer_config_default(void); /* MHA, everything else 0 */
+/* Copies the context's ISA and thread count; ctx may be destroyed afterwards. */
+MH_API mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
+                                 const mh_layer_weights* weights, mh_layer** out);
+MH_API void mh_layer_destroy(mh_layer* layer); /* accepts NULL */
+/* The config as validated (defaults resolved, pointers cleared). */
+MH_API mh_status mh_layer_get_config(const mh_layer* layer, mh_layer_config* out);
+/* Bytes of packed weights the layer holds. */
+MH_API size_t mh_layer_weights_bytes(const mh_layer* layer);
+
+/*
+ * One forward call over a batch.
+ *   query [B, N, d_model]  key [B, M, kdim]  value [B, M, vdim]   (row-major, contiguous)
+ *   out   [B, N, d_model]
+ * Self-attention: key and value NULL (they are the query input, M = N).
+ * Cross-attention: key and value both given, M = n_kv.
+ * opt carries the per-call options (causal, q_offset, kv_len, mask, probs [B, H, N, M]); the
+ * model-level ones (window, softcap, alibi_slopes, sinks) come from the layer config and must
+ * be left 0/NULL in opt (MH_ERR_INVALID_ARGUMENT otherwise).
+ */
+typedef struct mh_forward_args {
+    int batch, n_q, n_kv;  /* n_kv ignored (= n_q) for self-attention */
+    const float* query;
+    const float* key;
+    const float* value;
+    float* out;
+    const mh_attn_options* opt; /* NULL = defaults (no mask) */
+} mh_forward_args;
+
+MH_API mh_status mh_layer_forward_workspace_size(const mh_layer* layer, int batch, int n_q,
+                                                 int n_kv, size_t* bytes);
+/* workspace must be 64-byte aligned. */
+MH_API mh_status mh_layer_forward(const mh_layer* layer, const mh_forward_args* args,
+                                  void* workspace, size_t workspace_bytes);
+
+/* ------------------------------------------------------------------ KV cache and decode */
+/*
+ * A KV cache for one layer: [batch, capacity] tokens of K and V for every KV head.
+ * All sequences of a cache advance together; for ragged batches use one cache per sequence.
+ * Only the thread using it may touch it during a call.
+ */
+typedef struct mh_kv_cache mh_kv_cache;
+
+MH_API mh_status mh_kv_cache_create(const mh_layer* layer, int batch, int capacity,
+                                    mh_dtype dtype, mh_kv_cache** out);
+MH_API void mh_kv_cache_destroy(mh_kv_cache* cache); /* accepts NULL */
+MH_API void mh_kv_cache_reset(mh_kv_cache* cache);   /* length back to 0 */
+MH_API int mh_kv_cache_length(const mh_kv_cache* cache);
+MH_API int mh_kv_cache_capacity(const mh_kv_cache* cache);
+/* Bytes of K/V storage per token (all KV heads, one sequence). */
+MH_API size_t mh_kv_cache_bytes_per_token(const mh_kv_cache* cache);
+
+/*
+ * Appends n_new tokens per sequence and attends causally over the whole cache:
+ *   x [B, n_new, d_model] -> out [B, n_new, d_model].
+ * Equal to the causal self-attention forward over all tokens so far. The cache length grows
+ * by n_new only on success. n_new may be > 1 (chunked prefill).
+ */
+MH_API mh_status mh_layer_decode_workspace_size(const mh_layer* layer, int batch, int n_new,
+                                                size_t* bytes);
+MH_API mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache, int batch, int n_new,
+                                 const float* x, float* out, void* workspace,
+                                 size_t workspace_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MULTIHEAD_H */

@@ -1,0 +1,36 @@
+#include "api/context.h"
+
+#include <omp.h>
+#include <stdlib.h>
+
+#include "dispatch/dispatch.h"
+
+mh_context_config mh_context_config_default(void) {
+    mh_context_config c = {0, MH_ISA_AUTO};
+    return c;
+}
+
+mh_status mh_context_create(const mh_context_config* config, mh_context** out) {
+    if (!config || !out || config->num_threads < 0) return MH_ERR_INVALID_ARGUMENT;
+    mh_isa isa = config->isa;
+    if (isa == MH_ISA_AUTO) {
+        mh_status st = mh_isa_default(&isa);
+        if (st != MH_OK) return st;
+    } else if (isa < MH_ISA_SCALAR || isa >= MH_ISA_COUNT) {
+        return MH_ERR_INVALID_ARGUMENT;
+    }
+    const mh_kernels* kernels = mh_dispatch_table(isa);
+    if (!kernels) return MH_ERR_ISA_UNAVAILABLE;
+    mh_context* ctx = malloc(sizeof *ctx);
+    if (!ctx) return MH_ERR_OUT_OF_MEMORY;
+    ctx->kernels = kernels;
+    ctx->num_threads = config->num_threads ? config->num_threads : omp_get_num_procs();
+    *out = ctx;
+    return MH_OK;
+}
+
+void mh_context_destroy(mh_context* ctx) { free(ctx); }
+
+mh_isa mh_context_isa(const mh_context* ctx) { return ctx ? ctx->kernels->isa : MH_ISA_AUTO; }
+
+int mh_context_num_threads(const mh_context* ctx) { return ctx ? ctx->num_threads : 0; }

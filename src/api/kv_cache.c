@@ -1,0 +1,110 @@
+#include "api/kv_cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/alloc.h"
+#include "util/checked.h"
+#include "variant.h"
+
+/* Elements between two heads' streams beyond capacity * dim: 128 bytes of f32. */
+#define HEAD_PAD 32
+
+static size_t dtype_size(mh_dtype t) { return t == MH_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t); }
+
+/* Element strides of one tensor (K or V) of the cache; 0 on overflow. */
+static int cache_strides(int batch, int capacity, int heads, int dim, ptrdiff_t* head,
+                         ptrdiff_t* per_batch, size_t* total) {
+    size_t hs, bs, all;
+    if (!mh_mul_size((size_t)capacity, (size_t)dim, &hs) || !mh_add_size(hs, HEAD_PAD, &hs) ||
+        !mh_mul_size(hs, (size_t)heads, &bs) || !mh_mul_size(bs, (size_t)batch, &all) ||
+        all > PTRDIFF_MAX / 4)
+        return 0;
+    *head = (ptrdiff_t)hs, *per_batch = (ptrdiff_t)bs, *total = all;
+    return 1;
+}
+
+mh_status mh_kv_cache_create(const mh_layer* layer, int batch, int capacity, mh_dtype dtype,
+                             mh_kv_cache** out) {
+    if (!layer || !out || batch <= 0 || capacity <= 0) return MH_ERR_INVALID_ARGUMENT;
+    if (dtype != MH_DTYPE_F32 && dtype != MH_DTYPE_F16 && dtype != MH_DTYPE_BF16)
+        return MH_ERR_INVALID_ARGUMENT;
+    const mh_layer_config* cfg = &layer->cfg;
+    mh_kv_cache c = {0};
+    size_t nk, nv, bk, bv;
+    c.batch = batch, c.capacity = capacity, c.dtype = dtype;
+    c.n_kv_heads = cfg->n_kv_heads, c.head_dim = cfg->head_dim, c.head_dim_v = cfg->head_dim_v;
+    if (!cache_strides(batch, capacity, c.n_kv_heads, c.head_dim, &c.k_stride_head,
+                       &c.k_stride_batch, &nk) ||
+        !cache_strides(batch, capacity, c.n_kv_heads, c.head_dim_v, &c.v_stride_head,
+                       &c.v_stride_batch, &nv) ||
+        !mh_mul_size(nk, dtype_size(dtype), &bk) || !mh_mul_size(nv, dtype_size(dtype), &bv))
+        return MH_ERR_SIZE_OVERFLOW;
+    mh_kv_cache* cache = malloc(sizeof *cache);
+    c.k = mh_alloc(bk);
+    c.v = mh_alloc(bv);
+    if (!cache || !c.k || !c.v) {
+        free(cache);
+        mh_free(c.k);
+        mh_free(c.v);
+        return MH_ERR_OUT_OF_MEMORY;
+    }
+    *cache = c;
+    *out = cache;
+    return MH_OK;
+}
+
+void mh_kv_cache_destroy(mh_kv_cache* cache) {
+    if (!cache) return;
+    mh_free(cache->k);
+    mh_free(cache->v);
+    free(cache);
+}
+
+void mh_kv_cache_reset(mh_kv_cache* cache) {
+    if (cache) cache->length = 0;
+}
+
+int mh_kv_cache_length(const mh_kv_cache* cache) { return cache ? cache->length : 0; }
+
+int mh_kv_cache_capacity(const mh_kv_cache* cache) { return cache ? cache->capacity : 0; }
+
+size_t mh_kv_cache_bytes_per_token(const mh_kv_cache* c) {
+    if (!c) return 0;
+    return (size_t)c->n_kv_heads * (size_t)(c->head_dim + c->head_dim_v) * dtype_size(c->dtype);
+}
+
+/* dst row of `dim` elements of the cache dtype from an f32 row. */
+static void store_row(const mh_kernels* k, mh_dtype dtype, void* dst, const float* src, size_t dim) {
+    switch (dtype) {
+    case MH_DTYPE_F16: k->f32_to_f16(dim, src, dst); break;
+    case MH_DTYPE_BF16: k->f32_to_bf16(dim, src, dst); break;
+    default: memcpy(dst, src, dim * sizeof(float)); break;
+    }
+}
+
+static void write_tensor(const mh_kv_cache* c, const mh_kernels* k, int n, const float* rows,
+                         void* base, int dim, ptrdiff_t stride_head, ptrdiff_t stride_batch) {
+    const size_t es = dtype_size(c->dtype), width = (size_t)c->n_kv_heads * (size_t)dim;
+    for (int b = 0; b < c->batch; b++)
+        for (int t = 0; t < n; t++)
+            for (int h = 0; h < c->n_kv_heads; h++) {
+                const ptrdiff_t idx = b * stride_batch + h * stride_head +
+                                      (ptrdiff_t)(c->length + t) * dim;
+                const float* src = rows + ((size_t)b * (size_t)n + (size_t)t) * width + (size_t)h * (size_t)dim;
+                store_row(k, c->dtype, (unsigned char*)base + (size_t)idx * es, src, (size_t)dim);
+            }
+}
+
+void mh_kv_cache_write(mh_kv_cache* c, const mh_kernels* k, int n, const float* k_rows,
+                       const float* v_rows) {
+    write_tensor(c, k, n, k_rows, c->k, c->head_dim, c->k_stride_head, c->k_stride_batch);
+    write_tensor(c, k, n, v_rows, c->v, c->head_dim_v, c->v_stride_head, c->v_stride_batch);
+}
+
+void mh_kv_cache_views(const mh_kv_cache* c, mh_tensor* k, mh_tensor* v) {
+    k->data = c->k, k->stride_batch = c->k_stride_batch, k->stride_head = c->k_stride_head;
+    k->stride_token = c->head_dim;
+    v->data = c->v, v->stride_batch = c->v_stride_batch, v->stride_head = c->v_stride_head;
+    v->stride_token = c->head_dim_v;
+}

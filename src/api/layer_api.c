@@ -1,0 +1,195 @@
+/* Public layer entry points: every check common to all variants happens here, before a
+ * variant runs, so a failing call writes nothing. */
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/context.h"
+#include "api/kv_cache.h"
+#include "api/validate.h"
+#include "util/alloc.h"
+#include "util/checked.h"
+#include "variant.h"
+
+mh_layer_config mh_layer_config_default(void) {
+    mh_layer_config c;
+    memset(&c, 0, sizeof c);
+    c.variant = MH_VARIANT_MHA;
+    return c;
+}
+
+static int fits_int(size_t a, size_t b) {
+    size_t p;
+    return mh_mul_size(a, b, &p) && p <= INT_MAX;
+}
+
+static mh_status check_config(const mh_layer_config* c) {
+    if (c->d_model <= 0 || c->n_heads <= 0 || c->head_dim <= 0 || c->n_kv_heads < 0 ||
+        c->head_dim_v < 0 || c->kdim < 0 || c->vdim < 0 || c->window < 0)
+        return MH_ERR_INVALID_ARGUMENT;
+    if ((c->bias != 0 && c->bias != 1) || !isfinite(c->scale) || !(c->softcap >= 0.0f) ||
+        isinf(c->softcap))
+        return MH_ERR_INVALID_ARGUMENT;
+    return MH_OK;
+}
+
+static mh_status check_weights(const mh_layer_config* c, const mh_layer_weights* w) {
+    if (!w->w_q || !w->w_k || !w->w_v || !w->w_o) return MH_ERR_INVALID_ARGUMENT;
+    const int have = w->b_q != NULL, all = have && w->b_k && w->b_v && w->b_o;
+    const int none = !w->b_q && !w->b_k && !w->b_v && !w->b_o;
+    if (c->bias ? !all : !none) return MH_ERR_INVALID_ARGUMENT;
+    if (!fits_int((size_t)c->n_heads, (size_t)c->head_dim) ||
+        !fits_int((size_t)c->n_heads, (size_t)c->head_dim_v))
+        return MH_ERR_SIZE_OVERFLOW;
+    return MH_OK;
+}
+
+/* Copies n floats into a new buffer (NULL src gives NULL and success). */
+static int copy_floats(const float* src, int n, float** dst) {
+    *dst = NULL;
+    if (!src) return 1;
+    *dst = mh_alloc((size_t)n * sizeof(float));
+    if (!*dst) return 0;
+    memcpy(*dst, src, (size_t)n * sizeof(float));
+    return 1;
+}
+
+mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
+                          const mh_layer_weights* weights, mh_layer** out) {
+    if (!ctx || !config || !weights || !out) return MH_ERR_INVALID_ARGUMENT;
+    const mh_variant_ops* ops = mh_variant_lookup(config->variant);
+    if (!ops) return MH_ERR_INVALID_ARGUMENT;
+    mh_layer_config c = *config;
+    mh_status st = check_config(&c);
+    if (st == MH_OK) st = ops->resolve_config(&c);
+    if (st == MH_OK) st = check_weights(&c, weights);
+    if (st != MH_OK) return st;
+
+    mh_layer* L = calloc(1, sizeof *L);
+    if (!L) return MH_ERR_OUT_OF_MEMORY;
+    L->cfg = c, L->ops = ops, L->kernels = ctx->kernels, L->threads = ctx->num_threads;
+    if (!copy_floats(c.alibi_slopes, c.n_heads, &L->alibi) ||
+        !copy_floats(c.sinks, c.n_heads, &L->sinks)) {
+        st = MH_ERR_OUT_OF_MEMORY;
+    } else {
+        L->cfg.alibi_slopes = L->alibi, L->cfg.sinks = L->sinks;
+        st = ops->create(L, weights);
+    }
+    if (st != MH_OK) {
+        mh_free(L->alibi);
+        mh_free(L->sinks);
+        free(L);
+        return st;
+    }
+    *out = L;
+    return MH_OK;
+}
+
+void mh_layer_destroy(mh_layer* layer) {
+    if (!layer) return;
+    layer->ops->destroy(layer);
+    mh_free(layer->alibi);
+    mh_free(layer->sinks);
+    free(layer);
+}
+
+mh_status mh_layer_get_config(const mh_layer* layer, mh_layer_config* out) {
+    if (!layer || !out) return MH_ERR_INVALID_ARGUMENT;
+    *out = layer->cfg;
+    out->alibi_slopes = NULL, out->sinks = NULL;
+    return MH_OK;
+}
+
+size_t mh_layer_weights_bytes(const mh_layer* layer) {
+    if (!layer) return 0;
+    size_t extra = (size_t)(!!layer->alibi + !!layer->sinks) * (size_t)layer->cfg.n_heads * sizeof(float);
+    return layer->wq.bytes + layer->wk.bytes + layer->wv.bytes + layer->wo.bytes + extra;
+}
+
+/* Measured workspace of a forward or decode (n_kv < 0 selects decode). */
+static mh_status measure(const mh_layer* L, int B, int N, int M, size_t* bytes) {
+    mh_ws ws = mh_ws_begin(NULL);
+    if (M < 0) L->ops->decode_carve(L, B, N, &ws);
+    else L->ops->forward_carve(L, B, N, M, &ws);
+    if (ws.overflow) return MH_ERR_SIZE_OVERFLOW;
+    *bytes = ws.used;
+    return MH_OK;
+}
+
+/* rows x width elements must be addressable. */
+static int rows_fit(int a, int b, int width) {
+    size_t n;
+    return mh_mul3_size((size_t)a, (size_t)b, (size_t)width, &n) && mh_mul_size(n, sizeof(float), &n) &&
+           n <= PTRDIFF_MAX;
+}
+
+static mh_status check_workspace(size_t need, const void* ws, size_t have) {
+    if (!ws || ((uintptr_t)ws & (MH_WS_ALIGN - 1))) return MH_ERR_INVALID_ARGUMENT;
+    return have < need ? MH_ERR_WORKSPACE_TOO_SMALL : MH_OK;
+}
+
+mh_status mh_layer_forward_workspace_size(const mh_layer* layer, int batch, int n_q, int n_kv,
+                                          size_t* bytes) {
+    if (!layer || !bytes || batch <= 0 || n_q <= 0 || n_kv <= 0) return MH_ERR_INVALID_ARGUMENT;
+    return measure(layer, batch, n_q, n_kv, bytes);
+}
+
+static mh_status check_forward(const mh_layer* L, const mh_forward_args* a) {
+    const mh_layer_config* c = &L->cfg;
+    if (a->batch <= 0 || a->n_q <= 0 || !a->query || !a->out) return MH_ERR_INVALID_ARGUMENT;
+    const int self = a->key == NULL;
+    if (self != (a->value == NULL)) return MH_ERR_INVALID_ARGUMENT;
+    if (self && (c->kdim != c->d_model || c->vdim != c->d_model)) return MH_ERR_INVALID_ARGUMENT;
+    if (!self && a->n_kv <= 0) return MH_ERR_INVALID_ARGUMENT;
+    const int M = self ? a->n_q : a->n_kv;
+    if (a->opt) {
+        const mh_attn_options* o = a->opt;
+        if (o->window || o->softcap != 0.0f || o->alibi_slopes || o->sinks)
+            return MH_ERR_INVALID_ARGUMENT;
+        mh_status st = mh_validate_options(o, a->batch, a->n_q, M, c->n_heads);
+        if (st != MH_OK) return st;
+        if (o->probs && !mh_probs_fit(a->batch, c->n_heads, a->n_q, M)) return MH_ERR_SIZE_OVERFLOW;
+    }
+    if (!rows_fit(a->batch, a->n_q, c->d_model) || !rows_fit(a->batch, M, c->kdim) ||
+        !rows_fit(a->batch, M, c->vdim))
+        return MH_ERR_SIZE_OVERFLOW;
+    return MH_OK;
+}
+
+mh_status mh_layer_forward(const mh_layer* layer, const mh_forward_args* args, void* workspace,
+                           size_t workspace_bytes) {
+    if (!layer || !args) return MH_ERR_INVALID_ARGUMENT;
+    mh_status st = check_forward(layer, args);
+    size_t need;
+    if (st == MH_OK)
+        st = measure(layer, args->batch, args->n_q, args->key ? args->n_kv : args->n_q, &need);
+    if (st == MH_OK) st = check_workspace(need, workspace, workspace_bytes);
+    if (st != MH_OK) return st;
+    layer->ops->forward(layer, args, workspace);
+    return MH_OK;
+}
+
+mh_status mh_layer_decode_workspace_size(const mh_layer* layer, int batch, int n_new,
+                                         size_t* bytes) {
+    if (!layer || !bytes || batch <= 0 || n_new <= 0) return MH_ERR_INVALID_ARGUMENT;
+    return measure(layer, batch, n_new, -1, bytes);
+}
+
+mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache, int batch, int n_new,
+                          const float* x, float* out, void* workspace, size_t workspace_bytes) {
+    if (!layer || !cache || !x || !out || batch <= 0 || n_new <= 0) return MH_ERR_INVALID_ARGUMENT;
+    const mh_layer_config* c = &layer->cfg;
+    if (c->kdim != c->d_model || c->vdim != c->d_model) return MH_ERR_UNSUPPORTED;
+    if (batch != cache->batch || cache->n_kv_heads != c->n_kv_heads ||
+        cache->head_dim != c->head_dim || cache->head_dim_v != c->head_dim_v)
+        return MH_ERR_SHAPE_MISMATCH;
+    if ((int64_t)cache->length + n_new > cache->capacity) return MH_ERR_CACHE_FULL;
+    if (!rows_fit(batch, n_new, c->d_model)) return MH_ERR_SIZE_OVERFLOW;
+    size_t need;
+    mh_status st = measure(layer, batch, n_new, -1, &need);
+    if (st == MH_OK) st = check_workspace(need, workspace, workspace_bytes);
+    if (st != MH_OK) return st;
+    layer->ops->decode(layer, cache, batch, n_new, x, out, workspace);
+    return MH_OK;
+}

@@ -1,0 +1,219 @@
+/*
+ * Tiled online-softmax attention (FlashAttention-style) over (batch, KV head, query tile)
+ * tasks. One task holds the query rows of ALL query heads that share its KV head, so every
+ * K/V tile is packed and read once per group, never once per head (GQA/MQA by index, no
+ * repeat). The N x M score matrix is never formed; only a rows x kv_tile tile is.
+ *
+ * Each task's arithmetic is independent of which thread runs it, so results are bitwise
+ * identical for every thread count.
+ */
+#include "core/attention.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "core/score.h"
+
+typedef struct scratch {
+    float* q;     /* [rows][Dqk]      the query block, pre-scaled */
+    float* kt;    /* [Dqk][kv_tile]   packed K tile */
+    float* vt;    /* [kv_tile][Dv]    packed V tile */
+    float* s;     /* [rows][kv_tile]  scores, then probabilities */
+    float* o;     /* [rows][Dv]       running output */
+    float* m;     /* [rows]           running max */
+    float* l;     /* [rows]           running sum */
+    float* alpha; /* [rows]           per-tile rescale */
+} scratch;
+
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+
+static size_t group_size(const mh_attn_problem* p) {
+    return (size_t)(p->n_heads / p->n_kv_heads);
+}
+
+static size_t block_rows(const mh_kernels* k, const mh_attn_problem* p) {
+    return group_size(p) * min_size(k->attn_q_tile, (size_t)p->n_q);
+}
+
+static void carve_scratch(const mh_kernels* k, const mh_attn_problem* p, mh_ws* ws, scratch* sc) {
+    const size_t rows = block_rows(k, p), tk = k->attn_kv_tile;
+    const size_t dqk = (size_t)p->head_dim_qk, dv = (size_t)p->head_dim_v;
+    sc->q = mh_ws_take(ws, rows, dqk, sizeof(float));
+    sc->kt = mh_ws_take(ws, dqk, tk, sizeof(float));
+    sc->vt = mh_ws_take(ws, tk, dv, sizeof(float));
+    sc->s = mh_ws_take(ws, rows, tk, sizeof(float));
+    sc->o = mh_ws_take(ws, rows, dv, sizeof(float));
+    sc->m = mh_ws_take(ws, rows, 1, sizeof(float));
+    sc->l = mh_ws_take(ws, rows, 1, sizeof(float));
+    sc->alpha = mh_ws_take(ws, rows, 1, sizeof(float));
+}
+
+/* Bytes of one worker's scratch, a multiple of MH_WS_ALIGN; 0 on overflow. */
+static size_t per_thread_bytes(const mh_kernels* k, const mh_attn_problem* p) {
+    mh_ws measure = mh_ws_begin(NULL);
+    scratch unused;
+    size_t bytes;
+    carve_scratch(k, p, &measure, &unused);
+    if (measure.overflow || !mh_align_size(measure.used, MH_WS_ALIGN, &bytes)) return 0;
+    return bytes;
+}
+
+void* mh_core_attention_carve(const mh_kernels* k, int threads, const mh_attn_problem* p, mh_ws* ws) {
+    const size_t bytes = per_thread_bytes(k, p);
+    if (bytes == 0) ws->overflow = 1;
+    return mh_ws_take(ws, (size_t)threads, bytes, 1);
+}
+
+/* Element size of a stored K/V type. */
+static size_t dtype_size(mh_dtype t) { return t == MH_DTYPE_F32 ? 4 : 2; }
+
+static const void* elem_at(const void* base, mh_dtype t, ptrdiff_t index) {
+    return (const unsigned char*)base + index * (ptrdiff_t)dtype_size(t);
+}
+
+/* One task: batch b, KV head kvh, queries [i0, i0 + nr). */
+typedef struct task {
+    int b, kvh;
+    size_t i0, nr;
+} task;
+
+/* The range of keys any row of the block may keep, before per-element masking. */
+static void key_range(const mh_attn_options* opt, int64_t kv_len, int64_t p_first, int64_t p_last,
+                      int64_t* j_begin, int64_t* j_end) {
+    int64_t jb = 0, je = kv_len;
+    if (opt->causal && p_last + 1 < je) je = p_last + 1;
+    if (opt->window > 0) {
+        if (p_first - opt->window + 1 > jb) jb = p_first - opt->window + 1;
+        if (!opt->causal && p_last + opt->window < je) je = p_last + opt->window;
+    }
+    *j_begin = jb;
+    *j_end = je;
+}
+
+/* Computes one packed K tile's finished scores (Q.K^T, then the score step) into sc->s. */
+static void score_tile(const mh_kernels* k, const mh_attn_problem* p, const mh_score_block* blk,
+                       const void* kbase, size_t rows, int64_t j0, size_t nc, scratch* sc) {
+    const size_t dqk = (size_t)p->head_dim_qk, tk = k->attn_kv_tile;
+    k->pack_k(nc, dqk, elem_at(kbase, p->k_dtype, (ptrdiff_t)j0 * p->k.stride_token),
+              p->k.stride_token, p->k_dtype, sc->kt);
+    k->qk(rows, nc, dqk, sc->q, dqk, sc->kt, sc->s, tk);
+    mh_score_tile(blk, sc->s, tk, j0, nc);
+}
+
+/* probs[b, h, i, :] for the block, from the final max m and sum l (zeros where dropped). */
+static void write_probs(const mh_kernels* k, const mh_attn_problem* p, const mh_attn_options* opt,
+                        const mh_score_block* blk, const task* t, const void* kbase,
+                        int64_t j_begin, int64_t j_end, scratch* sc) {
+    const size_t g = group_size(p), rows = g * t->nr, tk = k->attn_kv_tile;
+    const size_t M = (size_t)p->n_kv, N = (size_t)p->n_q;
+    for (size_t r = 0; r < rows; r++) {
+        const size_t h = (size_t)t->kvh * g + r / t->nr, i = t->i0 + r % t->nr;
+        memset(opt->probs + (((size_t)t->b * p->n_heads + h) * N + i) * M, 0, M * sizeof(float));
+    }
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += (int64_t)tk) {
+        const size_t nc = (size_t)min_size(tk, (size_t)(j_end - j0));
+        score_tile(k, p, blk, kbase, rows, j0, nc, sc);
+        for (size_t r = 0; r < rows; r++) {
+            if (sc->m[r] == -INFINITY) continue;
+            const size_t h = (size_t)t->kvh * g + r / t->nr, i = t->i0 + r % t->nr;
+            float* prow = opt->probs + (((size_t)t->b * p->n_heads + h) * N + i) * M + j0;
+            const float inv_l = 1.0f / sc->l[r];
+            for (size_t c = 0; c < nc; c++) prow[c] = expf(sc->s[r * tk + c] - sc->m[r]) * inv_l;
+        }
+    }
+}
+
+static void run_task(const mh_kernels* k, const mh_attn_problem* p, const mh_attn_options* opt,
+                     const task* t, float scale, scratch* sc) {
+    const size_t g = group_size(p), rows = g * t->nr, tk = k->attn_kv_tile;
+    const size_t dqk = (size_t)p->head_dim_qk, dv = (size_t)p->head_dim_v;
+    const int h0 = t->kvh * (int)g;
+    const float* q = (const float*)p->q.data;
+
+    for (size_t r = 0; r < rows; r++) { /* gather and pre-scale the query block */
+        const size_t hh = r / t->nr, ii = r % t->nr;
+        const float* src = q + t->b * p->q.stride_batch + (ptrdiff_t)(t->i0 + ii) * p->q.stride_token +
+                           (ptrdiff_t)(h0 + (int)hh) * p->q.stride_head;
+        for (size_t d = 0; d < dqk; d++) sc->q[r * dqk + d] = src[d] * scale;
+        sc->m[r] = -INFINITY;
+        sc->l[r] = 0.0f;
+    }
+    memset(sc->o, 0, rows * dv * sizeof(float));
+
+    const int64_t kv_len = opt->kv_len ? opt->kv_len[t->b] : p->n_kv;
+    const int64_t q0 = opt->q_offset == MH_Q_OFFSET_END ? kv_len - p->n_q : opt->q_offset;
+    mh_score_block blk = {t->nr, g, q0 + (int64_t)t->i0, opt->causal, opt->window, opt->softcap,
+                          opt->alibi_slopes ? opt->alibi_slopes + h0 : NULL, NULL,
+                          opt->mask_stride_head, opt->mask_stride_row};
+    if (opt->mask)
+        blk.mask = opt->mask + t->b * opt->mask_stride_batch + h0 * opt->mask_stride_head +
+                   (ptrdiff_t)t->i0 * opt->mask_stride_row;
+    int64_t j_begin, j_end;
+    key_range(opt, kv_len, blk.p_first, blk.p_first + (int64_t)t->nr - 1, &j_begin, &j_end);
+
+    const void* kbase = elem_at(p->k.data, p->k_dtype,
+                                t->b * p->k.stride_batch + t->kvh * p->k.stride_head);
+    const void* vbase = elem_at(p->v.data, p->v_dtype,
+                                t->b * p->v.stride_batch + t->kvh * p->v.stride_head);
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += (int64_t)tk) {
+        const size_t nc = min_size(tk, (size_t)(j_end - j0));
+        score_tile(k, p, &blk, kbase, rows, j0, nc, sc);
+        k->softmax_tile(rows, nc, sc->s, tk, sc->m, sc->l, sc->alpha);
+        k->pack_v(nc, dv, elem_at(vbase, p->v_dtype, (ptrdiff_t)j0 * p->v.stride_token),
+                  p->v.stride_token, p->v_dtype, sc->vt);
+        k->pv(rows, nc, dv, sc->s, tk, sc->vt, sc->alpha, sc->o, dv);
+    }
+
+    /* Finish: fold in the sink logit, normalise, write out. A row that kept no key has
+     * m = -inf and gets zeros (its o is still all zero). */
+    const float* sinks = opt->sinks ? opt->sinks + h0 : NULL;
+    for (size_t r = 0; r < rows; r++) {
+        const size_t hh = r / t->nr, ii = r % t->nr;
+        float* dst = p->o + t->b * p->o_stride_batch + (ptrdiff_t)(t->i0 + ii) * p->o_stride_token +
+                     (ptrdiff_t)(h0 + (int)hh) * p->o_stride_head;
+        float* acc = sc->o + r * dv;
+        if (sc->m[r] == -INFINITY) {
+            memset(dst, 0, dv * sizeof(float));
+            continue;
+        }
+        if (sinks && sinks[hh] > sc->m[r]) { /* the sink becomes the max: rescale */
+            const float a = expf(sc->m[r] - sinks[hh]);
+            for (size_t d = 0; d < dv; d++) acc[d] *= a;
+            sc->l[r] *= a;
+            sc->m[r] = sinks[hh];
+        }
+        if (sinks) sc->l[r] += expf(sinks[hh] - sc->m[r]);
+        const float inv_l = 1.0f / sc->l[r];
+        for (size_t d = 0; d < dv; d++) dst[d] = acc[d] * inv_l;
+    }
+    if (opt->probs) write_probs(k, p, opt, &blk, t, kbase, j_begin, j_end, sc);
+}
+
+void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* p,
+                       const mh_attn_options* opt, void* ws_base) {
+    const size_t tq = min_size(k->attn_q_tile, (size_t)p->n_q);
+    const size_t n_qt = ((size_t)p->n_q + tq - 1) / tq;
+    const long n_tasks = (long)((size_t)p->batch * (size_t)p->n_kv_heads * n_qt);
+    const float scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim_qk);
+    const size_t per_thread = per_thread_bytes(k, p);
+    const int nt = n_tasks < threads ? (int)n_tasks : threads;
+
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        mh_ws ws = mh_ws_begin((unsigned char*)ws_base + (size_t)omp_get_thread_num() * per_thread);
+        scratch sc;
+        carve_scratch(k, p, &ws, &sc);
+        /* dynamic: causal tasks differ in cost; which thread runs a task never changes its result */
+#pragma omp for schedule(dynamic, 1)
+        for (long ti = 0; ti < n_tasks; ti++) {
+            task t;
+            const size_t qt = (size_t)ti % n_qt;
+            t.kvh = (int)(((size_t)ti / n_qt) % (size_t)p->n_kv_heads);
+            t.b = (int)((size_t)ti / (n_qt * (size_t)p->n_kv_heads));
+            t.i0 = qt * tq;
+            t.nr = min_size(tq, (size_t)p->n_q - t.i0);
+            run_task(k, p, opt, &t, scale, &sc);
+        }
+    }
+}

@@ -1,0 +1,65 @@
+#include "core/gemm.h"
+
+#include <string.h>
+
+#include "util/alloc.h"
+#include "util/checked.h"
+
+/* Rows of one GEMM task: a multiple of every kernel's MR that keeps an A block in L2. */
+#define GEMM_ROW_BLOCK 48
+
+mh_status mh_pack_matrix(const mh_kernels* k, const float* w, const float* bias, int n_out,
+                         int k_in, mh_packed_matrix* out) {
+    memset(out, 0, sizeof *out);
+    const size_t nr = k->gemm_nr, n_panels = ((size_t)n_out + nr - 1) / nr;
+    size_t panel_elems, bias_bytes = bias ? (size_t)n_out * sizeof(float) : 0, bytes;
+    if (!mh_mul3_size(n_panels, nr, (size_t)k_in, &panel_elems) ||
+        !mh_mul_size(panel_elems, sizeof(float), &bytes) || !mh_add_size(bytes, bias_bytes, &bytes))
+        return MH_ERR_SIZE_OVERFLOW;
+    float* panels = mh_alloc(panel_elems * sizeof(float));
+    float* b = bias ? mh_alloc(bias_bytes) : NULL;
+    if (!panels || (bias && !b)) {
+        mh_free(panels);
+        mh_free(b);
+        return MH_ERR_OUT_OF_MEMORY;
+    }
+    for (size_t p = 0; p < n_panels; p++) {
+        float* dst = panels + p * (size_t)k_in * nr;
+        for (size_t c = 0; c < nr && p * nr + c < (size_t)n_out; c++) {
+            const float* src = w + (p * nr + c) * (size_t)k_in;
+            for (size_t kk = 0; kk < (size_t)k_in; kk++) dst[kk * nr + c] = src[kk];
+        }
+    }
+    if (b) memcpy(b, bias, bias_bytes);
+    out->panels = panels, out->bias = b, out->n_out = n_out, out->k_in = k_in, out->nr = nr;
+    out->bytes = bytes;
+    return MH_OK;
+}
+
+void mh_packed_matrix_free(mh_packed_matrix* m) {
+    mh_free(m->panels);
+    mh_free(m->bias);
+    memset(m, 0, sizeof *m);
+}
+
+void mh_gemm_packed(const mh_kernels* k, int threads, size_t rows, const float* x, size_t ldx,
+                    const mh_packed_matrix* w, float* y, size_t ldy) {
+    const size_t nr = w->nr, mr = k->gemm_mr, kin = (size_t)w->k_in;
+    const size_t n_panels = ((size_t)w->n_out + nr - 1) / nr;
+    const size_t n_row_blocks = (rows + GEMM_ROW_BLOCK - 1) / GEMM_ROW_BLOCK;
+    const long n_tasks = (long)(n_row_blocks * n_panels);
+    const int nt = n_tasks < threads ? (int)n_tasks : threads;
+    /* Each output element is one full-length reduction by one task: thread-count independent. */
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (long t = 0; t < n_tasks; t++) {
+        const size_t p = (size_t)t % n_panels, rb = (size_t)t / n_panels;
+        const size_t c0 = p * nr, nc = (size_t)w->n_out - c0 < nr ? (size_t)w->n_out - c0 : nr;
+        const size_t r_end = (rb + 1) * GEMM_ROW_BLOCK < rows ? (rb + 1) * GEMM_ROW_BLOCK : rows;
+        const float* panel = w->panels + p * kin * nr;
+        const float* bias = w->bias ? w->bias + c0 : NULL;
+        for (size_t r = rb * GEMM_ROW_BLOCK; r < r_end; r += mr) {
+            const size_t m = r_end - r < mr ? r_end - r : mr;
+            k->gemm_ukernel(m, nc, kin, x + r * ldx, ldx, panel, bias, y + r * ldy + c0, ldy);
+        }
+    }
+}

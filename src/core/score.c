@@ -1,0 +1,43 @@
+#include "core/score.h"
+
+#include <math.h>
+
+int mh_score_tile_partial(const mh_score_block* blk, int64_t j0, size_t cols) {
+    const int64_t j1 = j0 + (int64_t)cols - 1;
+    const int64_t p0 = blk->p_first, p1 = blk->p_first + (int64_t)blk->rows_per_head - 1;
+    if (blk->causal && j1 > p0) return 1;
+    if (blk->window > 0) {
+        if (p1 - j0 >= blk->window) return 1;
+        if (!blk->causal && j1 - p0 >= blk->window) return 1;
+    }
+    return 0;
+}
+
+void mh_score_tile(const mh_score_block* blk, float* s, size_t lds, int64_t j0, size_t cols) {
+    const int partial = mh_score_tile_partial(blk, j0, cols);
+    const float cap = blk->softcap;
+    for (size_t hh = 0; hh < blk->n_heads_blk; hh++) {
+        const float slope = blk->alibi ? blk->alibi[hh] : 0.0f;
+        for (size_t ii = 0; ii < blk->rows_per_head; ii++) {
+            float* row = s + (hh * blk->rows_per_head + ii) * lds;
+            const int64_t p = blk->p_first + (int64_t)ii;
+            if (cap > 0.0f)
+                for (size_t c = 0; c < cols; c++) row[c] = cap * tanhf(row[c] / cap);
+            if (blk->alibi)
+                for (size_t c = 0; c < cols; c++) row[c] += slope * (float)(j0 + (int64_t)c - p);
+            if (blk->mask) {
+                const float* mrow = blk->mask + (ptrdiff_t)hh * blk->mask_stride_head +
+                                    (ptrdiff_t)ii * blk->mask_stride_row + j0;
+                for (size_t c = 0; c < cols; c++) row[c] += mrow[c];
+            }
+            if (!partial) continue;
+            for (size_t c = 0; c < cols; c++) {
+                const int64_t j = j0 + (int64_t)c;
+                int drop = blk->causal && j > p;
+                if (blk->window > 0)
+                    drop |= p - j >= blk->window || (!blk->causal && j - p >= blk->window);
+                if (drop) row[c] = -INFINITY;
+            }
+        }
+    }
+}

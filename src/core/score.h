@@ -1,0 +1,33 @@
+/* The score step between Q.K^T and the softmax: soft-cap, ALiBi, additive mask, and dropping
+ * keys outside the causal/window range (set to -INFINITY). The order is the one documented in
+ * multihead.h. */
+#ifndef MH_CORE_SCORE_H
+#define MH_CORE_SCORE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "multihead.h"
+
+/* One query block: n_heads_blk consecutive heads x rows_per_head consecutive queries. Rows of
+ * the score tile are ordered head-major: r = hh * rows_per_head + ii. */
+typedef struct mh_score_block {
+    size_t rows_per_head;
+    size_t n_heads_blk;
+    int64_t p_first;          /* position of query ii = 0 */
+    int causal;
+    int window;
+    float softcap;
+    const float* alibi;       /* slopes of the block's first head, or NULL */
+    const float* mask;        /* mask at (b, first head, first query, key 0), or NULL */
+    ptrdiff_t mask_stride_head;
+    ptrdiff_t mask_stride_row;
+} mh_score_block;
+
+/* Applies the score step to s[r * lds + c] for keys j0 .. j0 + cols - 1. */
+void mh_score_tile(const mh_score_block* blk, float* s, size_t lds, int64_t j0, size_t cols);
+
+/* 1 if some key in [j0, j0 + cols) may be dropped by causal/window for some row of the block;
+ * 0 means the whole tile is inside the allowed band and per-element masking can be skipped. */
+int mh_score_tile_partial(const mh_score_block* blk, int64_t j0, size_t cols);
+
+#endif

@@ -1,0 +1,52 @@
+#include "dispatch/cpu_features.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <stdint.h>
+
+/* XCR0 through XGETBV, only valid when CPUID says OSXSAVE. The OS must enable the register
+ * state (YMM for AVX, opmask+ZMM for AVX-512) or the instructions fault even on a capable CPU. */
+static uint64_t read_xcr0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static int x86_has(mh_isa isa) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    const int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
+    if (!osxsave || !avx) return 0;
+    const uint64_t xcr0 = read_xcr0();
+    const int ymm_state = (xcr0 & 0x6) == 0x6;    /* SSE + AVX state */
+    const int zmm_state = (xcr0 & 0xe6) == 0xe6;  /* + opmask, ZMM_Hi256, Hi16_ZMM */
+    if (__get_cpuid_max(0, NULL) < 7) return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    const int avx2 = (b >> 5) & 1;
+    const int avx512 = ((b >> 16) & 1) && ((b >> 17) & 1) && ((b >> 30) & 1) && ((b >> 31) & 1);
+    if (isa == MH_ISA_AVX2) return ymm_state && avx2 && fma && f16c;
+    if (isa == MH_ISA_AVX512) return zmm_state && avx2 && fma && f16c && avx512;
+    return 0;
+}
+#endif
+
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_SVE
+#define HWCAP_SVE (1UL << 22)
+#endif
+#endif
+
+int mh_cpu_has_isa(mh_isa isa) {
+    if (isa == MH_ISA_SCALAR) return 1;
+#if defined(__x86_64__) || defined(__i386__)
+    if (isa == MH_ISA_AVX2 || isa == MH_ISA_AVX512) return x86_has(isa);
+#endif
+#if defined(__aarch64__)
+    if (isa == MH_ISA_NEON) return 1; /* Advanced SIMD is mandatory on AArch64 */
+#if defined(__linux__)
+    if (isa == MH_ISA_SVE) return (getauxval(AT_HWCAP) & HWCAP_SVE) != 0;
+#endif
+#endif
+    return 0;
+}

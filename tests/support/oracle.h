@@ -1,0 +1,27 @@
+/*
+ * The double-precision oracle: naive attention and layers written straight from the math in
+ * docs/variants.md and the score order documented in multihead.h. Independent of the library:
+ * it shares only the public header's structs (to read the same inputs).
+ */
+#ifndef MH_TEST_ORACLE_H
+#define MH_TEST_ORACLE_H
+#include "multihead.h"
+
+/* Decodes one stored K/V element to double. */
+double oracle_load(const void* base, mh_dtype dtype, ptrdiff_t index);
+
+/* o [B, N, H, Dv] contiguous; probs [B, H, N, M] contiguous or NULL. opt may be NULL. */
+void oracle_attention(const mh_attn_problem* p, const mh_attn_options* opt, double* o,
+                      double* probs);
+
+/* y[r, :] = x[r, :] W^T + b. x [rows, in] f32, W [out, in] (PyTorch), b [out] or NULL. */
+void oracle_linear(const float* x, int rows, int in, const float* w, const float* b, int out,
+                   double* y);
+
+/* The whole layer forward (projections, attention, output projection) in double.
+ * cfg must have its defaults resolved (n_kv_heads, head_dim_v, kdim, vdim, set).
+ * out [B, N, d_model]. */
+void oracle_layer_forward(const mh_layer_config* cfg, const mh_layer_weights* w,
+                          const mh_forward_args* args, double* out);
+
+#endif

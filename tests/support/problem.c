@@ -1,0 +1,118 @@
+#include "problem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Storage rounding for test inputs. Exactness does not matter here: the oracle decodes the
+ * stored bits, so both sides see the same rounded values. Tiny values flush to zero. */
+static uint32_t bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static uint16_t to_f16(float f) {
+    uint32_t u = bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a < 0x38800000u) return (uint16_t)sign;
+    uint32_t r = a - 0x38000000u;
+    r += 0xfffu + ((r >> 13) & 1u);
+    return (uint16_t)(sign | (r >> 13));
+}
+
+static uint16_t to_bf16(float f) {
+    uint32_t u = bits(f);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static void strides(test_layout layout, int T, int Hh, int D, int pad, mh_tensor* t, size_t* elems,
+                    int B) {
+    switch (layout) {
+    case LAYOUT_HEAD_MAJOR:
+        t->stride_token = D, t->stride_head = (ptrdiff_t)T * D, t->stride_batch = (ptrdiff_t)Hh * T * D;
+        break;
+    case LAYOUT_PADDED:
+        t->stride_head = D + pad, t->stride_token = (ptrdiff_t)Hh * (D + pad) + 2 * pad + 1;
+        t->stride_batch = (ptrdiff_t)T * t->stride_token + 5;
+        break;
+    default:
+        t->stride_head = D, t->stride_token = (ptrdiff_t)Hh * D, t->stride_batch = (ptrdiff_t)T * Hh * D;
+    }
+    *elems = (size_t)t->stride_batch * (size_t)B;
+    if ((size_t)((B - 1) * t->stride_batch + (T - 1) * t->stride_token + (Hh - 1) * t->stride_head + D) > *elems)
+        *elems = (size_t)((B - 1) * t->stride_batch + (T - 1) * t->stride_token + (Hh - 1) * t->stride_head + D);
+}
+
+static void* fill_kv(test_rng* r, size_t n, mh_dtype dt, float amp) {
+    size_t es = dt == MH_DTYPE_F32 ? 4 : 2;
+    void* buf = calloc(n ? n : 1, es);
+    for (size_t i = 0; i < n; i++) {
+        float x = rng_uniform(r, -amp, amp);
+        if (dt == MH_DTYPE_F32) ((float*)buf)[i] = x;
+        else if (dt == MH_DTYPE_F16) ((uint16_t*)buf)[i] = to_f16(x);
+        else ((uint16_t*)buf)[i] = to_bf16(x);
+    }
+    return buf;
+}
+
+void problem_make(test_problem* t, test_rng* r, int B, int N, int M, int H, int Hkv, int Dqk,
+                  int Dv, mh_dtype kv_dtype, test_layout layout, float amp) {
+    memset(t, 0, sizeof *t);
+    mh_attn_problem* p = &t->p;
+    p->batch = B, p->n_q = N, p->n_kv = M, p->n_heads = H, p->n_kv_heads = Hkv;
+    p->head_dim_qk = Dqk, p->head_dim_v = Dv;
+    p->k_dtype = p->v_dtype = kv_dtype;
+    size_t nq, nk, nv, no;
+    strides(layout, N, H, Dqk, 3, &p->q, &nq, B);
+    strides(layout, M, Hkv, Dqk, 1, &p->k, &nk, B);
+    strides(layout, M, Hkv, Dv, 2, &p->v, &nv, B);
+    mh_tensor ot;
+    strides(layout, N, H, Dv, 1, &ot, &no, B);
+    t->q = malloc(nq * sizeof(float));
+    rng_fill(r, t->q, nq, -amp, amp);
+    t->k = fill_kv(r, nk, kv_dtype, amp);
+    t->v = fill_kv(r, nv, kv_dtype, amp);
+    t->o = malloc(no * sizeof(float));
+    for (size_t i = 0; i < no; i++) t->o[i] = -12345.0f; /* poison: every row must be written */
+    t->o_elems = no;
+    p->q.data = t->q, p->k.data = t->k, p->v.data = t->v, p->o = t->o;
+    p->o_stride_batch = ot.stride_batch, p->o_stride_token = ot.stride_token;
+    p->o_stride_head = ot.stride_head;
+}
+
+void problem_free(test_problem* t) {
+    free(t->q), free(t->k), free(t->v), free(t->o);
+    memset(t, 0, sizeof *t);
+}
+
+void problem_gather_o(const test_problem* t, float* dst) {
+    const mh_attn_problem* p = &t->p;
+    for (int b = 0; b < p->batch; b++)
+        for (int i = 0; i < p->n_q; i++)
+            for (int h = 0; h < p->n_heads; h++)
+                memcpy(dst + (((size_t)b * p->n_q + i) * p->n_heads + h) * p->head_dim_v,
+                       p->o + b * p->o_stride_batch + i * p->o_stride_token + h * p->o_stride_head,
+                       sizeof(float) * (size_t)p->head_dim_v);
+}
+
+mh_status run_attention(const mh_context* ctx, const mh_attn_problem* p, const mh_attn_options* opt) {
+    size_t bytes = 0;
+    mh_status st = mh_attention_workspace_size(ctx, p, opt, &bytes);
+    if (st != MH_OK) return st;
+    void* ws = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+    st = mh_attention(ctx, p, opt, ws, bytes);
+    free(ws);
+    return st;
+}
+
+mh_context* test_context(int threads) {
+    mh_context_config cc = mh_context_config_default();
+    cc.num_threads = threads;
+    mh_context* ctx = NULL;
+    mh_status st = mh_context_create(&cc, &ctx);
+    if (st != MH_OK) {
+        fprintf(stderr, "context: %s\n", mh_status_string(st));
+        exit(1);
+    }
+    return ctx;
+}

@@ -1,0 +1,36 @@
+/* Random attention problems for tests: owns its buffers, lays Q/K/V/O out in one of several
+ * strided layouts, and stores K/V in the requested dtype. */
+#ifndef MH_TEST_PROBLEM_H
+#define MH_TEST_PROBLEM_H
+#include "multihead.h"
+#include "rng.h"
+
+typedef enum test_layout {
+    LAYOUT_TOKEN_MAJOR = 0, /* [B, T, H, D] contiguous */
+    LAYOUT_HEAD_MAJOR = 1,  /* [B, H, T, D]: a cache-like layout */
+    LAYOUT_PADDED = 2       /* token-major with odd padding after every row and head */
+} test_layout;
+
+typedef struct test_problem {
+    mh_attn_problem p;
+    float* q;
+    void* k;
+    void* v;
+    float* o;
+    size_t o_elems;
+} test_problem;
+
+/* Fills a problem of the given shape with values uniform in [-amp, amp). */
+void problem_make(test_problem* t, test_rng* r, int B, int N, int M, int H, int Hkv, int Dqk,
+                  int Dv, mh_dtype kv_dtype, test_layout layout, float amp);
+void problem_free(test_problem* t);
+/* Copies O ([B, N, H, Dv] through its strides) into a contiguous buffer. */
+void problem_gather_o(const test_problem* t, float* dst);
+
+/* Runs mh_attention with a fresh 64-aligned workspace; returns its status. */
+mh_status run_attention(const mh_context* ctx, const mh_attn_problem* p, const mh_attn_options* opt);
+
+/* A context with the given thread count and MH_ISA_AUTO; aborts the test on failure. */
+mh_context* test_context(int threads);
+
+#endif

@@ -1,0 +1,13 @@
+/* The compiled-in variants. Adding one: a file under variants/, one line here. */
+#include "variant.h"
+
+extern const mh_variant_ops mh_variant_mha, mh_variant_gqa, mh_variant_mqa;
+
+const mh_variant_ops* mh_variant_lookup(mh_variant v) {
+    switch (v) {
+    case MH_VARIANT_MHA: return &mh_variant_mha;
+    case MH_VARIANT_GQA: return &mh_variant_gqa;
+    case MH_VARIANT_MQA: return &mh_variant_mqa;
+    }
+    return NULL;
+}

@@ -1,0 +1,50 @@
+/*
+ * The internal interface a variant implements, and the layer object they share.
+ *
+ * The public entry points (src/api/layer_api.c) check everything that is common to all
+ * variants (pointers, sizes, workspace size, cache compatibility) before calling a variant, so
+ * a variant's forward/decode may trust their arguments and must not fail.
+ */
+#ifndef MH_VARIANT_H
+#define MH_VARIANT_H
+#include "core/gemm.h"
+#include "kernels/kernels.h"
+#include "util/workspace.h"
+
+struct mh_kv_cache;
+
+struct mh_layer {
+    mh_layer_config cfg; /* resolved: every 0-means-default field filled in; alibi_slopes and
+                            sinks point at the layer's own copies below */
+    const struct mh_variant_ops* ops;
+    const mh_kernels* kernels;
+    int threads;
+    mh_packed_matrix wq; /* [H*D,    d_model] packed */
+    mh_packed_matrix wk; /* [Hkv*D,  kdim]    packed */
+    mh_packed_matrix wv; /* [Hkv*Dv, vdim]    packed */
+    mh_packed_matrix wo; /* [d_model, H*Dv]   packed */
+    float* alibi;        /* [H] or NULL */
+    float* sinks;        /* [H] or NULL */
+};
+
+typedef struct mh_variant_ops {
+    const char* name;
+    /* Fills the variant's defaults into cfg and checks its rules. */
+    mh_status (*resolve_config)(mh_layer_config* cfg);
+    /* Packs the weights into `layer` (cfg, kernels and threads are already set). On error it
+     * leaves nothing allocated. */
+    mh_status (*create)(mh_layer* layer, const mh_layer_weights* w);
+    void (*destroy)(mh_layer* layer);
+    /* Carve (or measure, with ws->base == NULL) the forward / decode workspace. */
+    void (*forward_carve)(const mh_layer* layer, int batch, int n_q, int n_kv, mh_ws* ws);
+    void (*decode_carve)(const mh_layer* layer, int batch, int n_new, mh_ws* ws);
+    /* Run on validated arguments with a workspace of the carved size. */
+    void (*forward)(const mh_layer* layer, const mh_forward_args* args, void* workspace);
+    void (*decode)(const mh_layer* layer, struct mh_kv_cache* cache, int batch, int n_new,
+                   const float* x, float* out, void* workspace);
+} mh_variant_ops;
+
+/* The module serving `v`, or NULL for an unknown variant (variants/registry.c). */
+const mh_variant_ops* mh_variant_lookup(mh_variant v);
+
+#endif
