@@ -59,7 +59,8 @@ MH_API const char* mh_status_string(mh_status status);
 
 /* ------------------------------------------------------------------ ISAs */
 typedef enum mh_isa {
-    MH_ISA_AUTO = 0,   /* in a context config: MH_ISA from the environment, else the best */
+    MH_ISA_AUTO = 0,   /* in a context config: MH_ISA from the environment (unset or "auto":
+                          the best supported ISA) */
     MH_ISA_SCALAR = 1,
     MH_ISA_AVX2 = 2,   /* AVX2 + FMA + F16C */
     MH_ISA_AVX512 = 3, /* AVX-512 F/BW/DQ/VL */
@@ -213,7 +214,7 @@ MH_API mh_layer_config mh_layer_config_default(void); /* MHA, everything else 0 
 MH_API mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
                                  const mh_layer_weights* weights, mh_layer** out);
 MH_API void mh_layer_destroy(mh_layer* layer); /* accepts NULL */
-/* The config as validated (defaults resolved, pointers cleared). */
+/* The config as validated (defaults resolved, including scale; pointers cleared). */
 MH_API mh_status mh_layer_get_config(const mh_layer* layer, mh_layer_config* out);
 /* Bytes of packed weights the layer holds. */
 MH_API size_t mh_layer_weights_bytes(const mh_layer* layer);
@@ -237,6 +238,7 @@ typedef struct mh_forward_args {
     const mh_attn_options* opt; /* NULL = defaults (no mask) */
 } mh_forward_args;
 
+/* For self-attention pass n_kv = n_q. */
 MH_API mh_status mh_layer_forward_workspace_size(const mh_layer* layer, int batch, int n_q,
                                                  int n_kv, size_t* bytes);
 /* workspace must be 64-byte aligned. */
@@ -251,6 +253,7 @@ MH_API mh_status mh_layer_forward(const mh_layer* layer, const mh_forward_args* 
  */
 typedef struct mh_kv_cache mh_kv_cache;
 
+/* MH_ERR_UNSUPPORTED for a cross-attention layer (kdim or vdim != d_model): it cannot decode. */
 MH_API mh_status mh_kv_cache_create(const mh_layer* layer, int batch, int capacity,
                                     mh_dtype dtype, mh_kv_cache** out);
 MH_API void mh_kv_cache_destroy(mh_kv_cache* cache); /* accepts NULL */

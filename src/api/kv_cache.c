@@ -30,6 +30,7 @@ mh_status mh_kv_cache_create(const mh_layer* layer, int batch, int capacity, mh_
     if (dtype != MH_DTYPE_F32 && dtype != MH_DTYPE_F16 && dtype != MH_DTYPE_BF16)
         return MH_ERR_INVALID_ARGUMENT;
     const mh_layer_config* cfg = &layer->cfg;
+    if (cfg->kdim != cfg->d_model || cfg->vdim != cfg->d_model) return MH_ERR_UNSUPPORTED;
     mh_kv_cache c = {0};
     size_t nk, nv, bk, bv;
     c.batch = batch, c.capacity = capacity, c.dtype = dtype;

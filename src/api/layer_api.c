@@ -63,6 +63,7 @@ mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
     mh_layer_config c = *config;
     mh_status st = check_config(&c);
     if (st == MH_OK) st = ops->resolve_config(&c);
+    if (st == MH_OK && c.scale == 0.0f) c.scale = 1.0f / sqrtf((float)c.head_dim);
     if (st == MH_OK) st = check_weights(&c, weights);
     if (st != MH_OK) return st;
 

@@ -8,15 +8,27 @@ static int valid_dtype(mh_dtype t) {
     return t == MH_DTYPE_F32 || t == MH_DTYPE_F16 || t == MH_DTYPE_BF16;
 }
 
+/* (n - 1) * stride, accumulated into *sum; 0 on overflow. */
+static int add_span(int n, ptrdiff_t stride, size_t* sum) {
+    size_t span;
+    return mh_mul_size((size_t)(n - 1), (size_t)stride, &span) && mh_add_size(*sum, span, sum);
+}
+
 mh_status mh_validate_options(const mh_attn_options* opt, int batch, int n_q, int n_kv,
                               int n_heads) {
-    (void)n_q, (void)n_heads;
     if (opt->causal != 0 && opt->causal != 1) return MH_ERR_INVALID_ARGUMENT;
     if (opt->window < 0) return MH_ERR_INVALID_ARGUMENT;
     if (opt->q_offset != MH_Q_OFFSET_END && opt->q_offset < 0) return MH_ERR_INVALID_ARGUMENT;
     if (!(opt->softcap >= 0.0f) || isinf(opt->softcap)) return MH_ERR_INVALID_ARGUMENT;
     if (opt->mask_stride_batch < 0 || opt->mask_stride_head < 0 || opt->mask_stride_row < 0)
         return MH_ERR_INVALID_ARGUMENT;
+    if (opt->mask) { /* its largest index must be addressable */
+        size_t last = (size_t)n_kv;
+        if (!add_span(batch, opt->mask_stride_batch, &last) ||
+            !add_span(n_heads, opt->mask_stride_head, &last) ||
+            !add_span(n_q, opt->mask_stride_row, &last) || last > PTRDIFF_MAX / 4)
+            return MH_ERR_SIZE_OVERFLOW;
+    }
     if (opt->kv_len)
         for (int b = 0; b < batch; b++)
             if (opt->kv_len[b] < 0 || opt->kv_len[b] > n_kv) return MH_ERR_INVALID_ARGUMENT;
@@ -28,13 +40,32 @@ static mh_status check_view(const mh_tensor* t, int batch, int tokens, int heads
     if (!t->data) return MH_ERR_INVALID_ARGUMENT;
     if (t->stride_batch < 0 || t->stride_token < 0 || t->stride_head < 0)
         return MH_ERR_INVALID_ARGUMENT;
-    size_t a, b, c, sum;
-    if (!mh_mul_size((size_t)(batch - 1), (size_t)t->stride_batch, &a) ||
-        !mh_mul_size((size_t)(tokens - 1), (size_t)t->stride_token, &b) ||
-        !mh_mul_size((size_t)(heads - 1), (size_t)t->stride_head, &c) || !mh_add_size(a, b, &sum) ||
-        !mh_add_size(sum, c, &sum) || !mh_add_size(sum, (size_t)dim, &sum) || sum > PTRDIFF_MAX / 4)
+    size_t last = (size_t)dim;
+    if (!add_span(batch, t->stride_batch, &last) || !add_span(tokens, t->stride_token, &last) ||
+        !add_span(heads, t->stride_head, &last) || last > PTRDIFF_MAX / 4)
         return MH_ERR_SIZE_OVERFLOW;
     return MH_OK;
+}
+
+/* 1 if no two elements of a written view share an address: ordered by stride, each dimension
+ * (of extent > 1) must step past everything the inner ones span. */
+static int view_disjoint(const mh_tensor* t, int batch, int tokens, int heads, int dim) {
+    size_t stride[3] = {(size_t)t->stride_batch, (size_t)t->stride_token, (size_t)t->stride_head};
+    int extent[3] = {batch, tokens, heads};
+    for (int i = 0; i < 3; i++) /* sort by stride, ascending */
+        for (int j = i + 1; j < 3; j++)
+            if (stride[j] < stride[i]) {
+                size_t s = stride[i];
+                int e = extent[i];
+                stride[i] = stride[j], extent[i] = extent[j], stride[j] = s, extent[j] = e;
+            }
+    size_t span = (size_t)dim; /* elements covered by the dimensions so far */
+    for (int i = 0; i < 3; i++) {
+        if (extent[i] == 1) continue;
+        if (stride[i] < span) return 0;
+        span = stride[i] * (size_t)(extent[i] - 1) + span; /* no overflow: check_view bounded it */
+    }
+    return 1;
 }
 
 mh_status mh_validate_problem(const mh_attn_problem* p) {
@@ -49,7 +80,9 @@ mh_status mh_validate_problem(const mh_attn_problem* p) {
     if ((st = check_view(&p->k, p->batch, p->n_kv, p->n_kv_heads, p->head_dim_qk)) != MH_OK) return st;
     if ((st = check_view(&p->v, p->batch, p->n_kv, p->n_kv_heads, p->head_dim_v)) != MH_OK) return st;
     mh_tensor o = {p->o, p->o_stride_batch, p->o_stride_token, p->o_stride_head};
-    return check_view(&o, p->batch, p->n_q, p->n_heads, p->head_dim_v);
+    if ((st = check_view(&o, p->batch, p->n_q, p->n_heads, p->head_dim_v)) != MH_OK) return st;
+    return view_disjoint(&o, p->batch, p->n_q, p->n_heads, p->head_dim_v) ? MH_OK
+                                                                          : MH_ERR_INVALID_ARGUMENT;
 }
 
 int mh_probs_fit(int batch, int n_heads, int n_q, int n_kv) {

@@ -17,8 +17,8 @@
 
 typedef struct scratch {
     float* q;     /* [rows][Dqk]      the query block, pre-scaled */
-    float* kt;    /* [Dqk][kv_tile]   packed K tile */
-    float* vt;    /* [kv_tile][Dv]    packed V tile */
+    float* kt;    /* [kv_tile/NR][Dqk][NR]      packed K tile (GEMM path) */
+    float* vt;    /* [ceil(Dv/NR)][kv_tile][NR] packed V tile (GEMM path) */
     float* s;     /* [rows][kv_tile]  scores, then probabilities */
     float* o;     /* [rows][Dv]       running output */
     float* m;     /* [rows]           running max */
@@ -32,16 +32,23 @@ static size_t group_size(const mh_attn_problem* p) {
     return (size_t)(p->n_heads / p->n_kv_heads);
 }
 
+/* Queries per head in one task: the group's heads together fill about attn_block_rows. */
+static size_t q_tile(const mh_kernels* k, const mh_attn_problem* p) {
+    const size_t per_head = k->attn_block_rows / group_size(p);
+    return min_size(per_head ? per_head : 1, (size_t)p->n_q);
+}
+
 static size_t block_rows(const mh_kernels* k, const mh_attn_problem* p) {
-    return group_size(p) * min_size(k->attn_q_tile, (size_t)p->n_q);
+    return group_size(p) * q_tile(k, p);
 }
 
 static void carve_scratch(const mh_kernels* k, const mh_attn_problem* p, mh_ws* ws, scratch* sc) {
     const size_t rows = block_rows(k, p), tk = k->attn_kv_tile;
     const size_t dqk = (size_t)p->head_dim_qk, dv = (size_t)p->head_dim_v;
     sc->q = mh_ws_take(ws, rows, dqk, sizeof(float));
+    const size_t nr = k->gemm_nr, dv_panels = (dv + nr - 1) / nr;
     sc->kt = mh_ws_take(ws, dqk, tk, sizeof(float));
-    sc->vt = mh_ws_take(ws, tk, dv, sizeof(float));
+    sc->vt = mh_ws_take(ws, dv_panels * nr, tk, sizeof(float));
     sc->s = mh_ws_take(ws, rows, tk, sizeof(float));
     sc->o = mh_ws_take(ws, rows, dv, sizeof(float));
     sc->m = mh_ws_take(ws, rows, 1, sizeof(float));
@@ -91,14 +98,42 @@ static void key_range(const mh_attn_options* opt, int64_t kv_len, int64_t p_firs
     *j_end = je;
 }
 
-/* Computes one packed K tile's finished scores (Q.K^T, then the score step) into sc->s. */
+/* Finished scores (Q.K^T, then the score step) of keys [j0, j0 + nc) into sc->s. Blocks with
+ * few rows read K in place; larger ones pack the tile and use the GEMM micro-kernel. */
 static void score_tile(const mh_kernels* k, const mh_attn_problem* p, const mh_score_block* blk,
                        const void* kbase, size_t rows, int64_t j0, size_t nc, scratch* sc) {
-    const size_t dqk = (size_t)p->head_dim_qk, tk = k->attn_kv_tile;
-    k->pack_k(nc, dqk, elem_at(kbase, p->k_dtype, (ptrdiff_t)j0 * p->k.stride_token),
-              p->k.stride_token, p->k_dtype, sc->kt);
-    k->qk(rows, nc, dqk, sc->q, dqk, sc->kt, sc->s, tk);
+    const size_t dqk = (size_t)p->head_dim_qk, tk = k->attn_kv_tile, mr = k->gemm_mr, nr = k->gemm_nr;
+    const void* ksrc = elem_at(kbase, p->k_dtype, (ptrdiff_t)j0 * p->k.stride_token);
+    if (rows < k->attn_direct_rows) {
+        k->qk_direct(rows, nc, dqk, sc->q, dqk, ksrc, p->k.stride_token, p->k_dtype, sc->s, tk);
+    } else {
+        k->pack_kt(nc, dqk, ksrc, p->k.stride_token, p->k_dtype, sc->kt);
+        for (size_t c0 = 0; c0 < nc; c0 += nr) {
+            const float* panel = sc->kt + (c0 / nr) * dqk * nr;
+            for (size_t r = 0; r < rows; r += mr)
+                k->gemm(min_size(mr, rows - r), min_size(nr, nc - c0), dqk, sc->q + r * dqk, dqk,
+                        panel, NULL, sc->s + r * tk + c0, tk);
+        }
+    }
     mh_score_tile(blk, sc->s, tk, j0, nc);
+}
+
+/* o = alpha * o + P.V for keys [j0, j0 + nc). */
+static void accumulate_pv(const mh_kernels* k, const mh_attn_problem* p, const void* vbase,
+                          size_t rows, int64_t j0, size_t nc, scratch* sc) {
+    const size_t dv = (size_t)p->head_dim_v, tk = k->attn_kv_tile, mr = k->gemm_mr, nr = k->gemm_nr;
+    const void* vsrc = elem_at(vbase, p->v_dtype, (ptrdiff_t)j0 * p->v.stride_token);
+    if (rows < k->attn_direct_rows) {
+        k->pv_direct(rows, nc, dv, sc->s, tk, vsrc, p->v.stride_token, p->v_dtype, sc->alpha, sc->o, dv);
+        return;
+    }
+    k->pack_v(nc, dv, vsrc, p->v.stride_token, p->v_dtype, sc->vt);
+    for (size_t d0 = 0; d0 < dv; d0 += nr) {
+        const float* panel = sc->vt + (d0 / nr) * nc * nr;
+        for (size_t r = 0; r < rows; r += mr)
+            k->gemm_acc(min_size(mr, rows - r), min_size(nr, dv - d0), nc, sc->s + r * tk, tk, panel,
+                        sc->alpha + r, sc->o + r * dv + d0, dv);
+    }
 }
 
 /* probs[b, h, i, :] for the block, from the final max m and sum l (zeros where dropped). */
@@ -160,9 +195,7 @@ static void run_task(const mh_kernels* k, const mh_attn_problem* p, const mh_att
         const size_t nc = min_size(tk, (size_t)(j_end - j0));
         score_tile(k, p, &blk, kbase, rows, j0, nc, sc);
         k->softmax_tile(rows, nc, sc->s, tk, sc->m, sc->l, sc->alpha);
-        k->pack_v(nc, dv, elem_at(vbase, p->v_dtype, (ptrdiff_t)j0 * p->v.stride_token),
-                  p->v.stride_token, p->v_dtype, sc->vt);
-        k->pv(rows, nc, dv, sc->s, tk, sc->vt, sc->alpha, sc->o, dv);
+        accumulate_pv(k, p, vbase, rows, j0, nc, sc);
     }
 
     /* Finish: fold in the sink logit, normalise, write out. A row that kept no key has
@@ -192,7 +225,7 @@ static void run_task(const mh_kernels* k, const mh_attn_problem* p, const mh_att
 
 void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* p,
                        const mh_attn_options* opt, void* ws_base) {
-    const size_t tq = min_size(k->attn_q_tile, (size_t)p->n_q);
+    const size_t tq = q_tile(k, p);
     const size_t n_qt = ((size_t)p->n_q + tq - 1) / tq;
     const long n_tasks = (long)((size_t)p->batch * (size_t)p->n_kv_heads * n_qt);
     const float scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim_qk);

@@ -59,7 +59,7 @@ void mh_gemm_packed(const mh_kernels* k, int threads, size_t rows, const float* 
         const float* bias = w->bias ? w->bias + c0 : NULL;
         for (size_t r = rb * GEMM_ROW_BLOCK; r < r_end; r += mr) {
             const size_t m = r_end - r < mr ? r_end - r : mr;
-            k->gemm_ukernel(m, nc, kin, x + r * ldx, ldx, panel, bias, y + r * ldy + c0, ldy);
+            k->gemm(m, nc, kin, x + r * ldx, ldx, panel, bias, y + r * ldy + c0, ldy);
         }
     }
 }

@@ -6,6 +6,18 @@
 #include <strings.h>
 
 #include "dispatch/cpu_features.h"
+#ifdef MH_HAVE_AVX2
+#include "kernels/x86/avx2/kernels_avx2.h"
+#endif
+#ifdef MH_HAVE_AVX512
+#include "kernels/x86/avx512/kernels_avx512.h"
+#endif
+#ifdef MH_HAVE_NEON
+#include "kernels/arm/neon/kernels_neon.h"
+#endif
+#ifdef MH_HAVE_SVE
+#include "kernels/arm/sve/kernels_sve.h"
+#endif
 
 /* Filled once: every compiled-in table, indexed by mh_isa. ISAs not compiled in stay zero. */
 static mh_kernels g_tables[MH_ISA_COUNT];
@@ -15,6 +27,22 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void init_tables(void) {
     mh_kernels_init_scalar(&g_tables[MH_ISA_SCALAR]);
     g_compiled[MH_ISA_SCALAR] = 1;
+#ifdef MH_HAVE_AVX2
+    mh_kernels_init_avx2(&g_tables[MH_ISA_AVX2]);
+    g_compiled[MH_ISA_AVX2] = 1;
+#endif
+#ifdef MH_HAVE_AVX512
+    mh_kernels_init_avx512(&g_tables[MH_ISA_AVX512]);
+    g_compiled[MH_ISA_AVX512] = 1;
+#endif
+#ifdef MH_HAVE_NEON
+    mh_kernels_init_neon(&g_tables[MH_ISA_NEON]);
+    g_compiled[MH_ISA_NEON] = 1;
+#endif
+#ifdef MH_HAVE_SVE
+    mh_kernels_init_sve(&g_tables[MH_ISA_SVE]);
+    g_compiled[MH_ISA_SVE] = 1;
+#endif
 }
 
 static int valid_isa(mh_isa isa) { return isa > MH_ISA_AUTO && isa < MH_ISA_COUNT; }
@@ -47,6 +75,7 @@ mh_status mh_isa_default(mh_isa* out) {
     const char* env = getenv("MH_ISA");
     const int debug = getenv("MH_ISA_DEBUG") && getenv("MH_ISA_DEBUG")[0] == '1';
     mh_isa isa = MH_ISA_AUTO;
+    if (env && strcasecmp(env, "auto") == 0) env = NULL; /* the same as unset */
     if (env && env[0]) {
         for (int i = MH_ISA_SCALAR; i < MH_ISA_COUNT; i++)
             if (strcasecmp(env, mh_isa_name((mh_isa)i)) == 0) isa = (mh_isa)i;

@@ -1,11 +1,11 @@
 /*
  * The kernel table: every ISA-specific routine the core calls, reached only through this
  * struct. Each ISA's table starts as a copy of the scalar one and overrides what it implements.
- * The written contract for each slot is in docs/kernels.md; the short form is beside each slot.
+ * docs/kernels.md is the written contract; the short form is beside each slot.
  *
  * Common rules: sizes are element counts; leading dimensions (ld*) are in elements; kernels
  * handle every tail themselves and never read or write outside the described extents; no
- * kernel allocates.
+ * kernel allocates; a row's result depends only on that row's inputs, in a fixed order.
  */
 #ifndef MH_KERNELS_H
 #define MH_KERNELS_H
@@ -17,40 +17,51 @@
 typedef struct mh_kernels {
     mh_isa isa;
 
-    /* Attention tiles: the core drives query blocks of up to attn_q_tile rows per head and
-     * KV tiles of up to attn_kv_tile keys. */
-    size_t attn_q_tile;
-    size_t attn_kv_tile;
-
-    /* kt[c][0..cols) for c < d: packs a K tile of `cols` rows x d from a strided source
-     * (element stride ldk between rows, dtype as given) into the layout `qk` reads: here
-     * d-major, kt[dd * attn_kv_tile + c]. */
-    void (*pack_k)(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype, float* kt);
-    /* vt[c * dv + dd] = V[c][dd] as f32, for c < cols. */
-    void (*pack_v)(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh_dtype dtype, float* vt);
-    /* s[r * lds + c] = sum_dd q[r * ldq + dd] * kt[dd * attn_kv_tile + c], r < rows, c < cols. */
-    void (*qk)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq, const float* kt,
-               float* s, size_t lds);
-    /* Online-softmax step over a tile of scores (-INFINITY = dropped key). Per row r:
-     *   m_new = max(m[r], max_c s), alpha[r] = exp(m[r] - m_new) (1 if m_new is -inf),
-     *   s[r, c] = exp(s[r, c] - m_new) (0 for dropped keys or when m_new is -inf),
-     *   l[r] = l[r] * alpha[r] + sum_c s[r, c], m[r] = m_new. */
-    void (*softmax_tile)(size_t rows, size_t cols, float* s, size_t lds, float* m, float* l,
-                         float* alpha);
-    /* o[r, :] = alpha[r] * o[r, :] + sum_c p[r * ldp + c] * vt[c * dv + :], r < rows. */
-    void (*pv)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const float* vt,
-               const float* alpha, float* o, size_t ldo);
-
-    /* Projection GEMM on weights packed by mh_pack_weights: panels of gemm_nr output columns,
-     * each panel [k][gemm_nr]. Computes, for r < m <= gemm_mr and c < n <= gemm_nr:
-     *   c_out[r * ldc + c] = sum_kk a[r * lda + kk] * panel[kk * gemm_nr + c] + (bias ? bias[c] : 0)
-     * Only the m x n corner of C is written. */
+    /* ---- GEMM micro-kernels on packed panels: used by the projections (weights packed at
+     * create), by Q.K^T (K tile packed per task) and by P.V (V tile packed per task).
+     * A panel holds NR = gemm_nr columns of B as [k][NR], zero-padded past the last column;
+     * the kernels may read all NR columns of a panel row but write only n <= NR. m <= MR. */
     size_t gemm_mr;
     size_t gemm_nr;
-    void (*gemm_ukernel)(size_t m, size_t n, size_t k, const float* a, size_t lda,
-                         const float* panel, const float* bias, float* c, size_t ldc);
+    /* c[r * ldc + j] = sum_kk a[r * lda + kk] * panel[kk * NR + j] + (bias ? bias[j] : 0) */
+    void (*gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* panel,
+                 const float* bias, float* c, size_t ldc);
+    /* c[r * ldc + j] = alpha[r] * c[r * ldc + j] + sum_kk a[r * lda + kk] * panel[kk * NR + j] */
+    void (*gemm_acc)(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* panel,
+                     const float* alpha, float* c, size_t ldc);
 
-    /* Storage conversions (round to nearest even on the way down). */
+    /* ---- packing K/V tiles (any storage dtype) into f32 panels of gemm_nr columns. */
+    /* Q.K^T operand: panel p holds keys [p*NR, p*NR + NR): dst[(p * d + dd) * NR + j] =
+     * K[p*NR + j][dd]; keys past `cols` are zero. K rows are ldk elements apart. */
+    void (*pack_kt)(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype, float* dst);
+    /* P.V operand: panel p holds V columns [p*NR, p*NR + NR): dst[(p * cols + c) * NR + j] =
+     * V[c][p*NR + j]; columns past dv are zero. */
+    void (*pack_v)(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh_dtype dtype, float* dst);
+
+    /* ---- direct kernels for few query rows (decode): read K/V rows in place, no packing. */
+    /* s[r * lds + c] = sum_dd q[r * ldq + dd] * K[c][dd], rows <= attn_direct_rows */
+    void (*qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
+                      const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds);
+    /* o[r * ldo + :] = alpha[r] * o[r * ldo + :] + sum_c p[r * ldp + c] * V[c][:] */
+    void (*pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
+                      const void* v, ptrdiff_t ldv, mh_dtype dtype, const float* alpha, float* o,
+                      size_t ldo);
+    /* Query blocks with fewer rows than this use the direct kernels. */
+    size_t attn_direct_rows;
+
+    /* ---- online softmax over a score tile (-INFINITY = dropped key). Per row r:
+     *   m_new = max(m[r], max_c s); if m_new = -inf: s[r, :] = 0, alpha[r] = 1, m/l unchanged;
+     *   else alpha[r] = exp(m[r] - m_new), s[r, c] = exp(s[r, c] - m_new),
+     *        l[r] = l[r] * alpha[r] + sum_c s[r, c], m[r] = m_new. */
+    void (*softmax_tile)(size_t rows, size_t cols, float* s, size_t lds, float* m, float* l,
+                         float* alpha);
+
+    /* Attention tiling: query rows per task block (across the heads of a group) and keys per
+     * KV tile (a multiple of gemm_nr). */
+    size_t attn_block_rows;
+    size_t attn_kv_tile;
+
+    /* ---- storage conversions (round to nearest even on the way down). */
     void (*f32_to_f16)(size_t n, const float* x, uint16_t* y);
     void (*f32_to_bf16)(size_t n, const float* x, uint16_t* y);
 } mh_kernels;

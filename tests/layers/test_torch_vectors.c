@@ -399,6 +399,8 @@ int main(void) {
         "torch_f_gqa_bias.bin",       /* GQA H=6 Hkv=2 D=4 d_model=12, bias, causal */
         "torch_f_gqa_nobias.bin",     /* the same without biases */
     };
+    mh_isa isa;
+    if (mh_isa_default(&isa) == MH_ERR_ISA_UNAVAILABLE) return 77; /* MH_ISA: not on this machine */
     const char* dir = getenv("MH_TEST_DATA");
     if (!check_true("MH_TEST_DATA is set (the tests/data directory)", dir && *dir))
         return test_exit_code("test_torch_vectors");

@@ -30,7 +30,8 @@ void problem_gather_o(const test_problem* t, float* dst);
 /* Runs mh_attention with a fresh 64-aligned workspace; returns its status. */
 mh_status run_attention(const mh_context* ctx, const mh_attn_problem* p, const mh_attn_options* opt);
 
-/* A context with the given thread count and MH_ISA_AUTO; aborts the test on failure. */
+/* A context with the given thread count and MH_ISA_AUTO (so MH_ISA picks the ISA). Exits 77
+ * (skipped) if MH_ISA names an ISA this machine lacks, 1 on any other failure. */
 mh_context* test_context(int threads);
 
 #endif

@@ -1,5 +1,7 @@
 #include "kernels/scalar/convert_scalar.h"
 
+#include "kernels/scalar/kernels_scalar.h"
+
 uint16_t mh_f32_to_bf16_rne(float f) {
     uint32_t u = mh_f32_to_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
@@ -25,4 +27,30 @@ uint16_t mh_f32_to_f16_rne(float f) {
     uint32_t half = man >> shift, rem = man & ((1u << shift) - 1u), mid = 1u << (shift - 1);
     if (rem > mid || (rem == mid && (half & 1u))) half++;
     return (uint16_t)(sign | half);
+}
+
+void mh_f32_to_f16__scalar(size_t n, const float* x, uint16_t* y) {
+    for (size_t i = 0; i < n; i++) y[i] = mh_f32_to_f16_rne(x[i]);
+}
+
+void mh_f32_to_bf16__scalar(size_t n, const float* x, uint16_t* y) {
+    for (size_t i = 0; i < n; i++) y[i] = mh_f32_to_bf16_rne(x[i]);
+}
+
+const void* mh_dtype_elem(const void* base, mh_dtype dtype, ptrdiff_t index) {
+    return dtype == MH_DTYPE_F32 ? (const void*)((const float*)base + index)
+                                 : (const void*)((const uint16_t*)base + index);
+}
+
+void mh_load_row_f32__scalar(const void* row, mh_dtype dtype, size_t n, float* dst) {
+    switch (dtype) {
+    case MH_DTYPE_F16:
+        for (size_t i = 0; i < n; i++) dst[i] = mh_f16_to_f32(((const uint16_t*)row)[i]);
+        break;
+    case MH_DTYPE_BF16:
+        for (size_t i = 0; i < n; i++) dst[i] = mh_bf16_to_f32(((const uint16_t*)row)[i]);
+        break;
+    default:
+        for (size_t i = 0; i < n; i++) dst[i] = ((const float*)row)[i];
+    }
 }

@@ -1,13 +1,12 @@
-#include "kernels/scalar/f32_attention_scalar.h"
+#include "kernels/scalar/kernels_scalar.h"
 
 #define MR MH_SCALAR_GEMM_MR
 #define NR MH_SCALAR_GEMM_NR
 
-/* Register budget (as a compiler sees it): a 4x16 accumulator, one broadcast of A per row and
- * one panel row of 16; the inner loop over NR is contiguous and vectorises. */
-void mh_f32_gemm_ukernel_4x16__scalar(size_t m, size_t n, size_t k, const float* a, size_t lda,
-                                      const float* panel, const float* bias, float* c, size_t ldc) {
-    float acc[MR][NR] = {{0}};
+/* acc = A[m x k] . panel[k x NR]. Register budget (as a compiler sees it): a 4x16 accumulator,
+ * one broadcast of A per row and one panel row; the NR loop is contiguous and vectorises. */
+static inline void accumulate(size_t m, size_t k, const float* a, size_t lda, const float* panel,
+                              float acc[MR][NR]) {
     for (size_t kk = 0; kk < k; kk++) {
         const float* b = panel + kk * NR;
         for (size_t r = 0; r < m; r++) {
@@ -15,6 +14,21 @@ void mh_f32_gemm_ukernel_4x16__scalar(size_t m, size_t n, size_t k, const float*
             for (size_t j = 0; j < NR; j++) acc[r][j] += av * b[j];
         }
     }
+}
+
+void mh_f32_gemm_ukernel_4x16__scalar(size_t m, size_t n, size_t k, const float* a, size_t lda,
+                                      const float* panel, const float* bias, float* c, size_t ldc) {
+    float acc[MR][NR] = {{0}};
+    accumulate(m, k, a, lda, panel, acc);
     for (size_t r = 0; r < m; r++)
         for (size_t j = 0; j < n; j++) c[r * ldc + j] = acc[r][j] + (bias ? bias[j] : 0.0f);
+}
+
+void mh_f32_gemm_acc_ukernel_4x16__scalar(size_t m, size_t n, size_t k, const float* a, size_t lda,
+                                          const float* panel, const float* alpha, float* c,
+                                          size_t ldc) {
+    float acc[MR][NR] = {{0}};
+    accumulate(m, k, a, lda, panel, acc);
+    for (size_t r = 0; r < m; r++)
+        for (size_t j = 0; j < n; j++) c[r * ldc + j] = alpha[r] * c[r * ldc + j] + acc[r][j];
 }

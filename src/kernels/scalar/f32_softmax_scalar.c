@@ -1,6 +1,6 @@
 #include <math.h>
 
-#include "kernels/scalar/f32_attention_scalar.h"
+#include "kernels/scalar/kernels_scalar.h"
 
 void mh_f32_softmax_tile__scalar(size_t rows, size_t cols, float* s, size_t lds, float* m, float* l,
                                  float* alpha) {

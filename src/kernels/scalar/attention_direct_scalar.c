@@ -1,0 +1,44 @@
+/* Direct Q.K^T and P.V for a few query rows (decode): K/V rows are read in place, widened a
+ * chunk at a time, and each is used by every query row of the block. */
+#include "kernels/scalar/kernels_scalar.h"
+
+#define CHUNK 64
+
+void mh_f32_qk_direct__scalar(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
+                              const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds) {
+    float buf[CHUNK];
+    for (size_t c = 0; c < cols; c++) {
+        const void* krow = mh_dtype_elem(k, dtype, (ptrdiff_t)c * ldk);
+        for (size_t r = 0; r < rows; r++) s[r * lds + c] = 0.0f;
+        for (size_t d0 = 0; d0 < d; d0 += CHUNK) {
+            const size_t n = d - d0 < CHUNK ? d - d0 : CHUNK;
+            mh_load_row_f32__scalar(mh_dtype_elem(krow, dtype, (ptrdiff_t)d0), dtype, n, buf);
+            for (size_t r = 0; r < rows; r++) {
+                float acc = 0.0f;
+                for (size_t i = 0; i < n; i++) acc += q[r * ldq + d0 + i] * buf[i];
+                s[r * lds + c] += acc;
+            }
+        }
+    }
+}
+
+void mh_f32_pv_direct__scalar(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
+                              const void* v, ptrdiff_t ldv, mh_dtype dtype, const float* alpha,
+                              float* o, size_t ldo) {
+    float buf[CHUNK];
+    for (size_t r = 0; r < rows; r++)
+        if (alpha[r] != 1.0f)
+            for (size_t i = 0; i < dv; i++) o[r * ldo + i] *= alpha[r];
+    for (size_t c = 0; c < cols; c++) {
+        const void* vrow = mh_dtype_elem(v, dtype, (ptrdiff_t)c * ldv);
+        for (size_t d0 = 0; d0 < dv; d0 += CHUNK) {
+            const size_t n = dv - d0 < CHUNK ? dv - d0 : CHUNK;
+            mh_load_row_f32__scalar(mh_dtype_elem(vrow, dtype, (ptrdiff_t)d0), dtype, n, buf);
+            for (size_t r = 0; r < rows; r++) {
+                const float pc = p[r * ldp + c];
+                float* orow = o + r * ldo + d0;
+                for (size_t i = 0; i < n; i++) orow[i] += pc * buf[i];
+            }
+        }
+    }
+}

@@ -1,0 +1,71 @@
+/* Packing K/V tiles of any storage dtype into f32 panels of 64 columns. */
+#include <string.h>
+
+#include "kernels/x86/avx512/kernels_avx512.h"
+#include "kernels/x86/avx512/simd_avx512.h"
+
+#define NR 64
+
+/* In-register transpose of a 16 x 16 block (the classic unpack / shuffle / lane-shuffle
+ * sequence: 64 shuffles for 256 elements). */
+MH_INLINE void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+void mh_pack_kt_64__avx512(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
+                           float* dst) {
+    const size_t groups = (cols + 15) / 16, padded = (cols + NR - 1) / NR * NR;
+    for (size_t c0 = 0; c0 < groups * 16; c0 += 16) {
+        float* panel = dst + (c0 / NR) * d * NR + c0 % NR;
+        for (size_t d0 = 0; d0 < d; d0 += 16) {
+            const __mmask16 dm = mh_mask16(d, d0);
+            __m512 r[16];
+            for (size_t i = 0; i < 16; i++)
+                r[i] = c0 + i < cols ? mh_load16(mh_elem(k, dtype, (ptrdiff_t)(c0 + i) * ldk + (ptrdiff_t)d0), dtype, dm)
+                                     : _mm512_setzero_ps();
+            transpose16(r);
+            const size_t nd = d - d0 < 16 ? d - d0 : 16;
+            for (size_t i = 0; i < nd; i++) _mm512_storeu_ps(panel + (d0 + i) * NR, r[i]);
+        }
+    }
+    for (size_t c0 = groups * 16; c0 < padded; c0 += 16) { /* zero the rest of the last panel */
+        float* panel = dst + (c0 / NR) * d * NR + c0 % NR;
+        for (size_t dd = 0; dd < d; dd++) _mm512_storeu_ps(panel + dd * NR, _mm512_setzero_ps());
+    }
+}
+
+void mh_pack_v_64__avx512(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh_dtype dtype,
+                          float* dst) {
+    const size_t n_panels = (dv + NR - 1) / NR;
+    for (size_t c = 0; c < cols; c++) {
+        const void* row = mh_elem(v, dtype, (ptrdiff_t)c * ldv);
+        for (size_t p = 0; p < n_panels; p++) {
+            float* out = dst + (p * cols + c) * NR;
+            for (size_t j = 0; j < NR; j += 16) {
+                const size_t start = p * NR + j;
+                const __mmask16 m = mh_mask16(dv, start);
+                _mm512_storeu_ps(out + j, m ? mh_load16(mh_elem(row, dtype, (ptrdiff_t)start), dtype, m)
+                                            : _mm512_setzero_ps());
+            }
+        }
+    }
+}

@@ -1,0 +1,33 @@
+/* AVX-512 helpers shared by this ISA's kernels: masked tails and widening loads of any K/V
+ * storage dtype. Only included by files compiled with the AVX-512 flags. */
+#ifndef MH_SIMD_AVX512_H
+#define MH_SIMD_AVX512_H
+#include <immintrin.h>
+
+#include "multihead.h"
+
+#define MH_INLINE static inline __attribute__((always_inline))
+
+/* Lanes of the 16-lane vector starting at element `start` that lie below `n`. */
+MH_INLINE __mmask16 mh_mask16(size_t n, size_t start) {
+    if (n <= start) return 0;
+    const size_t cnt = n - start;
+    return cnt >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cnt) - 1u);
+}
+
+/* 16 elements of a `dtype` array at `p` (lanes outside `mask` read nothing and give 0). */
+MH_INLINE __m512 mh_load16(const void* p, mh_dtype dtype, __mmask16 mask) {
+    switch (dtype) {
+    case MH_DTYPE_F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p));
+    case MH_DTYPE_BF16:
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, p)), 16));
+    default: return _mm512_maskz_loadu_ps(mask, p);
+    }
+}
+
+MH_INLINE const void* mh_elem(const void* base, mh_dtype dtype, ptrdiff_t index) {
+    return (const char*)base + index * (dtype == MH_DTYPE_F32 ? 4 : 2);
+}
+
+#endif
