@@ -42,6 +42,30 @@ static size_t block_rows(const mh_kernels* k, const mh_attn_problem* p) {
     return group_size(p) * q_tile(k, p);
 }
 
+/* Decode-shaped calls (one query tile) split each task's key range into up to MAX_SPLIT
+ * chunks of at least SPLIT_KEYS keys, so a single KV head can use every thread. The split
+ * depends only on the shapes, never on the thread count, and chunks are merged in order. */
+#define MAX_SPLIT 8
+#define SPLIT_KEYS 1024
+
+static size_t n_query_tiles(const mh_kernels* k, const mh_attn_problem* p) {
+    const size_t tq = q_tile(k, p);
+    return ((size_t)p->n_q + tq - 1) / tq;
+}
+
+/* Chunks per task this call uses (the workspace always has room for MAX_SPLIT when the call
+ * is decode-shaped, so its size does not depend on M). */
+static size_t n_splits(const mh_kernels* k, const mh_attn_problem* p, const mh_attn_options* opt) {
+    if (n_query_tiles(k, p) != 1 || opt->probs) return 1;
+    const size_t n = (size_t)p->n_kv / SPLIT_KEYS;
+    return n < 1 ? 1 : n > MAX_SPLIT ? MAX_SPLIT : n;
+}
+
+/* Floats of one chunk's partial state: m, l and the unnormalised output, per row. */
+static size_t partial_floats(const mh_kernels* k, const mh_attn_problem* p) {
+    return block_rows(k, p) * ((size_t)p->head_dim_v + 2);
+}
+
 static void carve_scratch(const mh_kernels* k, const mh_attn_problem* p, mh_ws* ws, scratch* sc) {
     const size_t rows = block_rows(k, p), tk = k->attn_kv_tile;
     const size_t dqk = (size_t)p->head_dim_qk, dv = (size_t)p->head_dim_v;
@@ -69,7 +93,13 @@ static size_t per_thread_bytes(const mh_kernels* k, const mh_attn_problem* p) {
 void* mh_core_attention_carve(const mh_kernels* k, int threads, const mh_attn_problem* p, mh_ws* ws) {
     const size_t bytes = per_thread_bytes(k, p);
     if (bytes == 0) ws->overflow = 1;
-    return mh_ws_take(ws, (size_t)threads, bytes, 1);
+    void* base = mh_ws_take(ws, (size_t)threads, bytes, 1);
+    if (n_query_tiles(k, p) == 1) { /* room for split-KV partial states (see n_splits) */
+        size_t tasks;
+        if (!mh_mul_size((size_t)p->batch, (size_t)p->n_kv_heads, &tasks)) ws->overflow = 1;
+        mh_ws_take(ws, tasks * MAX_SPLIT, partial_floats(k, p), sizeof(float));
+    }
+    return base;
 }
 
 /* Element size of a stored K/V type. */
@@ -159,94 +189,162 @@ static void write_probs(const mh_kernels* k, const mh_attn_problem* p, const mh_
     }
 }
 
-static void run_task(const mh_kernels* k, const mh_attn_problem* p, const mh_attn_options* opt,
-                     const task* t, float scale, scratch* sc) {
-    const size_t g = group_size(p), rows = g * t->nr, tk = k->attn_kv_tile;
-    const size_t dqk = (size_t)p->head_dim_qk, dv = (size_t)p->head_dim_v;
-    const int h0 = t->kvh * (int)g;
-    const float* q = (const float*)p->q.data;
+/* Everything about one task that does not depend on the key chunk. */
+typedef struct task_ctx {
+    task t;
+    size_t rows;
+    int h0;
+    mh_score_block blk;
+    int64_t j_begin, j_end;
+    const void *kbase, *vbase;
+} task_ctx;
 
+static void task_setup(const mh_kernels* k, const mh_attn_problem* p, const mh_attn_options* opt,
+                       size_t ti, task_ctx* c) {
+    const size_t tq = q_tile(k, p), n_qt = n_query_tiles(k, p), g = group_size(p);
+    task* t = &c->t;
+    t->kvh = (int)((ti / n_qt) % (size_t)p->n_kv_heads);
+    t->b = (int)(ti / (n_qt * (size_t)p->n_kv_heads));
+    t->i0 = (ti % n_qt) * tq;
+    t->nr = min_size(tq, (size_t)p->n_q - t->i0);
+    c->rows = g * t->nr;
+    c->h0 = t->kvh * (int)g;
+    const int64_t kv_len = opt->kv_len ? opt->kv_len[t->b] : p->n_kv;
+    const int64_t q0 = opt->q_offset == MH_Q_OFFSET_END ? kv_len - p->n_q : opt->q_offset;
+    mh_score_block blk = {t->nr, g, q0 + (int64_t)t->i0, opt->causal, opt->window, opt->softcap,
+                          opt->alibi_slopes ? opt->alibi_slopes + c->h0 : NULL, NULL,
+                          opt->mask_stride_head, opt->mask_stride_row};
+    if (opt->mask)
+        blk.mask = opt->mask + t->b * opt->mask_stride_batch + c->h0 * opt->mask_stride_head +
+                   (ptrdiff_t)t->i0 * opt->mask_stride_row;
+    c->blk = blk;
+    key_range(opt, kv_len, blk.p_first, blk.p_first + (int64_t)t->nr - 1, &c->j_begin, &c->j_end);
+    c->kbase = elem_at(p->k.data, p->k_dtype, t->b * p->k.stride_batch + t->kvh * p->k.stride_head);
+    c->vbase = elem_at(p->v.data, p->v_dtype, t->b * p->v.stride_batch + t->kvh * p->v.stride_head);
+}
+
+/* Online softmax over keys [j_lo, j_hi) of the task into sc->m, sc->l, sc->o (unnormalised). */
+static void attend(const mh_kernels* k, const mh_attn_problem* p, const task_ctx* c, float scale,
+                   int64_t j_lo, int64_t j_hi, scratch* sc) {
+    const size_t rows = c->rows, tk = k->attn_kv_tile;
+    const size_t dqk = (size_t)p->head_dim_qk, dv = (size_t)p->head_dim_v;
+    const float* q = (const float*)p->q.data;
     for (size_t r = 0; r < rows; r++) { /* gather and pre-scale the query block */
-        const size_t hh = r / t->nr, ii = r % t->nr;
-        const float* src = q + t->b * p->q.stride_batch + (ptrdiff_t)(t->i0 + ii) * p->q.stride_token +
-                           (ptrdiff_t)(h0 + (int)hh) * p->q.stride_head;
+        const size_t hh = r / c->t.nr, ii = r % c->t.nr;
+        const float* src = q + c->t.b * p->q.stride_batch +
+                           (ptrdiff_t)(c->t.i0 + ii) * p->q.stride_token +
+                           (ptrdiff_t)(c->h0 + (int)hh) * p->q.stride_head;
         for (size_t d = 0; d < dqk; d++) sc->q[r * dqk + d] = src[d] * scale;
         sc->m[r] = -INFINITY;
         sc->l[r] = 0.0f;
     }
     memset(sc->o, 0, rows * dv * sizeof(float));
-
-    const int64_t kv_len = opt->kv_len ? opt->kv_len[t->b] : p->n_kv;
-    const int64_t q0 = opt->q_offset == MH_Q_OFFSET_END ? kv_len - p->n_q : opt->q_offset;
-    mh_score_block blk = {t->nr, g, q0 + (int64_t)t->i0, opt->causal, opt->window, opt->softcap,
-                          opt->alibi_slopes ? opt->alibi_slopes + h0 : NULL, NULL,
-                          opt->mask_stride_head, opt->mask_stride_row};
-    if (opt->mask)
-        blk.mask = opt->mask + t->b * opt->mask_stride_batch + h0 * opt->mask_stride_head +
-                   (ptrdiff_t)t->i0 * opt->mask_stride_row;
-    int64_t j_begin, j_end;
-    key_range(opt, kv_len, blk.p_first, blk.p_first + (int64_t)t->nr - 1, &j_begin, &j_end);
-
-    const void* kbase = elem_at(p->k.data, p->k_dtype,
-                                t->b * p->k.stride_batch + t->kvh * p->k.stride_head);
-    const void* vbase = elem_at(p->v.data, p->v_dtype,
-                                t->b * p->v.stride_batch + t->kvh * p->v.stride_head);
-    for (int64_t j0 = j_begin; j0 < j_end; j0 += (int64_t)tk) {
-        const size_t nc = min_size(tk, (size_t)(j_end - j0));
-        score_tile(k, p, &blk, kbase, rows, j0, nc, sc);
+    for (int64_t j0 = j_lo; j0 < j_hi; j0 += (int64_t)tk) {
+        const size_t nc = min_size(tk, (size_t)(j_hi - j0));
+        score_tile(k, p, &c->blk, c->kbase, rows, j0, nc, sc);
         k->softmax_tile(rows, nc, sc->s, tk, sc->m, sc->l, sc->alpha);
-        accumulate_pv(k, p, vbase, rows, j0, nc, sc);
+        accumulate_pv(k, p, c->vbase, rows, j0, nc, sc);
     }
+}
 
-    /* Finish: fold in the sink logit, normalise, write out. A row that kept no key has
-     * m = -inf and gets zeros (its o is still all zero). */
-    const float* sinks = opt->sinks ? opt->sinks + h0 : NULL;
-    for (size_t r = 0; r < rows; r++) {
-        const size_t hh = r / t->nr, ii = r % t->nr;
-        float* dst = p->o + t->b * p->o_stride_batch + (ptrdiff_t)(t->i0 + ii) * p->o_stride_token +
-                     (ptrdiff_t)(h0 + (int)hh) * p->o_stride_head;
-        float* acc = sc->o + r * dv;
-        if (sc->m[r] == -INFINITY) {
+/* Folds in the sink logit, normalises and writes the task's output rows from (m, l, acc);
+ * leaves the final m and l behind for the probabilities. A row that kept no key (m = -inf)
+ * gets zeros. acc rows are dv apart. */
+static void finish(const mh_attn_problem* p, const mh_attn_options* opt, const task_ctx* c,
+                   float* m, float* l, float* acc_base) {
+    const size_t dv = (size_t)p->head_dim_v;
+    const float* sinks = opt->sinks ? opt->sinks + c->h0 : NULL;
+    for (size_t r = 0; r < c->rows; r++) {
+        const size_t hh = r / c->t.nr, ii = r % c->t.nr;
+        float* dst = p->o + c->t.b * p->o_stride_batch + (ptrdiff_t)(c->t.i0 + ii) * p->o_stride_token +
+                     (ptrdiff_t)(c->h0 + (int)hh) * p->o_stride_head;
+        float* acc = acc_base + r * dv;
+        if (m[r] == -INFINITY) {
             memset(dst, 0, dv * sizeof(float));
             continue;
         }
-        if (sinks && sinks[hh] > sc->m[r]) { /* the sink becomes the max: rescale */
-            const float a = expf(sc->m[r] - sinks[hh]);
+        if (sinks && sinks[hh] > m[r]) { /* the sink becomes the max: rescale */
+            const float a = expf(m[r] - sinks[hh]);
             for (size_t d = 0; d < dv; d++) acc[d] *= a;
-            sc->l[r] *= a;
-            sc->m[r] = sinks[hh];
+            l[r] *= a;
+            m[r] = sinks[hh];
         }
-        if (sinks) sc->l[r] += expf(sinks[hh] - sc->m[r]);
-        const float inv_l = 1.0f / sc->l[r];
+        if (sinks) l[r] += expf(sinks[hh] - m[r]);
+        const float inv_l = 1.0f / l[r];
         for (size_t d = 0; d < dv; d++) dst[d] = acc[d] * inv_l;
     }
-    if (opt->probs) write_probs(k, p, opt, &blk, t, kbase, j_begin, j_end, sc);
+}
+
+/* Partial state of chunk `ci` of task `ti`: [m rows][l rows][acc rows x dv]. */
+static float* partial_at(float* partials, size_t per_partial, size_t ti, size_t ci) {
+    return partials + (ti * MAX_SPLIT + ci) * per_partial;
+}
+
+/* Merges the chunks of one task in order into chunk 0 (log-sum-exp rescaling). */
+static void merge(const mh_attn_problem* p, size_t rows, size_t n_split, float* base, size_t per_partial) {
+    const size_t dv = (size_t)p->head_dim_v;
+    float *m = base, *l = base + rows, *acc = base + 2 * rows;
+    for (size_t ci = 1; ci < n_split; ci++) {
+        const float* pm = base + ci * per_partial;
+        const float *pl = pm + rows, *pacc = pm + 2 * rows;
+        for (size_t r = 0; r < rows; r++) {
+            if (pm[r] == -INFINITY) continue;
+            const float mx = pm[r] > m[r] ? pm[r] : m[r];
+            const float a = expf(m[r] - mx), b = expf(pm[r] - mx); /* a = 0 when m[r] = -inf */
+            for (size_t d = 0; d < dv; d++) acc[r * dv + d] = acc[r * dv + d] * a + pacc[r * dv + d] * b;
+            l[r] = l[r] * a + pl[r] * b;
+            m[r] = mx;
+        }
+    }
 }
 
 void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* p,
                        const mh_attn_options* opt, void* ws_base) {
-    const size_t tq = q_tile(k, p);
-    const size_t n_qt = ((size_t)p->n_q + tq - 1) / tq;
-    const long n_tasks = (long)((size_t)p->batch * (size_t)p->n_kv_heads * n_qt);
+    const size_t n_tasks = (size_t)p->batch * (size_t)p->n_kv_heads * n_query_tiles(k, p);
+    const size_t n_split = n_splits(k, p, opt), n_items = n_tasks * n_split;
     const float scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim_qk);
-    const size_t per_thread = per_thread_bytes(k, p);
-    const int nt = n_tasks < threads ? (int)n_tasks : threads;
+    const size_t per_thread = per_thread_bytes(k, p), per_partial = partial_floats(k, p);
+    float* partials = (float*)((unsigned char*)ws_base + (size_t)threads * per_thread);
+    const int nt = (long)n_items < threads ? (int)n_items : threads;
+    const size_t dv = (size_t)p->head_dim_v;
 
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         mh_ws ws = mh_ws_begin((unsigned char*)ws_base + (size_t)omp_get_thread_num() * per_thread);
         scratch sc;
         carve_scratch(k, p, &ws, &sc);
-        /* dynamic: causal tasks differ in cost; which thread runs a task never changes its result */
+        /* dynamic: causal tasks differ in cost; which thread runs an item never changes its result */
 #pragma omp for schedule(dynamic, 1)
-        for (long ti = 0; ti < n_tasks; ti++) {
-            task t;
-            const size_t qt = (size_t)ti % n_qt;
-            t.kvh = (int)(((size_t)ti / n_qt) % (size_t)p->n_kv_heads);
-            t.b = (int)((size_t)ti / (n_qt * (size_t)p->n_kv_heads));
-            t.i0 = qt * tq;
-            t.nr = min_size(tq, (size_t)p->n_q - t.i0);
-            run_task(k, p, opt, &t, scale, &sc);
+        for (long item = 0; item < (long)n_items; item++) {
+            const size_t ti = (size_t)item / n_split, ci = (size_t)item % n_split;
+            task_ctx c;
+            task_setup(k, p, opt, ti, &c);
+            if (n_split == 1) {
+                attend(k, p, &c, scale, c.j_begin, c.j_end, &sc);
+                finish(p, opt, &c, sc.m, sc.l, sc.o);
+                if (opt->probs) write_probs(k, p, opt, &c.blk, &c.t, c.kbase, c.j_begin, c.j_end, &sc);
+                continue;
+            }
+            const int64_t span = c.j_end > c.j_begin ? c.j_end - c.j_begin : 0;
+            const int64_t tk = (int64_t)k->attn_kv_tile;
+            const int64_t chunk = ((span + (int64_t)n_split - 1) / (int64_t)n_split + tk - 1) / tk * tk;
+            const int64_t lo = c.j_begin + (int64_t)ci * chunk;
+            const int64_t hi = lo + chunk < c.j_end ? lo + chunk : c.j_end;
+            attend(k, p, &c, scale, lo, hi > lo ? hi : lo, &sc);
+            float* part = partial_at(partials, per_partial, ti, ci);
+            memcpy(part, sc.m, c.rows * sizeof(float));
+            memcpy(part + c.rows, sc.l, c.rows * sizeof(float));
+            memcpy(part + 2 * c.rows, sc.o, c.rows * dv * sizeof(float));
+        }
+        if (n_split > 1) {
+#pragma omp for schedule(static)
+            for (long ti = 0; ti < (long)n_tasks; ti++) {
+                task_ctx c;
+                task_setup(k, p, opt, (size_t)ti, &c);
+                float* base = partial_at(partials, per_partial, (size_t)ti, 0);
+                merge(p, c.rows, n_split, base, per_partial);
+                finish(p, opt, &c, base, base + c.rows, base + 2 * c.rows);
+            }
         }
     }
 }

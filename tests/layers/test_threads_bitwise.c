@@ -53,6 +53,13 @@ int main(void) {
     check_status("core", run_attention(ctx1, &t.p, &opt), MH_OK);
     memcpy(o_ref, t.o, sizeof(float) * no);
 
+    /* a decode-shaped core call long enough to split its key range */
+    test_problem dq;
+    problem_make(&dq, &r, 1, 1, 5000, 8, 1, 64, 64, MH_DTYPE_F16, LAYOUT_HEAD_MAJOR, 1.0f);
+    float* dq_ref = malloc(sizeof(float) * dq.o_elems);
+    check_status("decode core", run_attention(ctx1, &dq.p, NULL), MH_OK);
+    memcpy(dq_ref, dq.o, sizeof(float) * dq.o_elems);
+
     for (int i = 1; i < 4; i++) {
         mh_context* ctx = test_context(threads[i]);
         float* y = layer_run(ctx, &f, &c, x);
@@ -61,11 +68,15 @@ int main(void) {
         check_status("core", run_attention(ctx, &t.p, &opt), MH_OK);
         check_bitwise("core output: same bits on any thread count", t.o, o_ref, no);
         check_bitwise("core probabilities: same bits on any thread count", p_got, p_ref, np);
+        check_status("decode core", run_attention(ctx, &dq.p, NULL), MH_OK);
+        check_bitwise("split-KV decode core: same bits on any thread count", dq.o, dq_ref, dq.o_elems);
         free(y);
         mh_context_destroy(ctx);
     }
     free(x), free(ref), free(p_ref), free(p_got), free(o_ref);
     problem_free(&t);
+    problem_free(&dq);
+    free(dq_ref);
     fixture_free(&f);
     mh_context_destroy(ctx1);
     return test_exit_code("test_threads_bitwise");

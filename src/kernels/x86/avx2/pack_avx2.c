@@ -1,0 +1,105 @@
+/*
+ * Packing K/V tiles of any storage dtype into f32 panels of 16 columns.
+ * pack_kt moves 8 keys x 8 dims at a time through an in-register 8x8 transpose (24 shuffles
+ * for 64 elements); pack_v is a widening copy. Rows are read only up to d (dv) elements:
+ * f32 tails use maskload, f16/bf16 tails a small stack copy (mh_load8_tail).
+ */
+#include "kernels/x86/avx2/kernels_avx2.h"
+#include "kernels/x86/avx2/simd_avx2.h"
+
+#define NR 16
+
+/* In-register transpose of an 8 x 8 block: r[i][j] -> r[j][i]. */
+MH_INLINE void transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+/* Keys [c0, c0 + 8) (those below cols; the rest are zero) into their half of panel c0 / 16. */
+MH_INLINE void pack_kt_8keys(const mh_dtype dtype, size_t c0, size_t cols, size_t d, const void* k,
+                             ptrdiff_t ldk, float* dst) {
+    float* panel = dst + (c0 / NR) * d * NR + c0 % NR;
+    const size_t nk = cols - c0 < 8 ? cols - c0 : 8;
+    const void* rows[8];
+    for (size_t i = 0; i < nk; i++) rows[i] = mh_elem(k, dtype, (ptrdiff_t)(c0 + i) * ldk);
+    size_t d0 = 0;
+    if (nk == 8)
+        for (; d0 + 8 <= d; d0 += 8) { /* the steady state: full 8 x 8 blocks */
+            __m256 r[8];
+            for (int i = 0; i < 8; i++) r[i] = mh_load8(mh_elem(rows[i], dtype, (ptrdiff_t)d0), dtype);
+            transpose8(r);
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps(panel + (d0 + (size_t)i) * NR, r[i]);
+        }
+    for (; d0 < d; d0 += 8) { /* a d tail and/or missing keys */
+        const size_t nd = d - d0 < 8 ? d - d0 : 8;
+        __m256 r[8];
+        for (size_t i = 0; i < 8; i++)
+            r[i] = i < nk ? mh_load8_tail(mh_elem(rows[i], dtype, (ptrdiff_t)d0), dtype, nd)
+                          : _mm256_setzero_ps();
+        transpose8(r);
+        for (size_t i = 0; i < nd; i++) _mm256_storeu_ps(panel + (d0 + i) * NR, r[i]);
+    }
+}
+
+MH_INLINE void pack_kt(const mh_dtype dtype, size_t cols, size_t d, const void* k, ptrdiff_t ldk,
+                       float* dst) {
+    size_t c0 = 0;
+    for (; c0 < cols; c0 += 8) pack_kt_8keys(dtype, c0, cols, d, k, ldk, dst);
+    if (c0 % NR) { /* the last panel's second half holds no key: zero it */
+        float* panel = dst + (c0 / NR) * d * NR + c0 % NR;
+        for (size_t dd = 0; dd < d; dd++) _mm256_storeu_ps(panel + dd * NR, _mm256_setzero_ps());
+    }
+}
+
+void mh_pack_kt_16__avx2(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
+                         float* dst) {
+    switch (dtype) {
+    case MH_DTYPE_F16: pack_kt(MH_DTYPE_F16, cols, d, k, ldk, dst); break;
+    case MH_DTYPE_BF16: pack_kt(MH_DTYPE_BF16, cols, d, k, ldk, dst); break;
+    default: pack_kt(MH_DTYPE_F32, cols, d, k, ldk, dst); break;
+    }
+}
+
+MH_INLINE void pack_v(const mh_dtype dtype, size_t cols, size_t dv, const void* v, ptrdiff_t ldv,
+                      float* dst) {
+    const size_t full = dv / NR, n_panels = (dv + NR - 1) / NR;
+    for (size_t c = 0; c < cols; c++) {
+        const void* row = mh_elem(v, dtype, (ptrdiff_t)c * ldv);
+        for (size_t p = 0; p < full; p++) {
+            float* out = dst + (p * cols + c) * NR;
+            _mm256_storeu_ps(out, mh_load8(mh_elem(row, dtype, (ptrdiff_t)(p * NR)), dtype));
+            _mm256_storeu_ps(out + 8, mh_load8(mh_elem(row, dtype, (ptrdiff_t)(p * NR + 8)), dtype));
+        }
+        if (full < n_panels) { /* the last panel: columns past dv are zero */
+            const size_t p = full, start = p * NR;
+            float* out = dst + (p * cols + c) * NR;
+            for (size_t j = 0; j < NR; j += 8) {
+                const size_t cnt = mh_lanes8(dv, start + j);
+                _mm256_storeu_ps(out + j, cnt ? mh_load8_tail(mh_elem(row, dtype, (ptrdiff_t)(start + j)), dtype, cnt)
+                                              : _mm256_setzero_ps());
+            }
+        }
+    }
+}
+
+void mh_pack_v_16__avx2(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh_dtype dtype,
+                        float* dst) {
+    switch (dtype) {
+    case MH_DTYPE_F16: pack_v(MH_DTYPE_F16, cols, dv, v, ldv, dst); break;
+    case MH_DTYPE_BF16: pack_v(MH_DTYPE_BF16, cols, dv, v, ldv, dst); break;
+    default: pack_v(MH_DTYPE_F32, cols, dv, v, ldv, dst); break;
+    }
+}
