@@ -24,8 +24,11 @@ MH_INLINE void reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3, float* out, s
 
 MH_INLINE void qk_rows(const int R, size_t cols, size_t d, const float* q, size_t ldq, const void* k,
                        ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds) {
+    const size_t row_bytes = d * (dtype == MH_DTYPE_F32 ? 4 : 2);
     size_t c = 0;
     for (; c + 4 <= cols; c += 4) {
+        for (size_t j = 0; j < 4; j++) /* may run past the tile: a prefetch never faults */
+            mh_prefetch_row(mh_elem(k, dtype, (ptrdiff_t)(c + MH_PREFETCH_ROWS + j) * ldk), row_bytes);
         __m512 acc[MAXR][4];
         for (int r = 0; r < R; r++)
             for (int j = 0; j < 4; j++) acc[r][j] = _mm512_setzero_ps();
@@ -78,6 +81,9 @@ MH_INLINE void pv_rows(const int R, size_t cols, size_t dv, const float* p, size
                 acc[r][j] = _mm512_mul_ps(al, _mm512_maskz_loadu_ps(m[j], o + (size_t)r * ldo + d0 + 16 * (size_t)j));
         }
         for (size_t c = 0; c < cols; c++) {
+            if (d0 == 0)
+                mh_prefetch_row(mh_elem(v, dtype, (ptrdiff_t)(c + MH_PREFETCH_ROWS) * ldv),
+                                dv * (dtype == MH_DTYPE_F32 ? 4 : 2));
             __m512 vv[4];
             const void* row = mh_elem(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
             for (int j = 0; j < 4; j++) vv[j] = mh_load16(mh_elem(row, dtype, 16 * j), dtype, m[j]);

@@ -30,4 +30,13 @@ MH_INLINE const void* mh_elem(const void* base, mh_dtype dtype, ptrdiff_t index)
     return (const char*)base + index * (dtype == MH_DTYPE_F32 ? 4 : 2);
 }
 
+/* Keys ahead to prefetch in the direct (decode) kernels: far enough to cover DRAM latency at
+ * the streaming rate, near enough to stay in the tile's neighbourhood. */
+#define MH_PREFETCH_ROWS 12
+
+/* Prefetches every cache line of one `bytes`-long row. */
+MH_INLINE void mh_prefetch_row(const void* row, size_t bytes) {
+    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch((const char*)row + off, _MM_HINT_T0);
+}
+
 #endif
