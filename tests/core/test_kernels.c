@@ -1,0 +1,235 @@
+/*
+ * Every slot of the active ISA's kernel table (MH_ISA selects it) against naive references,
+ * on shapes generated from that table's own tile sizes: 1, tile - 1, tile, tile + 1, primes.
+ *  - pack_kt / pack_v: pure data movement, so bitwise equal to a naive layout, zero padding
+ *    included; f16/bf16 sources widened exactly;
+ *  - qk_direct / pv_direct: against double dot products, tolerance eps32 * reduction length;
+ *  - gemm_acc: the rescale-and-accumulate epilogue, against double; writes nothing outside
+ *    the m x n corner;
+ *  - softmax_tile: against a double online-softmax step, including -inf entries, all -inf
+ *    rows, and rows whose running max is still -inf;
+ *  - f32_to_f16 / f32_to_bf16: bitwise equal to the scalar round-to-nearest-even, including
+ *    ties, subnormals, overflow, infinities and NaN.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dispatch/dispatch.h"
+#include "kernels/scalar/convert_scalar.h"
+#include "oracle.h"
+#include "rng.h"
+
+static const mh_kernels* K;
+static test_rng R;
+
+/* A K/V-like source [rows][ld] in dtype, with its exact f32 values in `exact`. */
+static void* source(mh_dtype dt, size_t rows, size_t ld, float* exact) {
+    void* buf = malloc((rows * ld + 1) * 4);
+    for (size_t i = 0; i < rows * ld; i++) {
+        const float x = rng_uniform(&R, -2, 2);
+        if (dt == MH_DTYPE_F32) ((float*)buf)[i] = x, exact[i] = x;
+        else {
+            const uint16_t h = dt == MH_DTYPE_F16 ? mh_f32_to_f16_rne(x) : mh_f32_to_bf16_rne(x);
+            ((uint16_t*)buf)[i] = h;
+            exact[i] = (float)oracle_load(buf, dt, (ptrdiff_t)i);
+        }
+    }
+    return buf;
+}
+
+static void packs(size_t cols, size_t d, mh_dtype dt) {
+    const size_t nr = K->gemm_nr, ld = d + 3, panels_k = (cols + nr - 1) / nr, panels_v = (d + nr - 1) / nr;
+    float* exact = malloc(sizeof(float) * cols * ld);
+    void* src = source(dt, cols, ld, exact);
+    const size_t nk = panels_k * d * nr, nv = panels_v * cols * nr;
+    float *got = malloc(sizeof(float) * (nk + nv + 16)), *want = calloc(nk + nv + 16, sizeof(float));
+    for (size_t i = 0; i < nk + nv + 16; i++) got[i] = 1234.5f;
+    for (size_t c = 0; c < cols; c++)
+        for (size_t dd = 0; dd < d; dd++) {
+            want[((c / nr) * d + dd) * nr + c % nr] = exact[c * ld + dd];
+            want[nk + ((dd / nr) * cols + c) * nr + dd % nr] = exact[c * ld + dd];
+        }
+    for (size_t i = nk + nv; i < nk + nv + 16; i++) want[i] = 1234.5f; /* must stay untouched */
+    K->pack_kt(cols, d, src, (ptrdiff_t)ld, dt, got);
+    K->pack_v(cols, d, src, (ptrdiff_t)ld, dt, got + nk);
+    char what[96];
+    snprintf(what, sizeof what, "pack_kt/pack_v cols %zu d %zu dtype %d", cols, d, (int)dt);
+    check_bitwise(what, got, want, nk + nv + 16);
+    free(exact), free(src), free(got), free(want);
+}
+
+static void directs(size_t rows, size_t cols, size_t d, mh_dtype dt) {
+    const size_t ld = d + 1, lds = cols + 2;
+    float* exact = malloc(sizeof(float) * cols * ld);
+    void* src = source(dt, cols, ld, exact);
+    float* q = malloc(sizeof(float) * rows * d);
+    rng_fill(&R, q, rows * d, -1, 1);
+    float* s = malloc(sizeof(float) * rows * lds);
+    double* want = malloc(sizeof(double) * rows * cols);
+    float* got = malloc(sizeof(float) * rows * cols);
+    K->qk_direct(rows, cols, d, q, d, src, (ptrdiff_t)ld, dt, s, lds);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+            double acc = 0;
+            for (size_t dd = 0; dd < d; dd++) acc += (double)q[r * d + dd] * exact[c * ld + dd];
+            want[r * cols + c] = acc, got[r * cols + c] = s[r * lds + c];
+        }
+    char what[96];
+    snprintf(what, sizeof what, "qk_direct rows %zu cols %zu d %zu dtype %d", rows, cols, d, (int)dt);
+    check_close(what, got, want, rows * cols, 4 * FLT_EPSILON * 2 * (double)d, INFINITY);
+
+    /* pv_direct: o = alpha * o + P.V, P in [0, 1) */
+    const size_t ldo = d + 5;
+    float* p = malloc(sizeof(float) * rows * lds);
+    float* o = malloc(sizeof(float) * rows * ldo);
+    float alpha[8];
+    rng_fill(&R, p, rows * lds, 0, 1);
+    rng_fill(&R, o, rows * ldo, -1, 1);
+    rng_fill(&R, alpha, 8, 0, 1);
+    double* wo = malloc(sizeof(double) * rows * ldo);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < ldo; j++) {
+            double acc = (double)o[r * ldo + j];
+            if (j < d) {
+                acc *= alpha[r];
+                for (size_t c = 0; c < cols; c++) acc += (double)p[r * lds + c] * exact[c * ld + j];
+            }
+            wo[r * ldo + j] = acc; /* columns past d must be untouched */
+        }
+    K->pv_direct(rows, cols, d, p, lds, src, (ptrdiff_t)ld, dt, alpha, o, ldo);
+    snprintf(what, sizeof what, "pv_direct rows %zu cols %zu dv %zu dtype %d", rows, cols, d, (int)dt);
+    check_close(what, o, wo, rows * ldo, 4 * FLT_EPSILON * 2 * (double)(cols + 1), INFINITY);
+    free(exact), free(src), free(q), free(s), free(want), free(got), free(p), free(o), free(wo);
+}
+
+static void gemm_acc(size_t m, size_t n, size_t k) {
+    const size_t nr = K->gemm_nr, lda = k + 1, ldc = n + 3;
+    float* a = malloc(sizeof(float) * m * lda);
+    float* panel = calloc(k * nr, sizeof(float));
+    float* c = malloc(sizeof(float) * m * ldc);
+    float alpha[16];
+    double* want = malloc(sizeof(double) * m * ldc);
+    rng_fill(&R, a, m * lda, -1, 1);
+    for (size_t kk = 0; kk < k; kk++) rng_fill(&R, panel + kk * nr, n, -1, 1); /* zero past n */
+    rng_fill(&R, c, m * ldc, -1, 1);
+    rng_fill(&R, alpha, 16, 0, 1);
+    for (size_t r = 0; r < m; r++)
+        for (size_t j = 0; j < ldc; j++) {
+            double acc = c[r * ldc + j];
+            if (j < n) {
+                acc *= alpha[r];
+                for (size_t kk = 0; kk < k; kk++) acc += (double)a[r * lda + kk] * panel[kk * nr + j];
+            }
+            want[r * ldc + j] = acc;
+        }
+    K->gemm_acc(m, n, k, a, lda, panel, alpha, c, ldc);
+    char what[96];
+    snprintf(what, sizeof what, "gemm_acc m %zu n %zu k %zu", m, n, k);
+    check_close(what, c, want, m * ldc, 4 * FLT_EPSILON * (double)(k + 2), INFINITY);
+    free(a), free(panel), free(c), free(want);
+}
+
+static void softmax(size_t rows, size_t cols) {
+    const size_t lds = cols + 1;
+    float* s = malloc(sizeof(float) * rows * lds);
+    float m[8], l[8], alpha[8];
+    double wm[8], wl[8], wa[8];
+    double* ws = malloc(sizeof(double) * rows * lds);
+    float* s_in = malloc(sizeof(float) * rows * lds);
+    for (size_t r = 0; r < rows; r++) {
+        for (size_t c = 0; c < lds; c++) {
+            const int kind = rng_int(&R, 0, 5);
+            s[r * lds + c] = r == 2 ? -INFINITY : kind == 0 ? -INFINITY : rng_uniform(&R, -80, 80);
+        }
+        m[r] = r % 3 == 1 ? -INFINITY : rng_uniform(&R, -10, 10); /* some rows still empty */
+        l[r] = m[r] == -INFINITY ? 0.0f : rng_uniform(&R, 0.5f, 3);
+        double mx = m[r];
+        for (size_t c = 0; c < cols; c++) mx = s[r * lds + c] > mx ? s[r * lds + c] : mx;
+        if (mx == -INFINITY) {
+            wm[r] = m[r], wl[r] = l[r], wa[r] = 1;
+            for (size_t c = 0; c < cols; c++) ws[r * lds + c] = 0;
+        } else {
+            double sum = 0;
+            for (size_t c = 0; c < cols; c++) sum += ws[r * lds + c] = exp(s[r * lds + c] - mx);
+            wa[r] = exp(m[r] - mx), wl[r] = l[r] * wa[r] + sum, wm[r] = mx;
+        }
+        ws[r * lds + cols] = s[r * lds + cols]; /* past cols: untouched */
+    }
+    memcpy(s_in, s, sizeof(float) * rows * lds);
+    K->softmax_tile(rows, cols, s, lds, m, l, alpha);
+    char what[96];
+    snprintf(what, sizeof what, "softmax_tile rows %zu cols %zu", rows, cols);
+    int state_ok = 1;
+    for (size_t r = 0; r < rows; r++) {
+        state_ok &= m[r] == (float)wm[r];
+        state_ok &= fabs(l[r] - wl[r]) <= 4 * FLT_EPSILON * (fabs(wl[r]) + cols) &&
+                    fabs(alpha[r] - wa[r]) <= 4 * FLT_EPSILON;
+        for (size_t c = 0; c <= cols; c++) {
+            const double w = ws[r * lds + c];
+            if (c == cols) state_ok &= (isinf(w) && isinf(s[r * lds + c])) || s[r * lds + c] == (float)w;
+            /* the kernel forms s - m in f32 (rounding |s - m| * eps) before a 1-ulp exp */
+            else if (w == 0.0) state_ok &= s[r * lds + c] == 0.0f; /* dropped keys: exactly 0 */
+            else state_ok &= fabs(s[r * lds + c] - w) <= 4 * FLT_EPSILON * w * (1 + fabs(s_in[r * lds + c] - wm[r])) + 1e-38;
+        }
+    }
+    check_true(what, state_ok);
+    free(s), free(ws), free(s_in);
+}
+
+static void conversions(void) {
+    static const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.0f, 65520.0f, 1e6f,
+                                    -1e6f, 5.96e-8f, 2.98e-8f, 2.99e-8f, 6.1e-5f, 1e-40f, 3.0e38f,
+                                    1.00048828125f, 1.00146484375f, 1.0039062f, 1.01171875f};
+    const size_t n = 1000 + sizeof special / sizeof special[0] + 3;
+    float* x = malloc(sizeof(float) * n);
+    size_t i = 0;
+    for (; i < sizeof special / sizeof special[0]; i++) x[i] = special[i];
+    x[i++] = INFINITY, x[i++] = -INFINITY, x[i++] = NAN;
+    for (; i < n; i++) x[i] = ldexpf(rng_uniform(&R, -1, 1), rng_int(&R, -30, 20));
+    uint16_t *h = malloc(2 * (n + 1)), *b = malloc(2 * (n + 1)), *wh = malloc(2 * n), *wb = malloc(2 * n);
+    h[n] = b[n] = 0xBEEF;
+    for (size_t j = 0; j < n; j++) wh[j] = mh_f32_to_f16_rne(x[j]), wb[j] = mh_f32_to_bf16_rne(x[j]);
+    for (size_t len = 1; len <= n; len += len < 40 ? 1 : 97) {
+        K->f32_to_f16(len, x, h);
+        K->f32_to_bf16(len, x, b);
+        if (!check_true("f32_to_f16 / f32_to_bf16 equal scalar RNE bitwise",
+                        memcmp(h, wh, 2 * len) == 0 && memcmp(b, wb, 2 * len) == 0))
+            break;
+    }
+    check_true("conversions write nothing past n", h[n] == 0xBEEF && b[n] == 0xBEEF);
+    free(x), free(h), free(b), free(wh), free(wb);
+}
+
+int main(void) {
+    mh_isa isa;
+    const mh_status st = mh_isa_default(&isa);
+    if (st == MH_ERR_ISA_UNAVAILABLE) return 77; /* MH_ISA names an ISA this machine lacks */
+    if (st != MH_OK) return 1;
+    K = mh_dispatch_table(isa);
+    printf("test_kernels on %s\n", mh_isa_name(isa));
+    rng_seed(&R, 42);
+    const size_t nr = K->gemm_nr, mr = K->gemm_mr, tk = K->attn_kv_tile;
+    const size_t cols[] = {1, nr - 1, nr, nr + 1, tk - 1, tk, 13};
+    const size_t dims[] = {1, 7, 15, 16, 17, 31, 64, 65, 128, 131};
+    for (int dt = 0; dt < 3; dt++)
+        for (size_t i = 0; i < sizeof cols / sizeof *cols; i++)
+            for (size_t j = 0; j < sizeof dims / sizeof *dims; j += 1 + (size_t)dt) {
+                packs(cols[i], dims[j], (mh_dtype)dt);
+                for (size_t rows = 1; rows < K->attn_direct_rows; rows++)
+                    directs(rows, cols[i], dims[j], (mh_dtype)dt);
+            }
+    const size_t ms[] = {1, mr - 1, mr};
+    const size_t ns[] = {1, nr - 1, nr};
+    const size_t ks[] = {1, 7, 64, 67};
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = 0; j < 3; j++)
+            for (size_t l = 0; l < 4; l++)
+                if (ms[i] > 0 && ns[j] > 0) gemm_acc(ms[i], ns[j], ks[l]);
+    for (size_t c = 0; c < sizeof cols / sizeof *cols; c++) softmax(7, cols[c]);
+    conversions();
+    return test_exit_code("test_kernels");
+}
