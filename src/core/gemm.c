@@ -5,8 +5,15 @@
 #include "util/alloc.h"
 #include "util/checked.h"
 
-/* Rows of one GEMM task: a multiple of every kernel's MR that keeps an A block in L2. */
-#define GEMM_ROW_BLOCK 48
+/* Blocking (BLIS-style): a task is GEMM_ROW_BLOCK rows x one panel; the reduction runs in
+ * blocks of GEMM_KC so the panel slice [KC][NR] stays in L2 while every row strip of the task
+ * reuses it. Blocks after the first accumulate onto C in a fixed order. */
+#define GEMM_ROW_BLOCK 240
+#define GEMM_KC 256
+
+/* The rescale factors of a plain accumulation (gemm_acc with alpha = 1). */
+static const float k_ones[32] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 
 mh_status mh_pack_matrix(const mh_kernels* k, const float* w, const float* bias, int n_out,
                          int k_in, mh_packed_matrix* out) {
@@ -52,14 +59,21 @@ void mh_gemm_packed(const mh_kernels* k, int threads, size_t rows, const float* 
     /* Each output element is one full-length reduction by one task: thread-count independent. */
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
     for (long t = 0; t < n_tasks; t++) {
-        const size_t p = (size_t)t % n_panels, rb = (size_t)t / n_panels;
+        /* consecutive tasks share a panel, so the other thread finds it in L3 */
+        const size_t rb = (size_t)t % n_row_blocks, p = (size_t)t / n_row_blocks;
         const size_t c0 = p * nr, nc = (size_t)w->n_out - c0 < nr ? (size_t)w->n_out - c0 : nr;
         const size_t r_end = (rb + 1) * GEMM_ROW_BLOCK < rows ? (rb + 1) * GEMM_ROW_BLOCK : rows;
         const float* panel = w->panels + p * kin * nr;
         const float* bias = w->bias ? w->bias + c0 : NULL;
-        for (size_t r = rb * GEMM_ROW_BLOCK; r < r_end; r += mr) {
-            const size_t m = r_end - r < mr ? r_end - r : mr;
-            k->gemm(m, nc, kin, x + r * ldx, ldx, panel, bias, y + r * ldy + c0, ldy);
+        for (size_t k0 = 0; k0 < kin; k0 += GEMM_KC) {
+            const size_t kc = kin - k0 < GEMM_KC ? kin - k0 : GEMM_KC;
+            for (size_t r = rb * GEMM_ROW_BLOCK; r < r_end; r += mr) {
+                const size_t m = r_end - r < mr ? r_end - r : mr;
+                const float* a = x + r * ldx + k0;
+                float* c = y + r * ldy + c0;
+                if (k0 == 0) k->gemm(m, nc, kc, a, ldx, panel, bias, c, ldy);
+                else k->gemm_acc(m, nc, kc, a, ldx, panel + k0 * nr, k_ones, c, ldy);
+            }
         }
     }
 }
