@@ -3,10 +3,21 @@
 #define MR MH_SCALAR_GEMM_MR
 #define NR MH_SCALAR_GEMM_NR
 
-/* acc = A[m x k] . panel[k x NR]. Register budget (as a compiler sees it): a 4x16 accumulator,
- * one broadcast of A per row and one panel row; the NR loop is contiguous and vectorises. */
+/* acc = A[m x k] . panel[k x NR]. Register budget (as a compiler sees it): a 4x8 accumulator
+ * (8 SSE registers of baseline x86-64), one broadcast of A per row and one panel row; the NR
+ * loop is contiguous and vectorises. */
 static inline void accumulate(size_t m, size_t k, const float* a, size_t lda, const float* panel,
                               float acc[MR][NR]) {
+    if (m == MR) { /* the full tile: constant trip counts keep acc in registers */
+        for (size_t kk = 0; kk < k; kk++) {
+            const float* b = panel + kk * NR;
+            for (size_t r = 0; r < MR; r++) {
+                const float av = a[r * lda + kk];
+                for (size_t j = 0; j < NR; j++) acc[r][j] += av * b[j];
+            }
+        }
+        return;
+    }
     for (size_t kk = 0; kk < k; kk++) {
         const float* b = panel + kk * NR;
         for (size_t r = 0; r < m; r++) {
@@ -16,7 +27,7 @@ static inline void accumulate(size_t m, size_t k, const float* a, size_t lda, co
     }
 }
 
-void mh_f32_gemm_ukernel_4x16__scalar(size_t m, size_t n, size_t k, const float* a, size_t lda,
+void mh_f32_gemm_ukernel_4x8__scalar(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                       const float* panel, const float* bias, float* c, size_t ldc) {
     float acc[MR][NR] = {{0}};
     accumulate(m, k, a, lda, panel, acc);
@@ -24,7 +35,7 @@ void mh_f32_gemm_ukernel_4x16__scalar(size_t m, size_t n, size_t k, const float*
         for (size_t j = 0; j < n; j++) c[r * ldc + j] = acc[r][j] + (bias ? bias[j] : 0.0f);
 }
 
-void mh_f32_gemm_acc_ukernel_4x16__scalar(size_t m, size_t n, size_t k, const float* a, size_t lda,
+void mh_f32_gemm_acc_ukernel_4x8__scalar(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                           const float* panel, const float* alpha, float* c,
                                           size_t ldc) {
     float acc[MR][NR] = {{0}};

@@ -5,16 +5,16 @@
 
 /* GEMM micro-tile. */
 #define MH_SCALAR_GEMM_MR 4
-#define MH_SCALAR_GEMM_NR 16
+#define MH_SCALAR_GEMM_NR 8
 
-void mh_f32_gemm_ukernel_4x16__scalar(size_t m, size_t n, size_t k, const float* a, size_t lda,
+void mh_f32_gemm_ukernel_4x8__scalar(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                       const float* panel, const float* bias, float* c, size_t ldc);
-void mh_f32_gemm_acc_ukernel_4x16__scalar(size_t m, size_t n, size_t k, const float* a, size_t lda,
+void mh_f32_gemm_acc_ukernel_4x8__scalar(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                           const float* panel, const float* alpha, float* c,
                                           size_t ldc);
-void mh_pack_kt_16__scalar(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
+void mh_pack_kt_8__scalar(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
                            float* dst);
-void mh_pack_v_16__scalar(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh_dtype dtype,
+void mh_pack_v_8__scalar(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh_dtype dtype,
                           float* dst);
 void mh_f32_qk_direct__scalar(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
                               const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds);

@@ -1,11 +1,11 @@
-/* Packing K/V tiles of any storage dtype into f32 GEMM panels of 16 columns. */
+/* Packing K/V tiles of any storage dtype into f32 GEMM panels of MH_SCALAR_GEMM_NR columns. */
 #include <string.h>
 
 #include "kernels/scalar/kernels_scalar.h"
 
 #define NR MH_SCALAR_GEMM_NR
 
-void mh_pack_kt_16__scalar(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
+void mh_pack_kt_8__scalar(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
                            float* dst) {
     const size_t n_panels = (cols + NR - 1) / NR;
     float row[NR];
@@ -21,7 +21,7 @@ void mh_pack_kt_16__scalar(size_t cols, size_t d, const void* k, ptrdiff_t ldk, 
     }
 }
 
-void mh_pack_v_16__scalar(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh_dtype dtype,
+void mh_pack_v_8__scalar(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh_dtype dtype,
                           float* dst) {
     const size_t n_panels = (dv + NR - 1) / NR;
     for (size_t c = 0; c < cols; c++) {
