@@ -13,6 +13,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "core/score.h"
 
 typedef struct scratch {
@@ -305,7 +306,9 @@ void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* 
     const float scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim_qk);
     const size_t per_thread = per_thread_bytes(k, p), per_partial = partial_floats(k, p);
     float* partials = (float*)((unsigned char*)ws_base + (size_t)threads * per_thread);
-    const int nt = (long)n_items < threads ? (int)n_items : threads;
+    const double flops = 2.0 * (double)p->batch * p->n_q * p->n_kv * p->n_heads *
+                         (p->head_dim_qk + p->head_dim_v); /* upper bound (ignores masks) */
+    const int nt = mh_workers(threads, n_items, flops);
     const size_t dv = (size_t)p->head_dim_v;
 
 #pragma omp parallel num_threads(nt) if (nt > 1)

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "core/parallel.h"
 #include "util/alloc.h"
 #include "util/checked.h"
 
@@ -55,7 +56,7 @@ void mh_gemm_packed(const mh_kernels* k, int threads, size_t rows, const float* 
     const size_t n_panels = ((size_t)w->n_out + nr - 1) / nr;
     const size_t n_row_blocks = (rows + GEMM_ROW_BLOCK - 1) / GEMM_ROW_BLOCK;
     const long n_tasks = (long)(n_row_blocks * n_panels);
-    const int nt = n_tasks < threads ? (int)n_tasks : threads;
+    const int nt = mh_workers(threads, (size_t)n_tasks, 2.0 * (double)rows * (double)kin * w->n_out);
     /* Each output element is one full-length reduction by one task: thread-count independent. */
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
     for (long t = 0; t < n_tasks; t++) {

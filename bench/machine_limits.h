@@ -1,0 +1,37 @@
+// Machine limits the cases are compared against: peak multiply-add throughput per kernel ISA
+// and streaming read bandwidth, each for the thread counts the suite uses. Measured once at
+// start-up, recorded in the JSON context (benchmark::AddCustomContext) and used for the
+// pct_peak / pct_bw counters.
+#ifndef MH_BENCH_MACHINE_LIMITS_H
+#define MH_BENCH_MACHINE_LIMITS_H
+
+#include <cstddef>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "multihead.h"
+
+namespace mhb {
+
+struct MachineLimits {
+    std::map<std::pair<int, int>, double> peak_gflops;  // (mh_isa, threads) -> GFLOP/s
+    std::map<int, double> read_gbps;                     // threads -> GB/s (1e9 bytes/s)
+    size_t bw_buffer_bytes = 0;
+    long llc_bytes = 0;  // as the C library reports it; 0 if unknown
+
+    // 0 when not measured (the counter that needs it is then left out).
+    double peak(mh_isa isa, int threads) const;
+    double bandwidth(int threads) const;
+};
+
+// Measures every probe this CPU can run for each thread count; `quick` shortens each probe.
+// Prints one line per result to stderr as it goes.
+void measure_machine_limits(const std::vector<int>& thread_counts, bool quick);
+// Adds the measured values as benchmark custom context (call before RunSpecifiedBenchmarks).
+void add_machine_limits_context();
+const MachineLimits& machine_limits();
+
+}  // namespace mhb
+
+#endif
