@@ -10,84 +10,92 @@
 #include "kernels/x86/avx2/kernels_avx2.h"
 #include "kernels/x86/avx2/simd_avx2.h"
 
-#define MR 6
 #define NR 16
 
-MH_INLINE void accumulate(const int M, size_t k, const float* a, size_t lda, const float* panel,
-                          __m256 acc[MR][2]) {
-    for (int r = 0; r < M; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+/* The whole kernel for M rows (a compile-time constant after inlining). The accumulators are
+ * named variables, not an array, so that every compiler keeps them in registers; rows >= M
+ * compile away. ACC selects gemm_acc (c = alpha * c + A.B) over gemm (c = A.B + bias). */
+MH_INLINE void kernel(const int M, const int ACC, size_t n, size_t k, const float* a, size_t lda,
+                      const float* panel, const float* extra, float* c, size_t ldc) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    /* row pointers; rows >= M alias row 0 and are never dereferenced */
+    const float* a0 = a;
+    const float* a1 = M > 1 ? a + lda : a;
+    const float* a2 = M > 2 ? a + 2 * lda : a;
+    const float* a3 = M > 3 ? a + 3 * lda : a;
+    const float* a4 = M > 4 ? a + 4 * lda : a;
+    const float* a5 = M > 5 ? a + 5 * lda : a;
+#define MH_ROW_FMA(r)                                                      \
+    if (M > r) {                                                           \
+        const __m256 ar = _mm256_broadcast_ss(a##r + kk);                  \
+        c##r##0 = _mm256_fmadd_ps(ar, b0, c##r##0);                        \
+        c##r##1 = _mm256_fmadd_ps(ar, b1, c##r##1);                        \
+    }
     for (size_t kk = 0; kk < k; kk++) {
-        const float* b = panel + kk * NR;
-        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-        for (int r = 0; r < M; r++) {
-            const __m256 ar = _mm256_broadcast_ss(a + (size_t)r * lda + kk);
-            acc[r][0] = _mm256_fmadd_ps(ar, b0, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(ar, b1, acc[r][1]);
-        }
+        const __m256 b0 = _mm256_loadu_ps(panel + kk * NR), b1 = _mm256_loadu_ps(panel + kk * NR + 8);
+        MH_ROW_FMA(0) MH_ROW_FMA(1) MH_ROW_FMA(2) MH_ROW_FMA(3) MH_ROW_FMA(4) MH_ROW_FMA(5)
     }
-}
+#undef MH_ROW_FMA
 
-MH_INLINE void store_bias(const int M, size_t n, const float* bias, float* c, size_t ldc,
-                          __m256 acc[MR][2]) {
     if (n == NR) {
-        const __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
-        const __m256 b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
-        for (int r = 0; r < M; r++) {
-            _mm256_storeu_ps(c + (size_t)r * ldc, _mm256_add_ps(acc[r][0], b0));
-            _mm256_storeu_ps(c + (size_t)r * ldc + 8, _mm256_add_ps(acc[r][1], b1));
+        if (ACC) {
+#define MH_ROW_STORE(r)                                                                       \
+    if (M > r) {                                                                              \
+        const __m256 al = _mm256_broadcast_ss(extra + r);                                     \
+        float* cp = c + (size_t)r * ldc;                                                      \
+        _mm256_storeu_ps(cp, _mm256_fmadd_ps(al, _mm256_loadu_ps(cp), c##r##0));              \
+        _mm256_storeu_ps(cp + 8, _mm256_fmadd_ps(al, _mm256_loadu_ps(cp + 8), c##r##1));      \
+    }
+            MH_ROW_STORE(0) MH_ROW_STORE(1) MH_ROW_STORE(2) MH_ROW_STORE(3) MH_ROW_STORE(4) MH_ROW_STORE(5)
+#undef MH_ROW_STORE
+        } else {
+            const __m256 bias0 = extra ? _mm256_loadu_ps(extra) : _mm256_setzero_ps();
+            const __m256 bias1 = extra ? _mm256_loadu_ps(extra + 8) : _mm256_setzero_ps();
+#define MH_ROW_STORE(r)                                                                       \
+    if (M > r) {                                                                              \
+        _mm256_storeu_ps(c + (size_t)r * ldc, _mm256_add_ps(c##r##0, bias0));                 \
+        _mm256_storeu_ps(c + (size_t)r * ldc + 8, _mm256_add_ps(c##r##1, bias1));             \
+    }
+            MH_ROW_STORE(0) MH_ROW_STORE(1) MH_ROW_STORE(2) MH_ROW_STORE(3) MH_ROW_STORE(4) MH_ROW_STORE(5)
+#undef MH_ROW_STORE
         }
         return;
     }
-    for (int v = 0; v < 2; v++) {
-        const size_t cnt = mh_lanes8(n, (size_t)v * 8);
-        if (cnt == 0) break;
-        const __m256i mask = mh_mask8(cnt);
-        const __m256 b = bias ? _mm256_maskload_ps(bias + v * 8, mask) : _mm256_setzero_ps();
-        for (int r = 0; r < M; r++)
-            _mm256_maskstore_ps(c + (size_t)r * ldc + v * 8, mask, _mm256_add_ps(acc[r][v], b));
+    /* n < 16: masked lanes are neither read nor written (a mask of no lanes touches nothing) */
+    const __m256i m0 = mh_mask8(mh_lanes8(n, 0)), m1 = mh_mask8(mh_lanes8(n, 8));
+    if (ACC) {
+#define MH_ROW_STORE(r)                                                                            \
+    if (M > r) {                                                                                   \
+        const __m256 al = _mm256_broadcast_ss(extra + r);                                          \
+        float* cp = c + (size_t)r * ldc;                                                           \
+        _mm256_maskstore_ps(cp, m0, _mm256_fmadd_ps(al, _mm256_maskload_ps(cp, m0), c##r##0));     \
+        _mm256_maskstore_ps(cp + 8, m1, _mm256_fmadd_ps(al, _mm256_maskload_ps(cp + 8, m1), c##r##1)); \
+    }
+        MH_ROW_STORE(0) MH_ROW_STORE(1) MH_ROW_STORE(2) MH_ROW_STORE(3) MH_ROW_STORE(4) MH_ROW_STORE(5)
+#undef MH_ROW_STORE
+    } else {
+        const __m256 bias0 = extra ? _mm256_maskload_ps(extra, m0) : _mm256_setzero_ps();
+        const __m256 bias1 = extra ? _mm256_maskload_ps(extra + 8, m1) : _mm256_setzero_ps();
+#define MH_ROW_STORE(r)                                                                       \
+    if (M > r) {                                                                              \
+        _mm256_maskstore_ps(c + (size_t)r * ldc, m0, _mm256_add_ps(c##r##0, bias0));          \
+        _mm256_maskstore_ps(c + (size_t)r * ldc + 8, m1, _mm256_add_ps(c##r##1, bias1));      \
+    }
+        MH_ROW_STORE(0) MH_ROW_STORE(1) MH_ROW_STORE(2) MH_ROW_STORE(3) MH_ROW_STORE(4) MH_ROW_STORE(5)
+#undef MH_ROW_STORE
     }
 }
-
-MH_INLINE void store_acc(const int M, size_t n, const float* alpha, float* c, size_t ldc,
-                         __m256 acc[MR][2]) {
-    if (n == NR) {
-        for (int r = 0; r < M; r++) {
-            const __m256 al = _mm256_broadcast_ss(alpha + r);
-            float* cp = c + (size_t)r * ldc;
-            _mm256_storeu_ps(cp, _mm256_fmadd_ps(al, _mm256_loadu_ps(cp), acc[r][0]));
-            _mm256_storeu_ps(cp + 8, _mm256_fmadd_ps(al, _mm256_loadu_ps(cp + 8), acc[r][1]));
-        }
-        return;
-    }
-    for (int v = 0; v < 2; v++) {
-        const size_t cnt = mh_lanes8(n, (size_t)v * 8);
-        if (cnt == 0) break;
-        const __m256i mask = mh_mask8(cnt);
-        for (int r = 0; r < M; r++) {
-            const __m256 al = _mm256_broadcast_ss(alpha + r);
-            float* cp = c + (size_t)r * ldc + v * 8;
-            _mm256_maskstore_ps(cp, mask, _mm256_fmadd_ps(al, _mm256_maskload_ps(cp, mask), acc[r][v]));
-        }
-    }
-}
-
-#define GEMM_CASE(M, STORE, EXTRA)            \
-    case M: {                                 \
-        __m256 acc[MR][2];                    \
-        accumulate(M, k, a, lda, panel, acc); \
-        STORE(M, n, EXTRA, c, ldc, acc);      \
-        break;                                \
-    }
 
 void mh_f32_gemm_ukernel_6x16__avx2(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                     const float* panel, const float* bias, float* c, size_t ldc) {
     switch (m) {
-        GEMM_CASE(1, store_bias, bias)
-        GEMM_CASE(2, store_bias, bias)
-        GEMM_CASE(3, store_bias, bias)
-        GEMM_CASE(4, store_bias, bias)
-        GEMM_CASE(5, store_bias, bias)
-        GEMM_CASE(6, store_bias, bias)
+    case 1: kernel(1, 0, n, k, a, lda, panel, bias, c, ldc); break;
+    case 2: kernel(2, 0, n, k, a, lda, panel, bias, c, ldc); break;
+    case 3: kernel(3, 0, n, k, a, lda, panel, bias, c, ldc); break;
+    case 4: kernel(4, 0, n, k, a, lda, panel, bias, c, ldc); break;
+    case 5: kernel(5, 0, n, k, a, lda, panel, bias, c, ldc); break;
+    case 6: kernel(6, 0, n, k, a, lda, panel, bias, c, ldc); break;
     default: break;
     }
 }
@@ -96,12 +104,12 @@ void mh_f32_gemm_acc_ukernel_6x16__avx2(size_t m, size_t n, size_t k, const floa
                                         const float* panel, const float* alpha, float* c,
                                         size_t ldc) {
     switch (m) {
-        GEMM_CASE(1, store_acc, alpha)
-        GEMM_CASE(2, store_acc, alpha)
-        GEMM_CASE(3, store_acc, alpha)
-        GEMM_CASE(4, store_acc, alpha)
-        GEMM_CASE(5, store_acc, alpha)
-        GEMM_CASE(6, store_acc, alpha)
+    case 1: kernel(1, 1, n, k, a, lda, panel, alpha, c, ldc); break;
+    case 2: kernel(2, 1, n, k, a, lda, panel, alpha, c, ldc); break;
+    case 3: kernel(3, 1, n, k, a, lda, panel, alpha, c, ldc); break;
+    case 4: kernel(4, 1, n, k, a, lda, panel, alpha, c, ldc); break;
+    case 5: kernel(5, 1, n, k, a, lda, panel, alpha, c, ldc); break;
+    case 6: kernel(6, 1, n, k, a, lda, panel, alpha, c, ldc); break;
     default: break;
     }
 }

@@ -45,9 +45,21 @@ MH_INLINE __m256 mh_load8(const void* p, mh_dtype dtype) {
 MH_INLINE __m256 mh_load8_tail(const void* p, mh_dtype dtype, size_t cnt) {
     if (cnt >= 8) return mh_load8(p, dtype);
     if (dtype == MH_DTYPE_F32) return _mm256_maskload_ps((const float*)p, mh_mask8(cnt));
+    /* constant-size pieces (4, 2, 1 elements) so the copy is inlined, not a memcpy call */
+    const uint16_t* src = (const uint16_t*)p;
     uint16_t buf[8] = {0};
-    memcpy(buf, p, cnt * sizeof(uint16_t));
+    size_t i = 0;
+    if (cnt & 4) memcpy(buf, src, 8), i = 4;
+    if (cnt & 2) memcpy(buf + i, src + i, 4), i += 2;
+    if (cnt & 1) buf[i] = src[i];
     return mh_widen8(_mm_loadu_si128((const __m128i*)(const void*)buf), dtype);
+}
+
+/* Prefetches the cache lines of `bytes` bytes at `p` into L1 (K/V rows of a tile: the rows
+ * are often far apart, or read across rather than along, which the hardware prefetchers
+ * follow poorly). Only addresses inside the tile are passed. */
+MH_INLINE void mh_prefetch_bytes(const void* p, size_t bytes) {
+    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch((const char*)p + off, _MM_HINT_T0);
 }
 
 /* Horizontal sums of eight vectors: lane i of the result = sum of the lanes of a[i]. The
