@@ -79,7 +79,8 @@ static mh_attn_problem problem(const mh_layer* L, int B, int N, int M, const buf
     return p;
 }
 
-static void carve(const mh_layer* L, int B, int N, int M, mh_ws* ws, buffers* b) {
+/* decode: the workspace is sized without the cache length, so K/V are never prepacked. */
+static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* ws, buffers* b) {
     const mh_layer_config* c = &L->cfg;
     const size_t rows_q = (size_t)B * (size_t)N, rows_kv = (size_t)B * (size_t)M;
     b->q = mh_ws_take(ws, rows_q, (size_t)c->n_heads * (size_t)c->head_dim, sizeof(float));
@@ -87,12 +88,12 @@ static void carve(const mh_layer* L, int B, int N, int M, mh_ws* ws, buffers* b)
     b->v = mh_ws_take(ws, rows_kv, (size_t)c->n_kv_heads * (size_t)c->head_dim_v, sizeof(float));
     b->o = mh_ws_take(ws, rows_q, (size_t)c->n_heads * (size_t)c->head_dim_v, sizeof(float));
     const mh_attn_problem p = problem(L, B, N, M, b);
-    b->attn = mh_core_attention_carve(L->kernels, L->threads, &p, ws);
+    b->attn = mh_core_attention_carve(L->kernels, L->threads, &p, !is_decode, ws);
 }
 
 static void forward_carve(const mh_layer* L, int B, int N, int M, mh_ws* ws) {
     buffers b;
-    carve(L, B, N, M, ws, &b);
+    carve(L, B, N, M, 0, ws, &b);
 }
 
 /* The layer's model-level options over the call's per-call ones. */
@@ -115,7 +116,7 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     const float* xv = self ? a->query : a->value;
     mh_ws ws = mh_ws_begin(workspace);
     buffers b;
-    carve(L, B, N, M, &ws, &b);
+    carve(L, B, N, M, 0, &ws, &b);
     const size_t rows_q = (size_t)B * (size_t)N, rows_kv = (size_t)B * (size_t)M;
     mh_gemm_packed(L->kernels, L->threads, rows_q, a->query, (size_t)c->d_model, &L->wq, b.q,
                    (size_t)L->wq.n_out);
@@ -123,14 +124,14 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     mh_gemm_packed(L->kernels, L->threads, rows_kv, xv, (size_t)c->vdim, &L->wv, b.v, (size_t)L->wv.n_out);
     const mh_attn_problem p = problem(L, B, N, M, &b);
     const mh_attn_options opt = layer_options(L, a->opt);
-    mh_core_attention(L->kernels, L->threads, &p, &opt, b.attn);
+    mh_core_attention(L->kernels, L->threads, &p, &opt, 1, b.attn);
     out_projection(L, rows_q, &b, a->out);
 }
 
 /* Decode needs no K/V buffers of the cache's length: new K/V rows go to k/v, then the cache. */
 static void decode_carve(const mh_layer* L, int B, int n, mh_ws* ws) {
     buffers b;
-    carve(L, B, n, n, ws, &b);
+    carve(L, B, n, n, 1, ws, &b);
 }
 
 static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, const float* x,
@@ -138,7 +139,7 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, c
     const mh_layer_config* c = &L->cfg;
     mh_ws ws = mh_ws_begin(workspace);
     buffers b;
-    carve(L, B, n, n, &ws, &b);
+    carve(L, B, n, n, 1, &ws, &b);
     const size_t rows = (size_t)B * (size_t)n;
     mh_gemm_packed(L->kernels, L->threads, rows, x, (size_t)c->d_model, &L->wq, b.q, (size_t)L->wq.n_out);
     mh_gemm_packed(L->kernels, L->threads, rows, x, (size_t)c->d_model, &L->wk, b.k, (size_t)L->wk.n_out);
@@ -151,7 +152,7 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, c
     p.k_dtype = p.v_dtype = cache->dtype;
     mh_attn_options opt = layer_options(L, NULL);
     opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
-    mh_core_attention(L->kernels, L->threads, &p, &opt, b.attn);
+    mh_core_attention(L->kernels, L->threads, &p, &opt, 0, b.attn);
     out_projection(L, rows, &b, out);
     cache->length = total;
 }

@@ -91,16 +91,60 @@ static size_t per_thread_bytes(const mh_kernels* k, const mh_attn_problem* p) {
     return bytes;
 }
 
-void* mh_core_attention_carve(const mh_kernels* k, int threads, const mh_attn_problem* p, mh_ws* ws) {
-    const size_t bytes = per_thread_bytes(k, p);
-    if (bytes == 0) ws->overflow = 1;
-    void* base = mh_ws_take(ws, (size_t)threads, bytes, 1);
-    if (n_query_tiles(k, p) == 1) { /* room for split-KV partial states (see n_splits) */
-        size_t tasks;
-        if (!mh_mul_size((size_t)p->batch, (size_t)p->n_kv_heads, &tasks)) ws->overflow = 1;
-        mh_ws_take(ws, tasks * MAX_SPLIT, partial_floats(k, p), sizeof(float));
+/* K/V tiles packed once per call: worth it when several query tiles of a head would otherwise
+ * each pack the same tiles (prefill), and allowed only when the caller sized the workspace
+ * knowing M (the layer's decode does not). */
+static int use_prepack(const mh_kernels* k, const mh_attn_problem* p, int prepack_ok) {
+    return prepack_ok && n_query_tiles(k, p) > 1 && block_rows(k, p) >= k->attn_direct_rows;
+}
+
+static size_t n_kv_tiles(const mh_kernels* k, const mh_attn_problem* p) {
+    return ((size_t)p->n_kv + k->attn_kv_tile - 1) / k->attn_kv_tile;
+}
+
+/* Floats of one packed K tile ([kv_tile/NR][Dqk][NR]) and one packed V tile
+ * ([ceil(Dv/NR)][kv_tile][NR]), the same shapes the per-thread scratch holds. */
+static size_t kt_floats(const mh_kernels* k, const mh_attn_problem* p) {
+    return k->attn_kv_tile * (size_t)p->head_dim_qk;
+}
+
+static size_t vt_floats(const mh_kernels* k, const mh_attn_problem* p) {
+    const size_t nr = k->gemm_nr;
+    return ((size_t)p->head_dim_v + nr - 1) / nr * nr * k->attn_kv_tile;
+}
+
+/* The whole workspace of one call, carved in this order from its start. */
+typedef struct core_ws {
+    unsigned char* scratch; /* [threads][per_thread]  per-worker scratch */
+    size_t per_thread;
+    float* partials;        /* split-KV partial states, when decode-shaped */
+    float* kt_all;          /* [B*Hkv][n_kv_tiles] packed K tiles, when prepacking */
+    float* vt_all;          /* [B*Hkv][n_kv_tiles] packed V tiles */
+} core_ws;
+
+static void core_layout(const mh_kernels* k, int threads, const mh_attn_problem* p, int prepack_ok,
+                        mh_ws* ws, core_ws* out) {
+    memset(out, 0, sizeof *out);
+    out->per_thread = per_thread_bytes(k, p);
+    if (out->per_thread == 0) ws->overflow = 1;
+    out->scratch = mh_ws_take(ws, (size_t)threads, out->per_thread, 1);
+    size_t heads = 0;
+    if (!mh_mul_size((size_t)p->batch, (size_t)p->n_kv_heads, &heads)) ws->overflow = 1;
+    if (n_query_tiles(k, p) == 1) /* room for split-KV partial states (see n_splits) */
+        out->partials = mh_ws_take(ws, heads * MAX_SPLIT, partial_floats(k, p), sizeof(float));
+    if (use_prepack(k, p, prepack_ok)) {
+        size_t tiles = 0;
+        if (!mh_mul_size(heads, n_kv_tiles(k, p), &tiles)) ws->overflow = 1;
+        out->kt_all = mh_ws_take(ws, tiles, kt_floats(k, p), sizeof(float));
+        out->vt_all = mh_ws_take(ws, tiles, vt_floats(k, p), sizeof(float));
     }
-    return base;
+}
+
+void* mh_core_attention_carve(const mh_kernels* k, int threads, const mh_attn_problem* p,
+                              int prepack_ok, mh_ws* ws) {
+    core_ws c;
+    core_layout(k, threads, p, prepack_ok, ws, &c);
+    return c.scratch;
 }
 
 /* Element size of a stored K/V type. */
@@ -132,38 +176,58 @@ static void key_range(const mh_attn_options* opt, int64_t kv_len, int64_t p_firs
 /* Finished scores (Q.K^T, then the score step) of keys [j0, j0 + nc) into sc->s. Blocks with
  * few rows read K in place; larger ones pack the tile and use the GEMM micro-kernel. */
 static void score_tile(const mh_kernels* k, const mh_attn_problem* p, const mh_score_block* blk,
-                       const void* kbase, size_t rows, int64_t j0, size_t nc, scratch* sc) {
+                       const void* kbase, const float* kt_pre, size_t rows, int64_t j0, size_t nc,
+                       scratch* sc) {
     const size_t dqk = (size_t)p->head_dim_qk, tk = k->attn_kv_tile, mr = k->gemm_mr, nr = k->gemm_nr;
     const void* ksrc = elem_at(kbase, p->k_dtype, (ptrdiff_t)j0 * p->k.stride_token);
     if (rows < k->attn_direct_rows) {
         k->qk_direct(rows, nc, dqk, sc->q, dqk, ksrc, p->k.stride_token, p->k_dtype, sc->s, tk);
     } else {
-        k->pack_kt(nc, dqk, ksrc, p->k.stride_token, p->k_dtype, sc->kt);
+        const float* kt = kt_pre;
+        if (!kt) {
+            k->pack_kt(nc, dqk, ksrc, p->k.stride_token, p->k_dtype, sc->kt);
+            kt = sc->kt;
+        }
         for (size_t c0 = 0; c0 < nc; c0 += nr) {
-            const float* panel = sc->kt + (c0 / nr) * dqk * nr;
-            for (size_t r = 0; r < rows; r += mr)
-                k->gemm(min_size(mr, rows - r), min_size(nr, nc - c0), dqk, sc->q + r * dqk, dqk,
-                        panel, NULL, sc->s + r * tk + c0, tk);
+            const float* panel = kt + (c0 / nr) * dqk * nr;
+            for (size_t r = 0; r < rows; r += mr) {
+                const size_t m = min_size(mr, rows - r), n = min_size(nr, nc - c0);
+                float* srow = sc->s + r * tk + c0;
+                if (mh_score_rows_dropped(blk, r, m, j0)) { /* before the diagonal: all -inf */
+                    for (size_t i = 0; i < m; i++)
+                        for (size_t j = 0; j < n; j++) srow[i * tk + j] = -INFINITY;
+                    continue;
+                }
+                k->gemm(m, n, dqk, sc->q + r * dqk, dqk, panel, NULL, srow, tk);
+            }
         }
     }
     mh_score_tile(blk, sc->s, tk, j0, nc);
 }
 
-/* o = alpha * o + P.V for keys [j0, j0 + nc). */
-static void accumulate_pv(const mh_kernels* k, const mh_attn_problem* p, const void* vbase,
-                          size_t rows, int64_t j0, size_t nc, scratch* sc) {
+/* o = alpha * o + P.V for keys [j0, j0 + nc). Rows causality drops entirely have P = 0 and
+ * alpha = 1 here, so they are skipped. vt_pre, if given, is the tile packed for vt_cols keys
+ * (>= nc) starting at j0. */
+static void accumulate_pv(const mh_kernels* k, const mh_attn_problem* p, const mh_score_block* blk,
+                          const void* vbase, const float* vt_pre, size_t vt_cols, size_t rows,
+                          int64_t j0, size_t nc, scratch* sc) {
     const size_t dv = (size_t)p->head_dim_v, tk = k->attn_kv_tile, mr = k->gemm_mr, nr = k->gemm_nr;
     const void* vsrc = elem_at(vbase, p->v_dtype, (ptrdiff_t)j0 * p->v.stride_token);
     if (rows < k->attn_direct_rows) {
         k->pv_direct(rows, nc, dv, sc->s, tk, vsrc, p->v.stride_token, p->v_dtype, sc->alpha, sc->o, dv);
         return;
     }
-    k->pack_v(nc, dv, vsrc, p->v.stride_token, p->v_dtype, sc->vt);
+    const float* vt = vt_pre;
+    if (!vt) {
+        k->pack_v(nc, dv, vsrc, p->v.stride_token, p->v_dtype, sc->vt);
+        vt = sc->vt, vt_cols = nc;
+    }
     for (size_t d0 = 0; d0 < dv; d0 += nr) {
-        const float* panel = sc->vt + (d0 / nr) * nc * nr;
+        const float* panel = vt + (d0 / nr) * vt_cols * nr;
         for (size_t r = 0; r < rows; r += mr)
-            k->gemm_acc(min_size(mr, rows - r), min_size(nr, dv - d0), nc, sc->s + r * tk, tk, panel,
-                        sc->alpha + r, sc->o + r * dv + d0, dv);
+            if (!mh_score_rows_dropped(blk, r, min_size(mr, rows - r), j0))
+                k->gemm_acc(min_size(mr, rows - r), min_size(nr, dv - d0), nc, sc->s + r * tk, tk,
+                            panel, sc->alpha + r, sc->o + r * dv + d0, dv);
     }
 }
 
@@ -179,7 +243,7 @@ static void write_probs(const mh_kernels* k, const mh_attn_problem* p, const mh_
     }
     for (int64_t j0 = j_begin; j0 < j_end; j0 += (int64_t)tk) {
         const size_t nc = (size_t)min_size(tk, (size_t)(j_end - j0));
-        score_tile(k, p, blk, kbase, rows, j0, nc, sc);
+        score_tile(k, p, blk, kbase, NULL, rows, j0, nc, sc);
         for (size_t r = 0; r < rows; r++) {
             if (sc->m[r] == -INFINITY) continue;
             const size_t h = (size_t)t->kvh * g + r / t->nr, i = t->i0 + r % t->nr;
@@ -224,9 +288,12 @@ static void task_setup(const mh_kernels* k, const mh_attn_problem* p, const mh_a
     c->vbase = elem_at(p->v.data, p->v_dtype, t->b * p->v.stride_batch + t->kvh * p->v.stride_head);
 }
 
-/* Online softmax over keys [j_lo, j_hi) of the task into sc->m, sc->l, sc->o (unnormalised). */
-static void attend(const mh_kernels* k, const mh_attn_problem* p, const task_ctx* c, float scale,
-                   int64_t j_lo, int64_t j_hi, scratch* sc) {
+/* Online softmax over keys [j_lo, j_hi) of the task into sc->m, sc->l, sc->o (unnormalised).
+ * With prepacked tiles (ws->kt_all), tiles are the call's fixed grid of kv_tile keys: the
+ * range starts at the tile holding j_lo, and keys before j_lo in it are dropped by the score
+ * step like any other masked key. */
+static void attend(const mh_kernels* k, const mh_attn_problem* p, const core_ws* ws,
+                   const task_ctx* c, float scale, int64_t j_lo, int64_t j_hi, scratch* sc) {
     const size_t rows = c->rows, tk = k->attn_kv_tile;
     const size_t dqk = (size_t)p->head_dim_qk, dv = (size_t)p->head_dim_v;
     const float* q = (const float*)p->q.data;
@@ -240,12 +307,38 @@ static void attend(const mh_kernels* k, const mh_attn_problem* p, const task_ctx
         sc->l[r] = 0.0f;
     }
     memset(sc->o, 0, rows * dv * sizeof(float));
+    const size_t head = (size_t)c->t.b * (size_t)p->n_kv_heads + (size_t)c->t.kvh;
+    if (ws->kt_all && j_lo > 0) j_lo -= j_lo % (int64_t)tk;
     for (int64_t j0 = j_lo; j0 < j_hi; j0 += (int64_t)tk) {
         const size_t nc = min_size(tk, (size_t)(j_hi - j0));
-        score_tile(k, p, &c->blk, c->kbase, rows, j0, nc, sc);
+        const float *kt = NULL, *vt = NULL;
+        size_t vt_cols = 0;
+        if (ws->kt_all) {
+            const size_t tile = head * n_kv_tiles(k, p) + (size_t)j0 / tk;
+            kt = ws->kt_all + tile * kt_floats(k, p);
+            vt = ws->vt_all + tile * vt_floats(k, p);
+            vt_cols = min_size(tk, (size_t)p->n_kv - (size_t)j0);
+        }
+        score_tile(k, p, &c->blk, c->kbase, kt, rows, j0, nc, sc);
         k->softmax_tile(rows, nc, sc->s, tk, sc->m, sc->l, sc->alpha);
-        accumulate_pv(k, p, c->vbase, rows, j0, nc, sc);
+        accumulate_pv(k, p, &c->blk, c->vbase, vt, vt_cols, rows, j0, nc, sc);
     }
+}
+
+/* Packs K/V tile `item` of the call's grid (head-major) into ws->kt_all / vt_all. */
+static void prepack_tile(const mh_kernels* k, const mh_attn_problem* p, const core_ws* ws, size_t item) {
+    const size_t n_tiles = n_kv_tiles(k, p), tk = k->attn_kv_tile;
+    const size_t head = item / n_tiles, j0 = (item % n_tiles) * tk;
+    const size_t b = head / (size_t)p->n_kv_heads, kvh = head % (size_t)p->n_kv_heads;
+    const size_t nc = min_size(tk, (size_t)p->n_kv - j0);
+    const void* ksrc = elem_at(p->k.data, p->k_dtype, (ptrdiff_t)b * p->k.stride_batch +
+                               (ptrdiff_t)kvh * p->k.stride_head + (ptrdiff_t)j0 * p->k.stride_token);
+    const void* vsrc = elem_at(p->v.data, p->v_dtype, (ptrdiff_t)b * p->v.stride_batch +
+                               (ptrdiff_t)kvh * p->v.stride_head + (ptrdiff_t)j0 * p->v.stride_token);
+    k->pack_kt(nc, (size_t)p->head_dim_qk, ksrc, p->k.stride_token, p->k_dtype,
+               ws->kt_all + item * kt_floats(k, p));
+    k->pack_v(nc, (size_t)p->head_dim_v, vsrc, p->v.stride_token, p->v_dtype,
+              ws->vt_all + item * vt_floats(k, p));
 }
 
 /* Folds in the sink logit, normalises and writes the task's output rows from (m, l, acc);
@@ -300,22 +393,28 @@ static void merge(const mh_attn_problem* p, size_t rows, size_t n_split, float* 
 }
 
 void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* p,
-                       const mh_attn_options* opt, void* ws_base) {
+                       const mh_attn_options* opt, int prepack_ok, void* ws_base) {
     const size_t n_tasks = (size_t)p->batch * (size_t)p->n_kv_heads * n_query_tiles(k, p);
     const size_t n_split = n_splits(k, p, opt), n_items = n_tasks * n_split;
     const float scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim_qk);
-    const size_t per_thread = per_thread_bytes(k, p), per_partial = partial_floats(k, p);
-    float* partials = (float*)((unsigned char*)ws_base + (size_t)threads * per_thread);
+    core_ws cw;
+    mh_ws layout = mh_ws_begin(ws_base);
+    core_layout(k, threads, p, prepack_ok, &layout, &cw);
+    const size_t per_partial = partial_floats(k, p), dv = (size_t)p->head_dim_v;
+    const size_t n_pack = cw.kt_all ? (size_t)p->batch * (size_t)p->n_kv_heads * n_kv_tiles(k, p) : 0;
     const double flops = 2.0 * (double)p->batch * p->n_q * p->n_kv * p->n_heads *
                          (p->head_dim_qk + p->head_dim_v); /* upper bound (ignores masks) */
     const int nt = mh_workers(threads, n_items, flops);
-    const size_t dv = (size_t)p->head_dim_v;
 
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        mh_ws ws = mh_ws_begin((unsigned char*)ws_base + (size_t)omp_get_thread_num() * per_thread);
+        mh_ws ws = mh_ws_begin(cw.scratch + (size_t)omp_get_thread_num() * cw.per_thread);
         scratch sc;
         carve_scratch(k, p, &ws, &sc);
+        if (n_pack) {
+#pragma omp for schedule(static)
+            for (long item = 0; item < (long)n_pack; item++) prepack_tile(k, p, &cw, (size_t)item);
+        }
         /* dynamic: causal tasks differ in cost; which thread runs an item never changes its result */
 #pragma omp for schedule(dynamic, 1)
         for (long item = 0; item < (long)n_items; item++) {
@@ -323,7 +422,7 @@ void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* 
             task_ctx c;
             task_setup(k, p, opt, ti, &c);
             if (n_split == 1) {
-                attend(k, p, &c, scale, c.j_begin, c.j_end, &sc);
+                attend(k, p, &cw, &c, scale, c.j_begin, c.j_end, &sc);
                 finish(p, opt, &c, sc.m, sc.l, sc.o);
                 if (opt->probs) write_probs(k, p, opt, &c.blk, &c.t, c.kbase, c.j_begin, c.j_end, &sc);
                 continue;
@@ -333,8 +432,8 @@ void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* 
             const int64_t chunk = ((span + (int64_t)n_split - 1) / (int64_t)n_split + tk - 1) / tk * tk;
             const int64_t lo = c.j_begin + (int64_t)ci * chunk;
             const int64_t hi = lo + chunk < c.j_end ? lo + chunk : c.j_end;
-            attend(k, p, &c, scale, lo, hi > lo ? hi : lo, &sc);
-            float* part = partial_at(partials, per_partial, ti, ci);
+            attend(k, p, &cw, &c, scale, lo, hi > lo ? hi : lo, &sc);
+            float* part = partial_at(cw.partials, per_partial, ti, ci);
             memcpy(part, sc.m, c.rows * sizeof(float));
             memcpy(part + c.rows, sc.l, c.rows * sizeof(float));
             memcpy(part + 2 * c.rows, sc.o, c.rows * dv * sizeof(float));
@@ -344,7 +443,7 @@ void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* 
             for (long ti = 0; ti < (long)n_tasks; ti++) {
                 task_ctx c;
                 task_setup(k, p, opt, (size_t)ti, &c);
-                float* base = partial_at(partials, per_partial, (size_t)ti, 0);
+                float* base = partial_at(cw.partials, per_partial, (size_t)ti, 0);
                 merge(p, c.rows, n_split, base, per_partial);
                 finish(p, opt, &c, base, base + c.rows, base + 2 * c.rows);
             }

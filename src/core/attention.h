@@ -5,13 +5,15 @@
 #include "kernels/kernels.h"
 #include "util/workspace.h"
 
-/* Carves (or, with ws->base == NULL, measures) the scratch of `threads` workers; returns its
- * start (NULL while measuring). */
-void* mh_core_attention_carve(const mh_kernels* k, int threads, const mh_attn_problem* p, mh_ws* ws);
+/* Carves (or, with ws->base == NULL, measures) the workspace of a call with up to `threads`
+ * workers; returns its start (NULL while measuring). prepack_ok: the caller sized this
+ * workspace knowing the real M, so K/V may be packed once for the whole call (prefill). */
+void* mh_core_attention_carve(const mh_kernels* k, int threads, const mh_attn_problem* p,
+                              int prepack_ok, mh_ws* ws);
 
-/* Runs attention with at most `threads` workers; `ws` is what mh_core_attention_carve returned
- * for the same arguments. opt is never NULL here. */
+/* Runs attention; `ws` is what mh_core_attention_carve returned for the same arguments
+ * (threads, p's shapes, prepack_ok). opt is never NULL here. */
 void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* p,
-                       const mh_attn_options* opt, void* ws);
+                       const mh_attn_options* opt, int prepack_ok, void* ws);
 
 #endif

@@ -13,6 +13,14 @@ int mh_score_tile_partial(const mh_score_block* blk, int64_t j0, size_t cols) {
     return 0;
 }
 
+int mh_score_rows_dropped(const mh_score_block* blk, size_t r0, size_t m, int64_t j0) {
+    if (!blk->causal) return 0;
+    size_t last_ii = 0; /* the latest query among the rows (rows are head-major) */
+    for (size_t r = r0; r < r0 + m; r++)
+        if (r % blk->rows_per_head > last_ii) last_ii = r % blk->rows_per_head;
+    return blk->p_first + (int64_t)last_ii < j0;
+}
+
 void mh_score_tile(const mh_score_block* blk, float* s, size_t lds, int64_t j0, size_t cols) {
     const int partial = mh_score_tile_partial(blk, j0, cols);
     const float cap = blk->softcap;

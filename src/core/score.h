@@ -30,4 +30,9 @@ void mh_score_tile(const mh_score_block* blk, float* s, size_t lds, int64_t j0, 
  * 0 means the whole tile is inside the allowed band and per-element masking can be skipped. */
 int mh_score_tile_partial(const mh_score_block* blk, int64_t j0, size_t cols);
 
+/* 1 if causality drops every key >= j0 for every row r0 .. r0 + m - 1 of the block: their
+ * scores in a tile starting at j0 are all -inf, their probabilities 0 and their rescale 1, so
+ * the tile's GEMMs may skip those rows exactly. */
+int mh_score_rows_dropped(const mh_score_block* blk, size_t r0, size_t m, int64_t j0);
+
 #endif
