@@ -15,9 +15,10 @@ int mh_score_tile_partial(const mh_score_block* blk, int64_t j0, size_t cols) {
 
 int mh_score_rows_dropped(const mh_score_block* blk, size_t r0, size_t m, int64_t j0) {
     if (!blk->causal) return 0;
-    size_t last_ii = 0; /* the latest query among the rows (rows are head-major) */
-    for (size_t r = r0; r < r0 + m; r++)
-        if (r % blk->rows_per_head > last_ii) last_ii = r % blk->rows_per_head;
+    /* the latest query among the rows (head-major: a run that crosses a head boundary
+     * includes that head's last query) */
+    const size_t nr = blk->rows_per_head, first = r0 % nr;
+    const size_t last_ii = first + m > nr ? nr - 1 : first + m - 1;
     return blk->p_first + (int64_t)last_ii < j0;
 }
 
