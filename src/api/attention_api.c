@@ -20,7 +20,7 @@ static mh_status prepare(const mh_context* ctx, const mh_attn_problem* p, const 
     if (opt->probs && !mh_probs_fit(p->batch, p->n_heads, p->n_q, p->n_kv))
         return MH_ERR_SIZE_OVERFLOW;
     mh_ws ws = mh_ws_begin(NULL);
-    mh_core_attention_carve(ctx->kernels, ctx->num_threads, p, &ws);
+    mh_core_attention_carve(ctx->kernels, ctx->num_threads, p, 1, &ws);
     if (ws.overflow) return MH_ERR_SIZE_OVERFLOW;
     *bytes = ws.used;
     return MH_OK;
@@ -43,7 +43,7 @@ mh_status mh_attention(const mh_context* ctx, const mh_attn_problem* p, const mh
     if (!workspace || ((uintptr_t)workspace & (MH_WS_ALIGN - 1))) return MH_ERR_INVALID_ARGUMENT;
     if (workspace_bytes < need) return MH_ERR_WORKSPACE_TOO_SMALL;
     mh_ws ws = mh_ws_begin(workspace);
-    void* scratch = mh_core_attention_carve(ctx->kernels, ctx->num_threads, p, &ws);
-    mh_core_attention(ctx->kernels, ctx->num_threads, p, opt, scratch);
+    void* scratch = mh_core_attention_carve(ctx->kernels, ctx->num_threads, p, 1, &ws);
+    mh_core_attention(ctx->kernels, ctx->num_threads, p, opt, 1, scratch);
     return MH_OK;
 }
