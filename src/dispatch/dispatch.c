@@ -19,7 +19,9 @@
 #include "kernels/arm/sve/kernels_sve.h"
 #endif
 
-/* Filled once: every compiled-in table, indexed by mh_isa. ISAs not compiled in stay zero. */
+/* Filled once: every compiled-in table the CPU can run, indexed by mh_isa. A table's init is
+ * compiled with its ISA's flags, so it is only called where that ISA runs (a CPU without AVX2
+ * would fault in mh_kernels_init_avx2). */
 static mh_kernels g_tables[MH_ISA_COUNT];
 static int g_compiled[MH_ISA_COUNT];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -28,20 +30,20 @@ static void init_tables(void) {
     mh_kernels_init_scalar(&g_tables[MH_ISA_SCALAR]);
     g_compiled[MH_ISA_SCALAR] = 1;
 #ifdef MH_HAVE_AVX2
-    mh_kernels_init_avx2(&g_tables[MH_ISA_AVX2]);
     g_compiled[MH_ISA_AVX2] = 1;
+    if (mh_cpu_has_isa(MH_ISA_AVX2)) mh_kernels_init_avx2(&g_tables[MH_ISA_AVX2]);
 #endif
 #ifdef MH_HAVE_AVX512
-    mh_kernels_init_avx512(&g_tables[MH_ISA_AVX512]);
     g_compiled[MH_ISA_AVX512] = 1;
+    if (mh_cpu_has_isa(MH_ISA_AVX512)) mh_kernels_init_avx512(&g_tables[MH_ISA_AVX512]);
 #endif
 #ifdef MH_HAVE_NEON
-    mh_kernels_init_neon(&g_tables[MH_ISA_NEON]);
     g_compiled[MH_ISA_NEON] = 1;
+    if (mh_cpu_has_isa(MH_ISA_NEON)) mh_kernels_init_neon(&g_tables[MH_ISA_NEON]);
 #endif
 #ifdef MH_HAVE_SVE
-    mh_kernels_init_sve(&g_tables[MH_ISA_SVE]);
     g_compiled[MH_ISA_SVE] = 1;
+    if (mh_cpu_has_isa(MH_ISA_SVE)) mh_kernels_init_sve(&g_tables[MH_ISA_SVE]);
 #endif
 }
 
