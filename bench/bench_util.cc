@@ -1,9 +1,14 @@
 #include "bench_util.h"
 
+#include <sys/resource.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <new>
+#include <vector>
+#include <algorithm>
 
 namespace mhb {
 
@@ -61,7 +66,25 @@ uint16_t f32_to_f16(float f) {
     return static_cast<uint16_t>(sign | (a >> 13));
 }
 
-float f16_to_f32(uint16_t h) {
+void hash_fill(float* dst, size_t n, uint64_t seed, uint64_t index, bool accumulate) {
+    size_t i = 0;
+    while (i < n) {
+        // a run that stays within one value of index >> 32 shares its key
+        const uint64_t at = index + i;
+        const uint64_t room = (uint64_t{1} << 32) - (at & 0xffffffffu);
+        const size_t len = static_cast<size_t>(std::min<uint64_t>(room, n - i));
+        const uint32_t key = hash_key(seed, at), lo = static_cast<uint32_t>(at);
+        float* d = dst + i;
+        if (accumulate)
+            for (uint32_t k = 0; k < len; k++) d[k] += hash_to_unit(mix32((lo + k) ^ key));
+        else
+            for (uint32_t k = 0; k < len; k++) d[k] = hash_to_unit(mix32((lo + k) ^ key));
+        i += len;
+    }
+}
+
+namespace {
+float f16_to_f32_slow(uint16_t h) {
     const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
     float v;
     if (e == 0)
@@ -71,6 +94,16 @@ float f16_to_f32(uint16_t h) {
     else
         v = std::ldexp(static_cast<float>(m | 0x400u), static_cast<int>(e) - 25);
     return (h & 0x8000u) ? -v : v;
+}
+}  // namespace
+
+float f16_to_f32(uint16_t h) {
+    static const std::vector<float> table = [] {
+        std::vector<float> t(65536);
+        for (uint32_t i = 0; i < 65536; i++) t[i] = f16_to_f32_slow(static_cast<uint16_t>(i));
+        return t;
+    }();
+    return table[h];
 }
 
 uint16_t f32_to_bf16(float f) {
@@ -88,14 +121,53 @@ float bf16_to_f32(uint16_t h) {
     return f;
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define MHB_F16C 1
+#include <immintrin.h>
+// F16C's vcvtps2ph with round-to-nearest-even: the same bits as f32_to_f16, 8 at a time.
+__attribute__((target("avx,f16c"))) static void store_f16_f16c(const float* src, uint16_t* dst, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+    }
+    for (; i < n; i++) dst[i] = f32_to_f16(src[i]);
+}
+static bool have_f16c() {
+    static const bool yes = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") != 0;  // every AVX2 CPU has F16C (clang cannot test f16c)
+    }();
+    return yes;
+}
+#endif
+
 void store_as(mh_dtype dtype, const float* src, void* dst, size_t n) {
     switch (dtype) {
     case MH_DTYPE_F32: std::memcpy(dst, src, n * sizeof(float)); return;
     case MH_DTYPE_F16:
+#if defined(MHB_F16C)
+        if (have_f16c()) {
+            store_f16_f16c(src, static_cast<uint16_t*>(dst), n);
+            return;
+        }
+#endif
         for (size_t i = 0; i < n; i++) static_cast<uint16_t*>(dst)[i] = f32_to_f16(src[i]);
         return;
     case MH_DTYPE_BF16:
         for (size_t i = 0; i < n; i++) static_cast<uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
+        return;
+    }
+}
+
+void load_as_float(mh_dtype dtype, const void* src, float* dst, size_t n) {
+    switch (dtype) {
+    case MH_DTYPE_F32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case MH_DTYPE_F16:
+        for (size_t i = 0; i < n; i++) dst[i] = f16_to_f32(static_cast<const uint16_t*>(src)[i]);
+        return;
+    case MH_DTYPE_BF16:
+        for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
         return;
     }
 }
@@ -128,6 +200,49 @@ ErrorStats ErrorAccumulator::result() const {
     s.max_abs = max_abs_;
     s.rel_l2 = ref2_ > 0 ? std::sqrt(diff2_ / ref2_) : std::sqrt(diff2_);
     return s;
+}
+
+namespace {
+size_t status_kib(const char* key) {
+    FILE* f = std::fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t v = 0;
+    const size_t klen = std::strlen(key);
+    while (std::fgets(line, sizeof line, f))
+        if (std::strncmp(line, key, klen) == 0) v = std::strtoull(line + klen, nullptr, 10);
+    std::fclose(f);
+    return v;
+}
+}  // namespace
+
+size_t current_rss_bytes() { return status_kib("VmRSS:") * 1024; }
+
+size_t peak_rss_bytes() {
+    const size_t hwm = status_kib("VmHWM:") * 1024;
+    if (hwm) return hwm;
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? static_cast<size_t>(ru.ru_maxrss) * 1024 : 0;
+}
+
+bool reset_peak_rss() {
+    FILE* f = std::fopen("/proc/self/clear_refs", "w");
+    if (!f) return false;
+    const bool ok = std::fputs("5", f) >= 0;
+    return std::fclose(f) == 0 && ok;
+}
+
+double seconds_since(const std::chrono::steady_clock::time_point& t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string format_bytes(double bytes) {
+    static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024.0 && u < 4) bytes /= 1024.0, u++;
+    char b[64];
+    std::snprintf(b, sizeof b, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+    return b;
 }
 
 }  // namespace mhb

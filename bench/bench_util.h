@@ -4,6 +4,7 @@
 #define MH_BENCH_UTIL_H
 
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -47,6 +48,28 @@ private:
     uint64_t state_;
 };
 
+// A counter-based generator: the same (seed, index) always gives the same value in [-1, 1), so a
+// tensor element can be recomputed anywhere (e.g. every MHA head of a K/V group when deriving
+// the pooled GQA heads) without storing the tensor. 32-bit mixing (lowbias32) so the loops
+// that fill big tensors vectorise.
+inline uint32_t mix32(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+inline uint32_t hash_key(uint64_t seed, uint64_t index) {
+    return mix32(static_cast<uint32_t>(seed) * 0x9E3779B9u ^ mix32(static_cast<uint32_t>(index >> 32) + static_cast<uint32_t>(seed >> 32) + 0x632BE5ABu));
+}
+inline float hash_to_unit(uint32_t h) { return static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f; }
+inline float hash_uniform(uint64_t seed, uint64_t index) {
+    return hash_to_unit(mix32(static_cast<uint32_t>(index) ^ hash_key(seed, index)));
+}
+// dst[i] (+)= hash_uniform(seed, index + i) for i < n; the fast path when the 32-bit halves allow.
+void hash_fill(float* dst, size_t n, uint64_t seed, uint64_t index, bool accumulate = false);
+
 // ------------------------------------------------------------------ dtypes
 size_t dtype_size(mh_dtype dtype);
 const char* dtype_name(mh_dtype dtype);
@@ -56,6 +79,8 @@ uint16_t f32_to_bf16(float f);  // round to nearest even
 float bf16_to_f32(uint16_t h);
 // dst[i] = src[i] stored as dtype (a copy for f32, rounded for f16/bf16).
 void store_as(mh_dtype dtype, const float* src, void* dst, size_t n);
+// dst[i] = src[i] for n elements of the given dtype (any of the three) converted to float.
+void load_as_float(mh_dtype dtype, const void* src, float* dst, size_t n);
 // The stored element back, exactly, as double.
 double load_as_double(const void* base, mh_dtype dtype, ptrdiff_t index);
 
@@ -90,6 +115,19 @@ private:
     size_t count_ = 0;
     bool nonfinite_ = false;
 };
+
+// ------------------------------------------------------------------ memory use
+// Resident set size now, and the peak since the last reset_peak_rss(), in bytes (Linux
+// /proc/self/status VmRSS / VmHWM). reset_peak_rss() writes "5" to /proc/self/clear_refs, which
+// resets VmHWM to the current RSS; it returns false when that is not possible (then VmHWM is the
+// process-wide peak, as getrusage's ru_maxrss).
+size_t current_rss_bytes();
+size_t peak_rss_bytes();
+bool reset_peak_rss();
+
+// ------------------------------------------------------------------ small things
+double seconds_since(const std::chrono::steady_clock::time_point& t0);
+std::string format_bytes(double bytes);  // "12.0 MiB"
 
 }  // namespace mhb
 

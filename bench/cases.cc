@@ -1,58 +1,108 @@
-// Case fixtures and registration.
+// Case fixtures, the suites, and registration.
 //
 // Every case owns a fixture: inputs, library objects, workspace, and the accuracy numbers from
-// one untimed call compared with the double reference (reference.cc). Google Benchmark calls a
-// case's function several times (to pick an iteration count, then for each repetition) and
-// runs all the calls of one case before the next case, so the fixture is built on the first
-// call, kept while the same case runs, and freed when the next case starts: setup and the
-// reference are paid once per case, and only one case's buffers are alive at a time.
+// one untimed call compared with the double oracle (reference.cc). Google Benchmark calls a
+// case's function several times (to pick an iteration count, then the measured run) and runs all
+// calls of one case before the next, so the fixture is built on the first call, kept while the
+// same case runs and freed when the next case starts: setup, oracle and fidelity are paid once
+// per case and only one case's buffers are alive at a time. Every case times wall-clock
+// (UseRealTime): the library runs its own worker threads. A case runs 3 repetitions and reports
+// their median (Google Benchmark's median aggregate, with the cv aggregate beside it), except
+// calls expected to take over a quarter of a second, which average out interruptions by
+// themselves and run once (register_cases).
 //
-// All cases time wall-clock (UseRealTime): the library runs its own worker threads.
+// Inputs are counter-based random numbers (hash_uniform), so every variant of a shape sees the
+// same data: the core modes draw MHA K/V heads and give a variant with fewer K/V heads the mean
+// of each group (what mean-pooling the K/V projection heads gives when there is no bias); the
+// layer modes derive the variant's weights from the base MHA layer (model.h: pool_kv_heads).
 //
-// Counters (rates are per second of wall time):
-//   gflops        useful FLOPs / s: QK^T and PV count 2*Dqk + 2*Dv per kept (query, key) pair,
-//                 counting exactly the pairs causality keeps (N(N+1)/2 per head for prefill);
-//                 projections count 2*rows*in*out each. Softmax, scaling, bias: not counted.
-//   pct_peak      gflops as % of the measured multiply-add peak for this ISA and thread count
-//                 (machine_limits.cc).
-//   gbps, pct_bw  decode modes only: bytes that must be read per token / s, and % of the
-//                 measured read bandwidth for this thread count. decode: the K/V of all M keys;
-//                 decode_layer: the K/V of every cached key plus the packed weights
-//                 (mh_layer_weights_bytes), as a token of decode streams both. The reference
-//                 is DRAM streaming bandwidth: data that stays in cache can exceed 100%.
-//   tokens_per_s  query tokens processed / s (B*N per call).
-//   weights_bytes mh_layer_weights_bytes (0 for the bare attention core).
-//   kv_bytes_per_token  K+V bytes per token: mh_kv_cache_bytes_per_token for decode_layer,
-//                 Hkv*(Dqk+Dv)*sizeof(kv dtype) otherwise.
-//   workspace_bytes  what the *_workspace_size call asked for.
-//   max_abs_err, rel_l2_err  vs the double reference (see each fixture for the subset used).
-//   setup_s       seconds spent building the case and its reference (not timed).
-//   kv_len        decode_layer only: mean number of keys attended per timed token.
+// Counters (every case has all of them; rates are per second of wall time):
+//   gflops        useful FLOPs / s. Attention: 2*Dqk + 2*Dv per (query, kept key) pair per
+//                 active head, counting only the pairs causality keeps (causal prefill: about
+//                 half of N*M). Projections: 2*rows*in*out each (Q and O over the N queries, K
+//                 and V over the M key/value rows). Softmax, scaling, bias: not counted.
+//   pct_peak      gflops as % of the measured multiply-add peak for the case's ISA and thread
+//                 count (machine_limits.cc); the openblas baseline against the best ISA's peak.
+//   gbps          bytes / s. decode: the bytes a token must read, K/V of every cached key
+//                 (B*M*Hkv*(Dqk+Dv)*sizeof(kvdtype)), plus the packed weights
+//                 (mh_layer_weights_bytes) for decode through the layer. Other modes: the bytes
+//                 the call must move at least once, inputs read plus output written (prefill:
+//                 Q, K, V, O; layer/cross: the four weight matrices in float, the inputs and the
+//                 output); gflops / gbps is the arithmetic intensity of the roofline.
+//   pct_bw        gbps as % of the measured streaming read bandwidth for the thread count. That
+//                 is a DRAM figure: data the LLC holds can exceed 100%. The decode core cases
+//                 therefore rotate through enough copies of K/V (counter `cold` = 1) that each
+//                 call reads its K/V from DRAM, as a model whose other layers evict the cache
+//                 would; decode through the layer reuses its one cache (cold = 0), compare
+//                 working_set_bytes with the LLC (context llc_bytes).
+//   tokens_per_s  query tokens / s (B*N per call; decode: B per call).
+//   weights_bytes mh_layer_weights_bytes (the openblas baseline: its float weights); 0 on the
+//                 attention core, which has no weights.
+//   kv_bytes_per_token  K+V bytes one token adds to a cache: Hkv*(Dqk+Dv)*sizeof(kvdtype)
+//                 (mh_kv_cache_bytes_per_token for decode through the layer).
+//   workspace_bytes  what the *_workspace_size call asked for (openblas: its scratch).
+//   peak_rss_bytes  RSS growth of the case: the peak resident set (VmHWM, reset through
+//                 /proc/self/clear_refs when the case starts) minus the resident set before its
+//                 fixture was built. It covers inputs, copies, library objects, workspace and the
+//                 oracle's temporaries. Without clear_refs it is the process peak (ru_maxrss)
+//                 minus that start value (context peak_rss_method says which).
+//   max_abs_err, rel_l2_err  vs the double oracle on the same inputs, over the checked part of
+//                 the output: all of it when the oracle is cheap, else a sub-slice (4 heads
+//                 spread over H and/or 32 query rows spread over N, first and last included);
+//                 ref_checked_fraction is the fraction checked. Decode through the layer checks
+//                 the output of the last prompt token after the cache is filled, against the
+//                 oracle's causal layer on the float inputs: with an f16/bf16 cache the error
+//                 includes the cache's storage rounding (~1e-4), which the core cases, whose
+//                 oracle reads the stored K/V, do not see.
+//   fidelity_rel_l2  ||y - y_base|| / ||y_base|| between this case's output and the base layer's
+//                 (mha; the loaded layer with --weights) on the same inputs: the accuracy cost of
+//                 the variant. Over the whole output, or up to 2^20 evenly strided elements of
+//                 it. 0 for the base itself on its first ISA.
+//   working_set_bytes  the bytes one call touches (one copy of K/V, inputs, output, weights).
+//                 The decode rotation copies beyond the first live in a pool allocated once
+//                 for the run and are not part of any case's peak_rss_bytes.
+//   cold          1 if the timed calls read K/V from beyond the LLC (rotating copies).
+//   setup_s       seconds spent building the case, its oracle and fidelity (not timed).
+//   kv_len        decode only: mean number of keys attended per timed token.
 #include "cases.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
 #include <memory>
 #include <new>
+#include <thread>
 
 #include <benchmark/benchmark.h>
 
 #include "bench_util.h"
+#include "blas_baseline.h"
 #include "machine_limits.h"
+#include "model.h"
 #include "reference.h"
 
 namespace mhb {
+int repetitions(const SuiteOptions& o);
 namespace {
 
 using benchmark::Counter;
 
-// The full reference of an attention core case is computed when it costs at most this many
-// multiply-adds; above it, only a few heads are (see AttentionFixture::reference_heads).
-constexpr double kFullReferenceMacs = 1.5e8;
+SuiteOptions g_opt;
+std::function<void(const std::string&)> g_start_hook;
+
+// The oracle evaluates everything when it costs at most this many multiply-adds.
+constexpr double kOracleBudgetMacs = 1.5e8;
+constexpr size_t kFidelitySamples = size_t{1} << 20;
+constexpr int kHeadPad = 32;  // elements between head streams, as the library's KV cache does
+
+// Seeds of the counter-based inputs (any fixed values).
+constexpr uint64_t kSeedQ = 0x51, kSeedK = 0x4b, kSeedV = 0x56, kSeedX = 0x58, kSeedKV = 0x4b56;
 
 // Kept (query, key) pairs per (batch, head) for causal attention with the N queries at the end
-// of the M keys (q_offset = MH_Q_OFFSET_END): query i sits at M - N + i and keeps keys 0..that.
+// of the M keys (q_offset = MH_Q_OFFSET_END).
 double causal_pairs(int n_q, int n_kv) {
     double pairs = 0;
     for (int i = 0; i < n_q; i++) {
@@ -62,20 +112,119 @@ double causal_pairs(int n_q, int n_kv) {
     return pairs;
 }
 
+// `count` indices spread over [0, n) (first and last included), ascending, distinct.
+std::vector<int> spread(int n, int count) {
+    std::vector<int> v;
+    if (count >= n) {
+        for (int i = 0; i < n; i++) v.push_back(i);
+        return v;
+    }
+    for (int r = 0; r < count; r++)
+        v.push_back(count == 1 ? 0 : static_cast<int>(static_cast<long>(r) * (n - 1) / (count - 1)));
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+}
+
+std::vector<float> sample_output(const float* o, size_t n) {
+    const size_t stride = std::max<size_t>(1, (n + kFidelitySamples - 1) / kFidelitySamples);
+    std::vector<float> s;
+    s.reserve(n / stride + 1);
+    for (size_t i = 0; i < n; i += stride) s.push_back(o[i]);
+    return s;
+}
+
+double rel_l2(const std::vector<float>& got, const std::vector<float>& ref) {
+    double d2 = 0, r2 = 0;
+    for (size_t i = 0; i < got.size() && i < ref.size(); i++) {
+        const double d = static_cast<double>(got[i]) - ref[i];
+        d2 += d * d;
+        r2 += static_cast<double>(ref[i]) * ref[i];
+    }
+    if (got.size() != ref.size() || !std::isfinite(d2)) return std::numeric_limits<double>::infinity();
+    return r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+}
+
+// ------------------------------------------------------------------ models
+bool is_layer_api(const CaseSpec& c) { return c.d_model > 0; }
+
+// The base layer of a layer-API case: the --weights file, or a seeded MHA layer of the case's
+// shape (no bias, as LLaMA-style layers; cached).
+const LayerWeights& base_layer(const CaseSpec& c) {
+    if (g_opt.file_layer) return *g_opt.file_layer;
+    static std::map<std::string, LayerWeights> cache;
+    const std::string key = std::to_string(c.d_model) + "/" + std::to_string(c.n_heads) + "/" + std::to_string(c.head_dim);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+        if (cache.size() > 4) cache.clear();  // bound what is kept (the suite is grouped by shape)
+        it = cache.emplace(key, random_mha_layer(c.d_model, c.n_heads, c.head_dim, c.d_model, false,
+                                                 0x4d48ull * 1000003u + static_cast<uint64_t>(c.d_model) * 131u + c.n_heads))
+                 .first;
+    }
+    return it->second;
+}
+
+int base_kv_heads(const CaseSpec& c) {
+    return is_layer_api(c) && g_opt.file_layer ? g_opt.file_layer->n_kv_heads : c.n_heads;
+}
+
+std::string base_variant(const CaseSpec& c) {
+    const int base_kv = base_kv_heads(c);
+    for (const VariantSpec& v : variant_table())
+        if (v.kv_heads(c.n_heads, base_kv) == base_kv) return v.name;
+    return "";
+}
+
+// The key the fidelity reference is stored under: mode, shape and K/V dtype (not the ISA,
+// threads or implementation, which must not change the output beyond rounding).
+std::string fidelity_key(const CaseSpec& c) {
+    const std::string n = case_name(c);
+    // mode/variant/shape/dtype/isa/threads:T -> mode/shape/dtype
+    std::vector<std::string> parts;
+    size_t a = 0;
+    for (size_t b; (b = n.find('/', a)) != std::string::npos; a = b + 1) parts.push_back(n.substr(a, b - a));
+    parts.push_back(n.substr(a));
+    return parts[0] + "/" + parts[2] + "/" + parts[3];
+}
+
+std::map<std::string, std::vector<float>> g_base_outputs;
+
+// The decode cases' rotation pool: one allocation (plain aligned, like the library's KV cache),
+// kept for the whole run and grown when a case needs more.
+AlignedBuffer g_pool;
+uint8_t* rotation_pool(size_t bytes) {
+    if (g_pool.size() < bytes) {
+        g_pool = AlignedBuffer();
+        g_pool = AlignedBuffer(bytes);
+        std::memset(g_pool.data(), 0, bytes);  // fault it in once
+    }
+    return g_pool.as<uint8_t>();
+}
+
 // ------------------------------------------------------------------ fixture base
+class Fixture;
+std::unique_ptr<Fixture> make_fixture(const CaseSpec& c);
+
 class Fixture {
 public:
-    explicit Fixture(const CaseSpec& c) : c_(c) {}
+    explicit Fixture(const CaseSpec& c) : c_(c), kv_(case_kv_heads(c)), variant_(find_variant(c.variant)) {}
     virtual ~Fixture() = default;
 
-    void setup() {
+    // nested: built only to produce the base output for another case's fidelity.
+    void setup(bool nested = false) {
+        nested_ = nested;
         const auto t0 = std::chrono::steady_clock::now();
+        if (!nested) {
+            rss0_ = current_rss_bytes();
+            pool0_ = g_pool.size();
+            reset_peak_rss();
+        }
         try {
-            do_setup();
+            if (!variant_ || kv_ <= 0) error_ = "variant " + c_.variant + " does not apply to this shape";
+            else do_setup();
         } catch (const std::bad_alloc&) {
             error_ = "out of memory in the benchmark's own setup";
         }
-        setup_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        setup_s_ = seconds_since(t0);
     }
     virtual void run(benchmark::State& st) = 0;
     const std::string& error() const { return error_; }
@@ -85,6 +234,10 @@ protected:
 
     bool fail(const char* what, mh_status s) {
         error_ = std::string(what) + ": " + mh_status_string(s);
+        return false;
+    }
+    bool fail(const std::string& what) {
+        error_ = what;
         return false;
     }
 
@@ -99,194 +252,266 @@ protected:
         return true;
     }
 
+    double active() const { return variant_ ? variant_->active_heads : 1.0; }
+
+    // Fidelity: this case's output against the base layer's on the same inputs.
+    void set_fidelity(const float* out, size_t n) {
+        const std::string key = fidelity_key(c_);
+        std::vector<float> mine = sample_output(out, n);
+        const bool base = c_.variant == base_variant(c_);
+        auto it = g_base_outputs.find(key);
+        if (it == g_base_outputs.end() && base && c_.impl == Impl::Library) {
+            g_base_outputs[key] = std::move(mine);
+            fidelity_ = 0.0;
+            return;
+        }
+        if (it == g_base_outputs.end() && !nested_) {
+            // the base case did not run first (e.g. a --filter): build it now, untimed
+            CaseSpec b = c_;
+            b.variant = base_variant(c_);
+            b.impl = Impl::Library;
+            if (c_.impl != Impl::Library) mh_isa_default(&b.isa);
+            if (!b.variant.empty()) {
+                std::unique_ptr<Fixture> f = make_fixture(b);
+                f->setup(true);
+            }
+            it = g_base_outputs.find(key);
+        }
+        fidelity_ = it == g_base_outputs.end() ? -1.0 : rel_l2(mine, it->second);
+    }
+
     // Sets every counter. flops, bytes and tokens are totals over this call's iterations.
     void report(benchmark::State& st, double flops, double bytes, double tokens) const {
         const MachineLimits& lim = machine_limits();
-        st.counters["gflops"] = Counter(flops * 1e-9, Counter::kIsRate);
-        const double peak = lim.peak(c_.isa, c_.threads);
-        if (peak > 0) st.counters["pct_peak"] = Counter(100.0 * flops * 1e-9 / peak, Counter::kIsRate);
-        if (bytes > 0) {
-            st.counters["gbps"] = Counter(bytes * 1e-9, Counter::kIsRate);
-            const double bw = lim.bandwidth(c_.threads);
-            if (bw > 0) st.counters["pct_bw"] = Counter(100.0 * bytes * 1e-9 / bw, Counter::kIsRate);
+        double peak = 0;
+        if (c_.impl == Impl::Blas) {
+            for (int i = 1; i < MH_ISA_COUNT; i++) peak = std::max(peak, lim.peak(static_cast<mh_isa>(i), c_.threads));
+        } else {
+            peak = lim.peak(c_.isa, c_.threads);
         }
+        const double bw = lim.bandwidth(c_.threads);
+        st.counters["gflops"] = Counter(flops * 1e-9, Counter::kIsRate);
+        st.counters["pct_peak"] = Counter(peak > 0 ? 100.0 * flops * 1e-9 / peak : 0.0, Counter::kIsRate);
+        st.counters["gbps"] = Counter(bytes * 1e-9, Counter::kIsRate);
+        st.counters["pct_bw"] = Counter(bw > 0 ? 100.0 * bytes * 1e-9 / bw : 0.0, Counter::kIsRate);
         st.counters["tokens_per_s"] = Counter(tokens, Counter::kIsRate);
         st.counters["weights_bytes"] = static_cast<double>(weights_bytes_);
         st.counters["kv_bytes_per_token"] = static_cast<double>(kv_bytes_per_token_);
         st.counters["workspace_bytes"] = static_cast<double>(workspace_bytes_);
+        // minus what the shared rotation pool grew by during this case (harness, not case, memory)
+        const size_t peak_rss = peak_rss_bytes(), base = rss0_ + (g_pool.size() - pool0_);
+        st.counters["peak_rss_bytes"] = static_cast<double>(peak_rss > base ? peak_rss - base : 0);
         st.counters["max_abs_err"] = err_.max_abs;
         st.counters["rel_l2_err"] = err_.rel_l2;
+        st.counters["ref_checked_fraction"] = checked_fraction_;
+        st.counters["fidelity_rel_l2"] = fidelity_;
+        st.counters["working_set_bytes"] = working_set_bytes_;
+        st.counters["cold"] = cold_ ? 1.0 : 0.0;
         st.counters["setup_s"] = setup_s_;
     }
 
     CaseSpec c_;
+    int kv_;
+    const VariantSpec* variant_;
     ContextPtr ctx_;
     std::string error_;
     ErrorStats err_;
-    double setup_s_ = 0;
+    bool nested_ = false, cold_ = false;
+    double setup_s_ = 0, checked_fraction_ = 0, fidelity_ = -1, working_set_bytes_ = 0;
+    size_t rss0_ = 0, pool0_ = 0;
     size_t workspace_bytes_ = 0, weights_bytes_ = 0, kv_bytes_per_token_ = 0;
 };
 
 // ------------------------------------------------------------------ attention core
 // prefill: N = M queries, causal, K/V token-major [B, M, Hkv, D] as projections produce them.
-// decode: one query at position M - 1 over M keys (the core of a decode step), K/V head-major
-// [B, Hkv, M, D] with a padded head stride, the layout KV caches (ours included) use; the
-// cache itself is exercised by decode_layer.
-class AttentionFixture : public Fixture {
+// decode: one query at position M - 1 over M keys, K/V head-major [B, Hkv, M, D] with a padded
+// head stride (the library's KV cache layout), rotated over copies beyond the LLC (cold).
+class CoreFixture : public Fixture {
 public:
     using Fixture::Fixture;
 
     void run(benchmark::State& st) override {
+        if (c_.impl == Impl::Blas) blas_set_threads(c_.threads);
+        // The copy index carries over between Google Benchmark's calls (iteration search,
+        // repetitions): restarting at copy 0 would re-read copies a previous call left in cache.
         for (auto _ : st) {
-            const mh_status s = mh_attention(ctx_.get(), &p_, &opt_, ws_.data(), ws_.size());
-            if (s != MH_OK) {
-                error_ = std::string("mh_attention: ") + mh_status_string(s);
+            if (!call(next_copy_)) {
                 st.SkipWithError(error_.c_str());
                 break;
             }
+            if (++next_copy_ == problems_.size()) next_copy_ = 0;
             benchmark::ClobberMemory();
         }
         const double it = static_cast<double>(st.iterations());
         report(st, flops_ * it, bytes_ * it, static_cast<double>(c_.batch) * c_.n_q * it);
+        st.counters["kv_len"] = c_.mode == Mode::Decode ? static_cast<double>(c_.n_kv) : 0.0;
     }
 
 private:
-    bool do_setup() override {
-        if (!make_context()) return false;
-        const int B = c_.batch, N = c_.n_q, M = c_.n_kv, H = c_.n_heads, Hkv = c_.n_kv_heads;
-        const int D = c_.head_dim;
-        const size_t es = dtype_size(c_.kv_dtype);
-        // decode: each head's keys are one stream; the pad keeps streams from starting a power
-        // of two apart (as in the library's KV cache)
-        const bool head_major = c_.mode == Mode::Decode;
-        const ptrdiff_t head_stride = static_cast<ptrdiff_t>(M) * D + (head_major ? 32 : 0);
-        const size_t nq = static_cast<size_t>(B) * N * H * D;
-        const size_t nkv = static_cast<size_t>(B) * Hkv * static_cast<size_t>(head_stride);
-        Rng rng(0x6d68u + static_cast<uint64_t>(c_.mode == Mode::Decode));
-        q_ = AlignedBuffer(nq * sizeof(float));
-        o_ = AlignedBuffer(nq * sizeof(float));
-        k_ = AlignedBuffer(nkv * es);
-        v_ = AlignedBuffer(nkv * es);
-        rng.fill(q_.as<float>(), nq);
-        {
-            std::vector<float> tmp(nkv);
-            rng.fill(tmp.data(), nkv);
-            store_as(c_.kv_dtype, tmp.data(), k_.data(), nkv);
-            rng.fill(tmp.data(), nkv);
-            store_as(c_.kv_dtype, tmp.data(), v_.data(), nkv);
+    bool call(size_t ci) {
+        if (c_.impl == Impl::Blas) {
+            blas_attention(problems_[ci], true, ws_.as<float>());
+            return true;
         }
-        p_ = mh_attn_problem{};
-        p_.batch = B;
-        p_.n_q = N;
-        p_.n_kv = M;
-        p_.n_heads = H;
-        p_.n_kv_heads = Hkv;
-        p_.head_dim_qk = D;
-        p_.head_dim_v = D;
-        p_.scale = 0.0f;
-        p_.q = {q_.data(), static_cast<ptrdiff_t>(N) * H * D, static_cast<ptrdiff_t>(H) * D, D};
-        if (head_major) {
-            p_.k = {k_.data(), Hkv * head_stride, D, head_stride};
-            p_.v = {v_.data(), Hkv * head_stride, D, head_stride};
-        } else {
-            p_.k = {k_.data(), static_cast<ptrdiff_t>(M) * Hkv * D, static_cast<ptrdiff_t>(Hkv) * D, D};
-            p_.v = {v_.data(), static_cast<ptrdiff_t>(M) * Hkv * D, static_cast<ptrdiff_t>(Hkv) * D, D};
-        }
-        p_.k_dtype = p_.v_dtype = c_.kv_dtype;
-        p_.o = o_.as<float>();
-        p_.o_stride_batch = static_cast<ptrdiff_t>(N) * H * D;
-        p_.o_stride_token = static_cast<ptrdiff_t>(H) * D;
-        p_.o_stride_head = D;
-        opt_ = mh_attn_options_default();
-        opt_.causal = 1;
-
-        size_t ws = 0;
-        mh_status s = mh_attention_workspace_size(ctx_.get(), &p_, &opt_, &ws);
-        if (s != MH_OK) return fail("mh_attention_workspace_size", s);
-        workspace_bytes_ = ws;
-        ws_ = AlignedBuffer(ws);
-        kv_bytes_per_token_ = static_cast<size_t>(Hkv) * 2 * D * es;
-
-        const double pairs = causal_pairs(N, M) * B;
-        flops_ = pairs * H * (2.0 * D + 2.0 * D);
-        bytes_ = c_.mode == Mode::Decode ? static_cast<double>(B) * M * kv_bytes_per_token_ : 0.0;
-
-        // One untimed call (also the warm-up), checked against the reference.
-        s = mh_attention(ctx_.get(), &p_, &opt_, ws_.data(), ws_.size());
+        const mh_status s = mh_attention(ctx_.get(), &problems_[ci], &opt_, ws_.data(), ws_.size());
         if (s != MH_OK) return fail("mh_attention", s);
-        const std::vector<int> heads = reference_heads(pairs * H * 2.0 * D);
-        std::vector<double> ref;
-        ref_attention_causal(p_, heads, ref);
-        ErrorAccumulator acc;
-        const float* o = o_.as<float>();
-        const size_t nh = heads.size();
-        for (int b = 0; b < B; b++)
-            for (int i = 0; i < N; i++)
-                for (size_t hi = 0; hi < nh; hi++)
-                    for (int d = 0; d < D; d++) {
-                        const size_t oi = ((static_cast<size_t>(b) * N + i) * H + static_cast<size_t>(heads[hi])) * D + d;
-                        const size_t ri = ((static_cast<size_t>(b) * N + i) * nh + hi) * D + d;
-                        acc.add(o[oi], ref[ri]);
-                    }
-        err_ = acc.result();
         return true;
     }
 
-    // All heads when the reference is cheap; otherwise four spread over the heads (first,
-    // last, two in between) so every part of the GQA head-to-KV-head mapping is sampled.
-    std::vector<int> reference_heads(double full_macs) const {
-        const int H = c_.n_heads;
-        std::vector<int> heads;
-        if (full_macs <= kFullReferenceMacs) {
-            for (int h = 0; h < H; h++) heads.push_back(h);
+    bool do_setup() override {
+        if (c_.impl == Impl::Library && !make_context()) return false;
+        const int B = c_.batch, N = c_.n_q, M = c_.n_kv, H = c_.n_heads, Hkv = kv_, D = c_.head_dim;
+        const int g = H / Hkv;
+        const bool decode = c_.mode == Mode::Decode;
+        const size_t es = dtype_size(c_.kv_dtype);
+        const ptrdiff_t hs = static_cast<ptrdiff_t>(M) * D + kHeadPad;  // decode head stride
+        const size_t kv_elems = decode ? static_cast<size_t>(B) * Hkv * static_cast<size_t>(hs)
+                                       : static_cast<size_t>(B) * M * Hkv * D;
+        const size_t copy_bytes = kv_elems * es;  // one of K or V
+        size_t ncopies = 1;
+        const double llc = static_cast<double>(machine_limits().llc_bytes);
+        if (decode && !g_opt.quick && !nested_ && llc > 0) {
+            ncopies = static_cast<size_t>(std::ceil(2.0 * llc / (2.0 * static_cast<double>(copy_bytes))));
+            ncopies = std::min<size_t>(std::max<size_t>(ncopies, 1), 4096);
+        }
+        cold_ = decode && llc > 0 && 2.0 * static_cast<double>(copy_bytes) * static_cast<double>(ncopies) >= 2.0 * llc;
+        // Copy 0 is the case's own (counted in its peak_rss_bytes); copies 1.. live in the
+        // rotation pool, allocated once for the whole run (page-faulting half a GiB for every
+        // case would cost more than the case itself).
+        k_ = AlignedBuffer(copy_bytes);
+        v_ = AlignedBuffer(copy_bytes);
+        const size_t stride = (copy_bytes + 4095) / 4096 * 4096;
+        uint8_t* pool = ncopies > 1 ? rotation_pool(2 * stride * (ncopies - 1)) : nullptr;
+        auto copy_at = [&](int t, size_t ci) -> uint8_t* {
+            if (ci == 0) return static_cast<uint8_t*>(t == 0 ? k_.data() : v_.data());
+            return pool + (ci - 1) * 2 * stride + static_cast<size_t>(t) * stride;
+        };
+
+        // K/V: the mean of each group's MHA heads (g = 1: the MHA heads themselves).
+        std::vector<float> row(static_cast<size_t>(D));
+        for (int t = 0; t < 2; t++) {
+            uint8_t* dst = static_cast<uint8_t*>(t == 0 ? k_.data() : v_.data());
+            const uint64_t seed = t == 0 ? kSeedK : kSeedV;
+            if (decode) std::memset(dst, 0, copy_bytes);  // the pads
+            for (int b = 0; b < B; b++)
+                for (int j = 0; j < M; j++)
+                    for (int kvh = 0; kvh < Hkv; kvh++) {
+                        std::fill(row.begin(), row.end(), 0.0f);
+                        for (int h = kvh * g; h < (kvh + 1) * g; h++)
+                            hash_fill(row.data(), static_cast<size_t>(D), seed, ((static_cast<uint64_t>(b) * M + j) * H + h) * D, true);
+                        if (g > 1)
+                            for (float& x : row) x /= static_cast<float>(g);
+                        const size_t off = decode ? (static_cast<size_t>(b) * Hkv + kvh) * static_cast<size_t>(hs) + static_cast<size_t>(j) * D
+                                                  : ((static_cast<size_t>(b) * M + j) * Hkv + kvh) * D;
+                        store_as(c_.kv_dtype, row.data(), dst + off * es, static_cast<size_t>(D));
+                    }
+            for (size_t ci = 1; ci < ncopies; ci++) std::memcpy(copy_at(t, ci), dst, copy_bytes);
+        }
+        const size_t nq = static_cast<size_t>(B) * N * H * D;
+        q_ = AlignedBuffer(nq * sizeof(float));
+        o_ = AlignedBuffer(nq * sizeof(float));
+        hash_fill(q_.as<float>(), nq, kSeedQ, 0);
+
+        problems_.resize(ncopies);
+        for (size_t ci = 0; ci < ncopies; ci++) {
+            mh_attn_problem& p = problems_[ci];
+            p = mh_attn_problem{};
+            p.batch = B, p.n_q = N, p.n_kv = M, p.n_heads = H, p.n_kv_heads = Hkv;
+            p.head_dim_qk = p.head_dim_v = D;
+            p.q = {q_.data(), static_cast<ptrdiff_t>(N) * H * D, static_cast<ptrdiff_t>(H) * D, D};
+            const void* kd = copy_at(0, ci);
+            const void* vd = copy_at(1, ci);
+            if (decode) {
+                p.k = {kd, Hkv * hs, D, hs};
+                p.v = {vd, Hkv * hs, D, hs};
+            } else {
+                p.k = {kd, static_cast<ptrdiff_t>(M) * Hkv * D, static_cast<ptrdiff_t>(Hkv) * D, D};
+                p.v = {vd, static_cast<ptrdiff_t>(M) * Hkv * D, static_cast<ptrdiff_t>(Hkv) * D, D};
+            }
+            p.k_dtype = p.v_dtype = c_.kv_dtype;
+            p.o = o_.as<float>();
+            p.o_stride_batch = static_cast<ptrdiff_t>(N) * H * D;
+            p.o_stride_token = static_cast<ptrdiff_t>(H) * D;
+            p.o_stride_head = D;
+        }
+        opt_ = mh_attn_options_default();
+        opt_.causal = 1;
+        if (c_.impl == Impl::Blas) {
+            if (c_.kv_dtype != MH_DTYPE_F32) return fail("the openblas baseline reads f32 K/V only");
+            const size_t n = blas_attention_scratch_floats(problems_[0]);
+            ws_ = AlignedBuffer(n * sizeof(float));
+            workspace_bytes_ = n * sizeof(float);
+            blas_set_threads(c_.threads);
         } else {
+            size_t ws = 0;
+            const mh_status s = mh_attention_workspace_size(ctx_.get(), &problems_[0], &opt_, &ws);
+            if (s != MH_OK) return fail("mh_attention_workspace_size", s);
+            workspace_bytes_ = ws;
+            ws_ = AlignedBuffer(ws);
+        }
+        kv_bytes_per_token_ = static_cast<size_t>(Hkv) * 2 * D * es;
+        const double pairs = causal_pairs(N, M) * B;
+        flops_ = pairs * H * active() * 4.0 * D;
+        const double kv_read = static_cast<double>(B) * M * static_cast<double>(kv_bytes_per_token_);
+        bytes_ = decode ? kv_read : kv_read + 2.0 * static_cast<double>(nq) * sizeof(float);
+        working_set_bytes_ = 2.0 * static_cast<double>(copy_bytes) + 2.0 * static_cast<double>(nq) * sizeof(float);
+
+        // One untimed call (also the warm-up), checked against the oracle.
+        if (!call(0)) return false;
+        next_copy_ = problems_.size() > 1 ? 1 : 0;  // copy 0 was just read
+        std::vector<int> heads = spread(H, H), rows = spread(N, N);
+        const double per_head_row = static_cast<double>(M) * 2.0 * D;
+        if (B * per_head_row * H * N > kOracleBudgetMacs) {
             heads = {0, H / 3, (2 * H) / 3, H - 1};
             std::sort(heads.begin(), heads.end());
             heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
+            if (B * per_head_row * static_cast<double>(heads.size()) * N > kOracleBudgetMacs) rows = spread(N, 32);
         }
-        return heads;
+        std::vector<double> ref;
+        ref_attention(problems_[0], true, heads, rows, ref);
+        ErrorAccumulator acc;
+        const float* o = o_.as<float>();
+        const size_t nh = heads.size(), nr = rows.size();
+        for (int b = 0; b < B; b++)
+            for (size_t ri = 0; ri < nr; ri++)
+                for (size_t hi = 0; hi < nh; hi++)
+                    for (int d = 0; d < D; d++) {
+                        const size_t oi = ((static_cast<size_t>(b) * N + static_cast<size_t>(rows[ri])) * H + static_cast<size_t>(heads[hi])) * D + d;
+                        acc.add(o[oi], ref[((static_cast<size_t>(b) * nr + ri) * nh + hi) * D + d]);
+                    }
+        err_ = acc.result();
+        checked_fraction_ = static_cast<double>(nh * nr) / (static_cast<double>(H) * N);
+        set_fidelity(o, nq);
+        return true;
     }
 
     AlignedBuffer q_, k_, v_, o_, ws_;
-    mh_attn_problem p_{};
+    std::vector<mh_attn_problem> problems_;
+    size_t next_copy_ = 0;
     mh_attn_options opt_{};
     double flops_ = 0, bytes_ = 0;
 };
 
 // ------------------------------------------------------------------ layers
-// Shared by layer (forward) and decode_layer: a self-attention layer with d_model = H*D, no
-// bias, random weights scaled by 1/sqrt(fan_in) so activations stay O(1).
 class LayerFixtureBase : public Fixture {
 public:
     using Fixture::Fixture;
 
 protected:
+    // The variant's weights derived from the base layer, and (library) the layer object.
     bool build_layer() {
+        w_ = variant_->derive(base_layer(c_), kv_);
+        cfg_ = layer_config(*variant_, w_);
+        if (c_.impl == Impl::Blas) {
+            weights_bytes_ = sizeof(float) * (w_.wq.size() + w_.wk.size() + w_.wv.size() + w_.wo.size() + w_.bq.size() +
+                                              w_.bk.size() + w_.bv.size() + w_.bo.size());
+            blas_set_threads(c_.threads);
+            return true;
+        }
         if (!make_context()) return false;
-        const int H = c_.n_heads, Hkv = c_.n_kv_heads, D = c_.head_dim;
-        dm_ = H * D;
-        cfg_ = mh_layer_config_default();
-        cfg_.variant = Hkv == H ? MH_VARIANT_MHA : (Hkv == 1 ? MH_VARIANT_MQA : MH_VARIANT_GQA);
-        cfg_.d_model = dm_;
-        cfg_.n_heads = H;
-        cfg_.n_kv_heads = Hkv;
-        cfg_.head_dim = D;
-        cfg_.head_dim_v = D;
-        cfg_.kdim = cfg_.vdim = dm_;
-        cfg_.bias = 0;
-        Rng rng(0x6c61u);
-        const float s_in = 1.0f / std::sqrt(static_cast<float>(dm_));
-        wq_.resize(static_cast<size_t>(H) * D * dm_);
-        wk_.resize(static_cast<size_t>(Hkv) * D * dm_);
-        wv_.resize(static_cast<size_t>(Hkv) * D * dm_);
-        wo_.resize(static_cast<size_t>(dm_) * H * D);
-        rng.fill(wq_.data(), wq_.size(), s_in);
-        rng.fill(wk_.data(), wk_.size(), s_in);
-        rng.fill(wv_.data(), wv_.size(), s_in);
-        rng.fill(wo_.data(), wo_.size(), 1.0f / std::sqrt(static_cast<float>(H * D)));
-        w_ = mh_layer_weights{wq_.data(), wk_.data(), wv_.data(), wo_.data(), nullptr, nullptr, nullptr, nullptr};
+        const mh_layer_weights view = w_.view();
         mh_layer* layer = nullptr;
-        const mh_status s = mh_layer_create(ctx_.get(), &cfg_, &w_, &layer);
+        const mh_status s = mh_layer_create(ctx_.get(), &cfg_, &view, &layer);
         if (s != MH_OK) return fail("mh_layer_create", s);
         layer_.reset(layer);
         weights_bytes_ = mh_layer_weights_bytes(layer);
@@ -295,102 +520,129 @@ protected:
 
     // FLOPs of the four projections for `rows` query rows and `kv_rows` key/value rows.
     double projection_flops(double rows, double kv_rows) const {
-        const double H = c_.n_heads, Hkv = c_.n_kv_heads, D = c_.head_dim;
-        return 2.0 * rows * dm_ * H * D          // Q
-               + 2.0 * kv_rows * dm_ * Hkv * D   // K
-               + 2.0 * kv_rows * dm_ * Hkv * D   // V
-               + 2.0 * rows * H * D * dm_;       // O
+        const double H = w_.n_heads, Hkv = w_.n_kv_heads, D = w_.head_dim, Dv = w_.head_dim_v;
+        return 2.0 * rows * w_.d_model * H * D * active()  // Q (MoH: active heads only)
+               + 2.0 * kv_rows * w_.kdim * Hkv * D          // K
+               + 2.0 * kv_rows * w_.vdim * Hkv * Dv         // V
+               + 2.0 * rows * H * Dv * w_.d_model * active();  // O
     }
-    double attention_flops(double pairs) const { return pairs * c_.n_heads * 4.0 * c_.head_dim; }
+    double attention_flops(double pairs) const {
+        return pairs * w_.n_heads * active() * (2.0 * w_.head_dim + 2.0 * w_.head_dim_v);
+    }
+    double weight_float_bytes() const {
+        return 4.0 * static_cast<double>(w_.wq.size() + w_.wk.size() + w_.wv.size() + w_.wo.size() + w_.bq.size() +
+                                         w_.bk.size() + w_.bv.size() + w_.bo.size());
+    }
 
-    int dm_ = 0;
+    LayerWeights w_;
     mh_layer_config cfg_{};
-    std::vector<float> wq_, wk_, wv_, wo_;
-    mh_layer_weights w_{};
     LayerPtr layer_;
 };
 
-// layer: mh_layer_forward, causal self-attention over N tokens. The reference is the whole
-// layer in double, evaluated at 8 query rows spread over the sequence (first and last
-// included) of batch 0: every K/V projection up to the last row is still computed.
-class LayerFixture : public LayerFixtureBase {
+// layer / cross: mh_layer_forward without a mask (full attention). cross: key = value input
+// [B, M, kdim], as an encoder's output feeds a decoder. The oracle: batch 0 at up to 32 query
+// rows spread over N (every K/V projection computed).
+class ForwardFixture : public LayerFixtureBase {
 public:
     using LayerFixtureBase::LayerFixtureBase;
 
     void run(benchmark::State& st) override {
+        if (c_.impl == Impl::Blas) blas_set_threads(c_.threads);
         for (auto _ : st) {
-            const mh_status s = mh_layer_forward(layer_.get(), &args_, ws_.data(), ws_.size());
-            if (s != MH_OK) {
-                error_ = std::string("mh_layer_forward: ") + mh_status_string(s);
+            if (!call()) {
                 st.SkipWithError(error_.c_str());
                 break;
             }
             benchmark::ClobberMemory();
         }
         const double it = static_cast<double>(st.iterations());
-        report(st, flops_ * it, 0.0, static_cast<double>(c_.batch) * c_.n_q * it);
+        report(st, flops_ * it, bytes_ * it, static_cast<double>(c_.batch) * c_.n_q * it);
+        st.counters["kv_len"] = 0.0;
     }
 
 private:
+    bool call() {
+        const int B = c_.batch, N = c_.n_q, M = c_.n_kv;
+        if (c_.impl == Impl::Blas) {
+            blas_layer_forward(w_, B, N, M, xq_.data(), xk(), xk(), false, out_.as<float>(), ws_.as<float>());
+            return true;
+        }
+        const mh_status s = mh_layer_forward(layer_.get(), &args_, ws_.data(), ws_.size());
+        if (s != MH_OK) return fail("mh_layer_forward", s);
+        return true;
+    }
+    const float* xk() const { return c_.mode == Mode::Cross ? xkv_.data() : xq_.data(); }
+
     bool do_setup() override {
         if (!build_layer()) return false;
-        const int B = c_.batch, N = c_.n_q;
-        const size_t nx = static_cast<size_t>(B) * N * dm_;
-        x_.resize(nx);
-        Rng(0x78u).fill(x_.data(), nx);
+        const int B = c_.batch, N = c_.n_q, M = c_.mode == Mode::Cross ? c_.n_kv : c_.n_q;
+        const size_t nx = static_cast<size_t>(B) * N * w_.d_model;
+        xq_.resize(nx);
+        hash_fill(xq_.data(), nx, kSeedX, 0);
+        if (c_.mode == Mode::Cross) {
+            xkv_.resize(static_cast<size_t>(B) * M * w_.kdim);
+            hash_fill(xkv_.data(), xkv_.size(), kSeedKV, 0);
+            if (w_.kdim != w_.vdim) return fail("cross cases need kdim == vdim (one key/value input)");
+        }
         out_ = AlignedBuffer(nx * sizeof(float));
-        opt_ = mh_attn_options_default();
-        opt_.causal = 1;
         args_ = mh_forward_args{};
         args_.batch = B;
         args_.n_q = N;
-        args_.n_kv = N;
-        args_.query = x_.data();
-        args_.key = nullptr;
-        args_.value = nullptr;
+        args_.n_kv = M;
+        args_.query = xq_.data();
+        args_.key = c_.mode == Mode::Cross ? xkv_.data() : nullptr;
+        args_.value = args_.key;
         args_.out = out_.as<float>();
-        args_.opt = &opt_;
-        size_t ws = 0;
-        mh_status s = mh_layer_forward_workspace_size(layer_.get(), B, N, N, &ws);
-        if (s != MH_OK) return fail("mh_layer_forward_workspace_size", s);
-        workspace_bytes_ = ws;
-        ws_ = AlignedBuffer(ws);
-        kv_bytes_per_token_ = static_cast<size_t>(c_.n_kv_heads) * 2 * c_.head_dim * sizeof(float);
-        flops_ = B * (projection_flops(N, N) + attention_flops(causal_pairs(N, N)));
+        args_.opt = nullptr;
+        if (c_.impl == Impl::Blas) {
+            const size_t n = blas_layer_scratch_floats(w_, B, N, M);
+            ws_ = AlignedBuffer(n * sizeof(float));
+            workspace_bytes_ = n * sizeof(float);
+        } else {
+            size_t ws = 0;
+            const mh_status s = mh_layer_forward_workspace_size(layer_.get(), B, N, M, &ws);
+            if (s != MH_OK) return fail("mh_layer_forward_workspace_size", s);
+            workspace_bytes_ = ws;
+            ws_ = AlignedBuffer(ws);
+        }
+        kv_bytes_per_token_ = static_cast<size_t>(w_.n_kv_heads) * (w_.head_dim + w_.head_dim_v) * sizeof(float);
+        flops_ = B * (projection_flops(N, M) + attention_flops(static_cast<double>(N) * M));
+        const double in_bytes = 4.0 * (static_cast<double>(nx) + static_cast<double>(xkv_.size()));
+        bytes_ = weight_float_bytes() + in_bytes + 4.0 * static_cast<double>(nx);
+        working_set_bytes_ = bytes_ + static_cast<double>(workspace_bytes_);
 
-        s = mh_layer_forward(layer_.get(), &args_, ws_.data(), ws_.size());
-        if (s != MH_OK) return fail("mh_layer_forward", s);
-        std::vector<int> rows;
-        const int nr = std::min(N, 8);
-        for (int r = 0; r < nr; r++) rows.push_back(nr == 1 ? 0 : static_cast<int>(static_cast<long>(r) * (N - 1) / (nr - 1)));
+        if (!call()) return false;
+        const std::vector<int> rows = spread(N, 32);
         std::vector<double> ref;
-        ref_layer_rows(cfg_, w_, x_.data(), N, rows, ref);
+        ref_layer_rows(cfg_, w_.view(), xq_.data(), N, xk(), xk(), M, false, rows, ref);
         ErrorAccumulator acc;
+        const float* out = out_.as<float>();
         for (size_t ri = 0; ri < rows.size(); ri++)
-            for (int c = 0; c < dm_; c++)
-                acc.add(out_.as<float>()[static_cast<size_t>(rows[ri]) * dm_ + c], ref[ri * dm_ + c]);
+            for (int c = 0; c < w_.d_model; c++)
+                acc.add(out[static_cast<size_t>(rows[ri]) * w_.d_model + c], ref[ri * static_cast<size_t>(w_.d_model) + c]);
         err_ = acc.result();
+        checked_fraction_ = static_cast<double>(rows.size()) / (static_cast<double>(B) * N);
+        set_fidelity(out, nx);
         return true;
     }
 
-    std::vector<float> x_;
+    std::vector<float> xq_, xkv_;
     AlignedBuffer out_, ws_;
-    mh_attn_options opt_{};
     mh_forward_args args_{};
-    double flops_ = 0;
+    double flops_ = 0, bytes_ = 0;
 };
 
-// decode_layer: mh_layer_decode of one token per iteration against a KV cache that holds M
-// tokens when the timed loop starts.
+// decode through the layer: mh_layer_decode of one token per iteration against a KV cache that
+// holds M tokens when the timed loop starts.
 //
-// Decode appends and a cache cannot drop its last token, and refilling M tokens is a full
-// causal prefill (far slower than the loop), so: the case runs a fixed number of iterations
-// I (CaseSpec::iterations, set with ->Iterations()), the cache has capacity M + I, and the
-// length grows from M to M + I - 1 during the loop (I << M; the kv_len counter reports the
-// mean). FLOPs and bytes are summed over the exact lengths. The cache is filled once in setup
-// (chunked decode of M - 1 tokens, then one 1-token decode checked against the reference row
-// M - 1 of batch 0); a further call of the same case (e.g. --benchmark_repetitions) that would
-// overflow it resets and refills it before its timed loop.
+// Decode appends and a cache cannot drop its last token, and refilling M tokens is a causal
+// prefill through the layer (far slower than the loop), so the case runs a fixed number of
+// iterations I (CaseSpec::iterations), the cache has capacity M + R*I for R repetitions, and its
+// length grows from M to M + R*I - 1 over the repetitions (R*I << M; kv_len reports the mean
+// of each repetition). FLOPs and bytes are summed
+// over the exact lengths. The cache is filled once in setup (chunked decode of M - 1 tokens,
+// then one 1-token decode checked against the oracle's row M - 1 of batch 0); a later call of
+// the same case that would overflow it resets and refills it before its timed loop.
 class DecodeLayerFixture : public LayerFixtureBase {
 public:
     using LayerFixtureBase::LayerFixtureBase;
@@ -404,10 +656,10 @@ public:
         }
         const double len0 = mh_kv_cache_length(cache_.get());
         for (auto _ : st) {
-            const mh_status s = mh_layer_decode(layer_.get(), cache_.get(), c_.batch, 1, xtok_.data(),
-                                                out_.as<float>(), ws_.data(), ws_.size());
+            const mh_status s = mh_layer_decode(layer_.get(), cache_.get(), c_.batch, 1, xtok_.data(), out_.as<float>(),
+                                                ws_.data(), ws_.size());
             if (s != MH_OK) {
-                error_ = std::string("mh_layer_decode: ") + mh_status_string(s);
+                fail("mh_layer_decode", s);
                 st.SkipWithError(error_.c_str());
                 break;
             }
@@ -418,22 +670,23 @@ public:
         const double keys = it * (len0 + 1) + it * (it - 1) / 2;
         const double B = c_.batch;
         const double flops = B * (it * projection_flops(1, 1) + attention_flops(keys));
-        const double bytes = it * static_cast<double>(weights_bytes_) + B * keys * kv_bytes_per_token_;
+        const double bytes = it * static_cast<double>(weights_bytes_) + B * keys * static_cast<double>(kv_bytes_per_token_);
         report(st, flops, bytes, B * it);
-        if (it > 0) st.counters["kv_len"] = keys / it;
+        st.counters["kv_len"] = it > 0 ? keys / it : 0.0;
     }
 
 private:
     bool do_setup() override {
+        if (c_.impl != Impl::Library) return fail("decode through the layer has no baseline");
         if (!build_layer()) return false;
-        const int B = c_.batch, M = c_.n_kv;
+        const int B = c_.batch, M = c_.n_kv, dm = w_.d_model;
         mh_kv_cache* cache = nullptr;
-        mh_status s = mh_kv_cache_create(layer_.get(), B, M + c_.iterations, c_.kv_dtype, &cache);
+        mh_status s = mh_kv_cache_create(layer_.get(), B, M + c_.iterations * repetitions(g_opt), c_.kv_dtype, &cache);
         if (s != MH_OK) return fail("mh_kv_cache_create", s);
         cache_.reset(cache);
         kv_bytes_per_token_ = mh_kv_cache_bytes_per_token(cache);
 
-        chunk_ = std::max(1, std::min(256, M - 1));
+        chunk_ = std::max(1, std::min(512, M - 1));
         size_t ws1 = 0, wsc = 0;
         s = mh_layer_decode_workspace_size(layer_.get(), B, 1, &ws1);
         if (s != MH_OK) return fail("mh_layer_decode_workspace_size", s);
@@ -443,44 +696,45 @@ private:
         ws_ = AlignedBuffer(std::max(ws1, wsc));
 
         // The prompt: x_[b][t][:] for t < M; the timed token: xtok_[b][:].
-        x_.resize(static_cast<size_t>(B) * M * dm_);
-        Rng rng(0x7865u);
-        rng.fill(x_.data(), x_.size());
-        xtok_.resize(static_cast<size_t>(B) * dm_);
-        rng.fill(xtok_.data(), xtok_.size());
-        xchunk_.resize(static_cast<size_t>(B) * chunk_ * dm_);
-        out_ = AlignedBuffer(static_cast<size_t>(B) * chunk_ * dm_ * sizeof(float));
+        x_.resize(static_cast<size_t>(B) * M * dm);
+        hash_fill(x_.data(), x_.size(), kSeedX, 0);
+        xtok_.resize(static_cast<size_t>(B) * dm);
+        hash_fill(xtok_.data(), xtok_.size(), kSeedQ, 0);
+        xchunk_.resize(static_cast<size_t>(B) * chunk_ * dm);
+        out_ = AlignedBuffer(static_cast<size_t>(B) * chunk_ * dm * sizeof(float));
         if (!fill()) return false;
+        working_set_bytes_ = static_cast<double>(weights_bytes_) +
+                             static_cast<double>(B) * (M + c_.iterations * repetitions(g_opt)) * static_cast<double>(kv_bytes_per_token_);
 
-        // out_ holds the output of the last prompt token (position M - 1).
+        // out_ holds the output of the last prompt token (position M - 1) of every sequence.
         std::vector<double> ref;
-        ref_layer_rows(cfg_, w_, x_.data(), M, {M - 1}, ref);
+        ref_layer_rows(cfg_, w_.view(), x_.data(), M, x_.data(), x_.data(), M, true, {M - 1}, ref);
         ErrorAccumulator acc;
-        for (int c = 0; c < dm_; c++) acc.add(out_.as<float>()[c], ref[static_cast<size_t>(c)]);
+        for (int c = 0; c < dm; c++) acc.add(out_.as<float>()[c], ref[static_cast<size_t>(c)]);
         err_ = acc.result();
+        checked_fraction_ = 1.0 / B;  // of the checked token's outputs
+        set_fidelity(out_.as<float>(), static_cast<size_t>(B) * dm);
         return true;
     }
 
     // Reset, then decode the M prompt tokens: M - 1 in chunks, the last one alone.
     bool fill() {
-        const int B = c_.batch, M = c_.n_kv;
+        const int B = c_.batch, M = c_.n_kv, dm = w_.d_model;
         mh_kv_cache_reset(cache_.get());
         int t = 0;
         while (t < M) {
             const int n = t < M - 1 ? std::min(chunk_, M - 1 - t) : 1;
             for (int b = 0; b < B; b++)
-                std::copy_n(&x_[(static_cast<size_t>(b) * M + t) * dm_], static_cast<size_t>(n) * dm_,
-                            &xchunk_[static_cast<size_t>(b) * n * dm_]);
-            const mh_status s = mh_layer_decode(layer_.get(), cache_.get(), B, n, xchunk_.data(),
-                                                out_.as<float>(), ws_.data(), ws_.size());
+                std::copy_n(&x_[(static_cast<size_t>(b) * M + t) * dm], static_cast<size_t>(n) * dm,
+                            &xchunk_[static_cast<size_t>(b) * n * dm]);
+            const mh_status s = mh_layer_decode(layer_.get(), cache_.get(), B, n, xchunk_.data(), out_.as<float>(),
+                                                ws_.data(), ws_.size());
             if (s != MH_OK) return fail("mh_layer_decode (filling the cache)", s);
             t += n;
         }
-        if (mh_kv_cache_length(cache_.get()) != M) {
-            error_ = "the KV cache length after filling is " + std::to_string(mh_kv_cache_length(cache_.get())) +
-                     ", expected " + std::to_string(M);
-            return false;
-        }
+        if (mh_kv_cache_length(cache_.get()) != M)
+            return fail("the KV cache length after filling is " + std::to_string(mh_kv_cache_length(cache_.get())) +
+                        ", expected " + std::to_string(M));
         return true;
     }
 
@@ -496,10 +750,12 @@ std::unique_ptr<Fixture> g_current;
 
 std::unique_ptr<Fixture> make_fixture(const CaseSpec& c) {
     switch (c.mode) {
-    case Mode::Prefill:
-    case Mode::Decode: return std::make_unique<AttentionFixture>(c);
-    case Mode::Layer: return std::make_unique<LayerFixture>(c);
-    case Mode::DecodeLayer: return std::make_unique<DecodeLayerFixture>(c);
+    case Mode::Prefill: return std::make_unique<CoreFixture>(c);
+    case Mode::Decode:
+        if (is_layer_api(c)) return std::make_unique<DecodeLayerFixture>(c);
+        return std::make_unique<CoreFixture>(c);
+    case Mode::Layer:
+    case Mode::Cross: return std::make_unique<ForwardFixture>(c);
     }
     return nullptr;
 }
@@ -507,6 +763,7 @@ std::unique_ptr<Fixture> make_fixture(const CaseSpec& c) {
 void run_case(const CaseSpec& c, const std::string& name, benchmark::State& st) {
     if (!g_current || g_current_name != name) {
         g_current.reset();  // free the previous case first
+        if (g_start_hook) g_start_hook(name);
         g_current = make_fixture(c);
         g_current_name = name;
         g_current->setup();
@@ -519,92 +776,194 @@ void run_case(const CaseSpec& c, const std::string& name, benchmark::State& st) 
 }
 
 // ------------------------------------------------------------------ suites
-CaseSpec prefill(int n, int h, int hkv, int d) {
+// A model shape for the comparison at equal size: every variant at the same d_model and H.
+struct Shape {
+    int H, D, d_model;  // d_model 0: attention core only
+};
+
+CaseSpec make(Mode m, const std::string& v, Shape s, int n_q, int n_kv, mh_dtype dt, bool layer_api) {
     CaseSpec c;
-    c.mode = Mode::Prefill;
-    c.n_q = c.n_kv = n;
-    c.n_heads = h;
-    c.n_kv_heads = hkv;
-    c.head_dim = d;
-    return c;
-}
-CaseSpec layer(int n, int h, int hkv, int d) {
-    CaseSpec c = prefill(n, h, hkv, d);
-    c.mode = Mode::Layer;
-    return c;
-}
-CaseSpec decode(int m, int h, int hkv, int d) {
-    CaseSpec c = prefill(1, h, hkv, d);
-    c.mode = Mode::Decode;
-    c.n_kv = m;
-    return c;
-}
-CaseSpec decode_layer(int m, int h, int hkv, int d, int iterations) {
-    CaseSpec c = decode(m, h, hkv, d);
-    c.mode = Mode::DecodeLayer;
-    c.iterations = iterations;
-    return c;
-}
-CaseSpec with_threads(CaseSpec c, int t) {
-    c.threads = t;
-    return c;
-}
-CaseSpec with_batch(CaseSpec c, int b) {
-    c.batch = b;
-    return c;
-}
-CaseSpec with_dtype(CaseSpec c, mh_dtype dt) {
+    c.mode = m;
+    c.variant = v;
+    c.n_heads = s.H;
+    c.head_dim = s.D;
+    c.d_model = layer_api ? s.d_model : 0;
+    c.n_q = n_q;
+    c.n_kv = n_kv;
     c.kv_dtype = dt;
     return c;
 }
 
-// One ISA's cases. Shapes are sized for the scalar kernels on 2 cores; variants per shape are
-// MHA (Hkv = H), GQA (Hkv = H/4) and MQA (Hkv = 1).
-std::vector<CaseSpec> suite_for_isa(bool quick) {
-    std::vector<CaseSpec> v;
-    auto variants = [&v](auto make, int h) {
-        std::vector<int> hkvs = {h};            // MHA
-        if (h / 4 > 1) hkvs.push_back(h / 4);   // GQA
-        if (h > 1) hkvs.push_back(1);           // MQA
-        for (int hkv : hkvs) v.push_back(make(hkv));
-    };
-    if (quick) {
-        variants([](int hkv) { return prefill(64, 8, hkv, 32); }, 8);
-        v.push_back(with_threads(prefill(64, 8, 2, 32), 2));
-        v.push_back(with_dtype(prefill(64, 8, 2, 32), MH_DTYPE_F16));
-        variants([](int hkv) { return layer(64, 8, hkv, 32); }, 8);
-        v.push_back(with_threads(layer(64, 8, 2, 32), 2));
-        variants([](int hkv) { return decode(256, 8, hkv, 32); }, 8);
-        v.push_back(with_threads(decode(256, 8, 2, 32), 2));
-        v.push_back(with_dtype(decode(256, 8, 2, 32), MH_DTYPE_F16));
-        v.push_back(decode_layer(128, 8, 2, 32, 32));
-        v.push_back(with_threads(decode_layer(128, 8, 2, 32, 32), 2));
-        return v;
+class SuiteBuilder {
+public:
+    explicit SuiteBuilder(const SuiteOptions& o) : o_(o) {
+        mh_isa_default(&best_);
+        if (!mh_isa_supported(best_)) best_ = MH_ISA_SCALAR;
+        t1_ = o.threads > 0 ? o.threads : 1;
+        tall_ = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     }
-    // prefill: attention core, causal
-    variants([](int hkv) { return prefill(256, 8, hkv, 64); }, 8);
-    variants([](int hkv) { return prefill(512, 32, hkv, 128); }, 32);
-    v.push_back(with_threads(prefill(512, 32, 8, 128), 2));
-    v.push_back(with_dtype(prefill(256, 8, 2, 64), MH_DTYPE_F16));
-    // layer: the whole forward, causal self-attention, d_model = H*D = 1024
-    variants([](int hkv) { return layer(256, 16, hkv, 64); }, 16);
-    v.push_back(layer(512, 16, 4, 64));
-    v.push_back(with_threads(layer(512, 16, 4, 64), 2));
-    // decode core: one query over M keys
-    for (int m : {1024, 4096}) variants([m](int hkv) { return decode(m, 32, hkv, 128); }, 32);
-    v.push_back(with_threads(decode(4096, 32, 32, 128), 2));
-    v.push_back(with_threads(decode(4096, 32, 8, 128), 2));
-    v.push_back(with_dtype(decode(4096, 32, 8, 128), MH_DTYPE_F16));
-    v.push_back(with_dtype(decode(4096, 32, 8, 128), MH_DTYPE_BF16));
-    v.push_back(with_batch(decode(1024, 32, 8, 128), 4));
-    // decode_layer: a token through the layer with its KV cache. Filling the cache is a full
-    // causal prefill (for M = 4096 with the scalar kernels: ~25 s on one thread), so M = 4096
-    // runs only on 2 threads, where the fill is quickest; 1 vs 2 threads is compared at 1024.
-    v.push_back(decode_layer(1024, 16, 16, 64, 64));
-    v.push_back(decode_layer(1024, 16, 4, 64, 64));
-    v.push_back(with_threads(decode_layer(1024, 16, 4, 64, 64), 2));
-    v.push_back(with_threads(decode_layer(4096, 16, 4, 64, 128), 2));
-    return v;
+
+    // One case per applicable variant (all rows when `only` is empty).
+    void variants(const CaseSpec& proto, std::vector<std::string> only = {}) {
+        for (const VariantSpec& v : variant_table()) {
+            if (!only.empty() && std::find(only.begin(), only.end(), v.name) == only.end()) continue;
+            if (!is_layer_api(proto) && !v.core) continue;
+            CaseSpec c = proto;
+            c.variant = v.name;
+            if (case_kv_heads(c) <= 0) continue;
+            add(c);
+        }
+    }
+    void add(CaseSpec c, mh_isa isa = MH_ISA_AUTO, int threads = 0, Impl impl = Impl::Library) {
+        c.isa = isa == MH_ISA_AUTO ? best_ : isa;
+        c.threads = threads > 0 ? threads : t1_;
+        c.impl = impl;
+        if (impl == Impl::Blas && (!blas_available() || c.kv_dtype != MH_DTYPE_F32 ||
+                                   (c.mode == Mode::Decode && is_layer_api(c))))
+            return;
+        if (!mh_isa_supported(c.isa)) return;
+        if (case_kv_heads(c) <= 0) return;
+        if (c.mode == Mode::Decode && is_layer_api(c) && c.iterations == 0) c.iterations = o_.quick ? 16 : 64;
+        const std::string n = case_name(c);
+        for (const CaseSpec& e : out_)
+            if (case_name(e) == n) return;  // already there (e.g. --threads 1)
+        out_.push_back(c);
+    }
+    // The SIMD ISAs this CPU and library support besides the best one (scalar is a baseline).
+    std::vector<mh_isa> other_simd_isas() const {
+        std::vector<mh_isa> out;
+        for (int i = 1; i < MH_ISA_COUNT; i++) {
+            const mh_isa isa = static_cast<mh_isa>(i);
+            if (isa != MH_ISA_SCALAR && isa != best_ && mh_isa_supported(isa)) out.push_back(isa);
+        }
+        return out;
+    }
+    bool scaling() const { return o_.threads <= 0 && tall_ > 1; }
+    int tall() const { return tall_; }
+    std::vector<CaseSpec> take() { return std::move(out_); }
+
+private:
+    const SuiteOptions& o_;
+    mh_isa best_ = MH_ISA_SCALAR;
+    int t1_ = 1, tall_ = 1;
+    std::vector<CaseSpec> out_;
+};
+
+const Mode P = Mode::Prefill, DEC = Mode::Decode, L = Mode::Layer, X = Mode::Cross;
+const mh_dtype F32 = MH_DTYPE_F32, F16 = MH_DTYPE_F16, BF16 = MH_DTYPE_BF16;
+
+// The layer-API shape: the loaded layer, or the seeded one.
+Shape layer_shape(const SuiteOptions& o, Shape seeded) {
+    if (!o.file_layer) return seeded;
+    return {o.file_layer->n_heads, o.file_layer->head_dim, o.file_layer->d_model};
+}
+
+std::vector<CaseSpec> quick_suite(const SuiteOptions& o) {
+    SuiteBuilder s(o);
+    const Shape core{16, 32, 0};
+    const Shape enc = layer_shape(o, {16, 16, 256});
+    const bool self_ok = !o.file_layer || (o.file_layer->kdim == o.file_layer->d_model && o.file_layer->vdim == o.file_layer->d_model);
+    s.variants(make(P, "", core, 64, 64, F32, false));
+    s.variants(make(DEC, "", core, 1, 256, F16, false));
+    s.add(make(DEC, "gqa8", core, 1, 256, F32, false));
+    if (self_ok) s.variants(make(L, "", enc, 64, 64, F32, true));
+    if (!o.file_layer || o.file_layer->kdim == o.file_layer->vdim) s.variants(make(X, "", enc, 16, 48, F32, true));
+    if (self_ok) {
+        s.add(make(DEC, "mha", enc, 1, 64, F16, true));
+        s.add(make(DEC, "gqa4", enc, 1, 64, F16, true));
+    }
+    // baselines and ISAs
+    s.add(make(P, "mha", core, 64, 64, F32, false), MH_ISA_SCALAR);
+    s.add(make(DEC, "gqa8", core, 1, 256, F16, false), MH_ISA_SCALAR);
+    s.add(make(P, "mha", core, 64, 64, F32, false), MH_ISA_AUTO, 0, Impl::Blas);
+    s.add(make(DEC, "gqa8", core, 1, 256, F32, false), MH_ISA_AUTO, 0, Impl::Blas);
+    if (self_ok) s.add(make(L, "mha", enc, 64, 64, F32, true), MH_ISA_AUTO, 0, Impl::Blas);
+    for (mh_isa isa : s.other_simd_isas()) s.add(make(P, "gqa8", core, 64, 64, F32, false), isa);
+    if (s.scaling()) {
+        s.add(make(P, "gqa8", core, 64, 64, F32, false), MH_ISA_AUTO, s.tall());
+        s.add(make(DEC, "gqa8", core, 1, 256, F16, false), MH_ISA_AUTO, s.tall());
+    }
+    return s.take();
+}
+
+// The default suite: sized to run in about 4 minutes on 2 cores of a recent x86 server.
+std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
+    SuiteBuilder s(o);
+    const Shape llm{32, 128, 0};                         // LLaMA-7B-like heads (core modes)
+    const Shape enc = layer_shape(o, {16, 64, 1024});    // BERT-large-like layer (layer modes)
+    const bool file = o.file_layer != nullptr;
+    const bool self_ok = !file || (o.file_layer->kdim == o.file_layer->d_model && o.file_layer->vdim == o.file_layer->d_model);
+    const bool cross_ok = !file || o.file_layer->kdim == o.file_layer->vdim;
+
+    // 1. causal LLM prefill on the attention core
+    for (int n : {512, 1024, 2048}) s.variants(make(P, "", llm, n, n, F32, false));
+    s.variants(make(P, "", llm, 4096, 4096, F32, false), {"mha", "gqa8"});
+    s.add(make(P, "gqa8", llm, 2048, 2048, F16, false));  // K/V storage type in prefill
+
+    // 2. decode against caches of 1K to 32K tokens (attention core, cache layout, cold)
+    for (mh_dtype dt : {F16, F32})
+        for (int m : {1024, 4096, 16384, 32768}) s.variants(make(DEC, "", llm, 1, m, dt, false));
+    for (int m : {4096, 32768}) s.add(make(DEC, "gqa8", llm, 1, m, BF16, false));
+    {
+        CaseSpec c = make(DEC, "gqa8", llm, 1, 4096, F16, false);
+        c.batch = 4;
+        s.add(c);
+    }
+
+    // 3. encoder layers at equal model size (d_model = H*D), N = M
+    if (self_ok) {
+        for (int n : file ? std::vector<int>{128, 512, 2048} : std::vector<int>{128, 512, 1024, 2048, 4096})
+            s.variants(make(L, "", enc, n, n, F32, true));
+        if (!file) {
+            s.variants(make(L, "", Shape{32, 64, 2048}, 512, 512, F32, true));
+            s.variants(make(L, "", Shape{8, 128, 1024}, 512, 512, F32, true));
+        }
+    }
+
+    // 4. decode through the layer with its KV cache
+    if (self_ok) {
+        for (int m : {1024, 4096}) s.variants(make(DEC, "", enc, 1, m, F16, true));
+        s.add(make(DEC, "gqa4", enc, 1, 4096, F32, true));
+    }
+
+    // 5. cross-attention: decoder queries over an encoder output of another length
+    if (cross_ok)
+        for (int n : {128, 448}) s.variants(make(X, "", enc, n, 1500, F32, true));
+
+    // 6. baselines in the same run: OpenBLAS (what a C user writes), the scalar path, AVX2
+    for (int n : {512, 1024})
+        for (const char* v : {"mha", "gqa8"}) s.add(make(P, v, llm, n, n, F32, false), MH_ISA_AUTO, 0, Impl::Blas);
+    s.add(make(P, "mha", llm, 2048, 2048, F32, false), MH_ISA_AUTO, 0, Impl::Blas);
+    for (int m : {4096, 32768})
+        for (const char* v : {"mha", "gqa8"}) s.add(make(DEC, v, llm, 1, m, F32, false), MH_ISA_AUTO, 0, Impl::Blas);
+    if (self_ok)
+        for (const char* v : {"mha", "gqa4"}) s.add(make(L, v, enc, 512, 512, F32, true), MH_ISA_AUTO, 0, Impl::Blas);
+    if (cross_ok) s.add(make(X, "mha", enc, 448, 1500, F32, true), MH_ISA_AUTO, 0, Impl::Blas);
+
+    s.add(make(P, "mha", llm, 512, 512, F32, false), MH_ISA_SCALAR);
+    s.add(make(DEC, "gqa8", llm, 1, 4096, F32, false), MH_ISA_SCALAR);
+    s.add(make(DEC, "gqa8", llm, 1, 4096, F16, false), MH_ISA_SCALAR);
+    if (self_ok && !file) s.add(make(L, "mha", enc, 128, 128, F32, true), MH_ISA_SCALAR);
+
+    for (mh_isa isa : s.other_simd_isas()) {  // e.g. avx2 on an AVX-512 machine, neon beside sve
+        s.add(make(P, "gqa8", llm, 2048, 2048, F32, false), isa);
+        s.add(make(DEC, "gqa8", llm, 1, 32768, F16, false), isa);
+        if (self_ok) s.add(make(L, "gqa4", enc, 512, 512, F32, true), isa);
+    }
+
+    // 7. thread scaling (every processor), unless --threads fixed one count for everything
+    if (s.scaling()) {
+        const int t = s.tall();
+        for (const char* v : {"mha", "gqa8"}) s.add(make(P, v, llm, 2048, 2048, F32, false), MH_ISA_AUTO, t);
+        for (const char* v : {"mha", "gqa8"}) s.add(make(DEC, v, llm, 1, 32768, F16, false), MH_ISA_AUTO, t);
+        if (self_ok) {
+            for (const char* v : {"mha", "gqa4"}) s.add(make(L, v, enc, 2048, 2048, F32, true), MH_ISA_AUTO, t);
+            s.add(make(DEC, "gqa8", enc, 1, 4096, F16, true), MH_ISA_AUTO, t);
+        }
+        if (cross_ok) s.add(make(X, "gqa4", enc, 448, 1500, F32, true), MH_ISA_AUTO, t);
+        s.add(make(P, "gqa8", llm, 1024, 1024, F32, false), MH_ISA_AUTO, t, Impl::Blas);
+    }
+    return s.take();
 }
 
 }  // namespace
@@ -612,59 +971,80 @@ std::vector<CaseSpec> suite_for_isa(bool quick) {
 const char* mode_name(Mode mode) {
     switch (mode) {
     case Mode::Prefill: return "prefill";
-    case Mode::Layer: return "layer";
     case Mode::Decode: return "decode";
-    case Mode::DecodeLayer: return "decode_layer";
+    case Mode::Layer: return "layer";
+    case Mode::Cross: return "cross";
     }
     return "unknown";
 }
 
-std::string variant_name(const CaseSpec& c) {
-    if (c.n_kv_heads == c.n_heads) return "mha";
-    if (c.n_kv_heads == 1) return "mqa";
-    return "gqa" + std::to_string(c.n_kv_heads);
+int case_kv_heads(const CaseSpec& c) {
+    const VariantSpec* v = find_variant(c.variant);
+    if (!v) return 0;
+    if (!is_layer_api(c) && !v->core) return 0;
+    return v->kv_heads(c.n_heads, base_kv_heads(c));
 }
 
 std::string case_name(const CaseSpec& c) {
     std::string shape = c.batch > 1 ? "B" + std::to_string(c.batch) + "_" : "";
-    if (c.mode == Mode::Prefill || c.mode == Mode::Layer)
-        shape += "N" + std::to_string(c.n_q) + "_M" + std::to_string(c.n_kv) + "_";
-    else
-        shape += "M" + std::to_string(c.n_kv) + "_";
-    shape += "H" + std::to_string(c.n_heads) + "_D" + std::to_string(c.head_dim);
-    return std::string(mode_name(c.mode)) + "/" + variant_name(c) + "/" + shape + "/" +
-           dtype_name(c.kv_dtype) + "/" + mh_isa_name(c.isa) + "/threads:" + std::to_string(c.threads);
+    if (c.mode != Mode::Decode) shape += "N" + std::to_string(c.n_q) + "_";
+    shape += "M" + std::to_string(c.n_kv) + "_H" + std::to_string(c.n_heads) + "_D" + std::to_string(c.head_dim);
+    if (c.d_model > 0) shape += "_dm" + std::to_string(c.d_model);
+    const std::string isa = c.impl == Impl::Blas ? "openblas" : mh_isa_name(c.isa);
+    return std::string(mode_name(c.mode)) + "/" + c.variant + "/" + shape + "/" + dtype_name(c.kv_dtype) + "/" + isa +
+           "/threads:" + std::to_string(c.threads);
 }
 
-std::vector<CaseSpec> make_suite(bool quick) {
-    std::vector<CaseSpec> out;
-    for (int i = 1; i < MH_ISA_COUNT; i++) {
-        const mh_isa isa = static_cast<mh_isa>(i);
-        if (!mh_isa_supported(isa)) continue;
-        for (CaseSpec c : suite_for_isa(quick)) {
-            c.isa = isa;
-            out.push_back(c);
-        }
+std::vector<CaseSpec> make_suite(const SuiteOptions& o) {
+    g_opt = o;
+    return o.quick ? quick_suite(o) : default_suite(o);
+}
+
+int repetitions(const SuiteOptions& o) { return o.repetitions > 0 ? o.repetitions : (o.quick ? 1 : 3); }
+
+namespace {
+// A rough time per call, from the useful FLOPs and a modest rate per implementation.
+double estimated_seconds(const CaseSpec& c) {
+    const double H = c.n_heads, D = c.head_dim, N = c.n_q, M = c.n_kv, B = c.batch;
+    double flops = B * causal_pairs(c.n_q, c.n_kv) * H * 4 * D;
+    if (c.mode == Mode::Layer || c.mode == Mode::Cross) {
+        const double dm = c.d_model;
+        flops = B * (N * M * H * 4 * D + 2 * N * dm * H * D * 2 + 2 * M * dm * H * D * 2);
     }
-    return out;
+    const double rate = c.impl == Impl::Blas ? 30e9 : c.isa == MH_ISA_SCALAR ? 3e9 : 60e9;
+    return flops / rate / std::max(1, c.threads);
 }
+}  // namespace
 
-void register_cases(const std::vector<CaseSpec>& cases, bool quick) {
+void register_cases(const std::vector<CaseSpec>& cases, const SuiteOptions& o) {
+    g_opt = o;
+    // Per repetition; each case runs `reps` repetitions (the first also picks the iteration
+    // count) and reports their median: one interrupted repetition on a shared machine does not
+    // move the result, and the cv aggregate shows how steady the case was.
+    const double min_time = o.min_time > 0 ? o.min_time : (o.quick ? 0.02 : 0.1);
     for (const CaseSpec& c : cases) {
+        // A call that takes a large fraction of a second averages over the scheduler's
+        // interruptions by itself: one repetition (and no cv) is enough for it.
+        const int reps = estimated_seconds(c) > 0.25 ? 1 : repetitions(o);
         const std::string name = case_name(c);
-        benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
-            name.c_str(), [c, name](benchmark::State& st) { run_case(c, name, st); });
+        benchmark::internal::Benchmark* b =
+            benchmark::RegisterBenchmark(name.c_str(), [c, name](benchmark::State& st) { run_case(c, name, st); });
         b->UseRealTime()->Unit(benchmark::kMillisecond);
-        if (c.mode == Mode::DecodeLayer)
+        if (c.mode == Mode::Decode && is_layer_api(c))
             b->Iterations(c.iterations);
-        else if (quick)
-            b->MinTime(0.05);
+        else
+            b->MinTime(min_time);
+        if (reps > 1) b->Repetitions(reps)->ReportAggregatesOnly(true);
     }
 }
+
+void set_case_start_hook(std::function<void(const std::string&)> hook) { g_start_hook = std::move(hook); }
 
 void release_fixtures() {
     g_current.reset();
     g_current_name.clear();
+    g_base_outputs.clear();
+    g_pool = AlignedBuffer();
 }
 
 }  // namespace mhb

@@ -1,9 +1,29 @@
 // The benchmark cases: what is measured (CaseSpec), the suites, and their registration with
-// Google Benchmark. Names read mode/variant/shape/kv-dtype/isa/threads:T, e.g.
-//   prefill/gqa8/N512_M512_H32_D128/f32/scalar/threads:1
+// Google Benchmark. Names read  mode/variant/shape/kvdtype/isa/threads:T, e.g.
+//   prefill/gqa8/N2048_M2048_H32_D128/f32/avx512/threads:1
+//   decode/mqa/M32768_H32_D128/f16/avx512/threads:1
+//   decode/gqa4/M4096_H16_D64_dm1024/f16/avx512/threads:1
+//   layer/mha/N512_M512_H16_D64_dm1024/f32/openblas/threads:1
+//   cross/gqa8/N448_M1500_H16_D64_dm1024/f32/scalar/threads:1
+// mode     prefill  causal self-attention over N prompt tokens, on the attention core
+//                   (mh_attention; Q/K/V token-major as projections produce them)
+//          decode   one new token per sequence against M cached tokens: on the attention core
+//                   (mh_attention on cache-layout K/V, head-major [B][Hkv][M][D] with a padded
+//                   head stride) or, when the shape ends in _dm<d_model>, through the whole
+//                   layer with its KV cache (mh_layer_decode)
+//          layer    an encoder layer: mh_layer_forward, full (non-causal) self-attention, N = M
+//          cross    mh_layer_forward with key/value inputs of another length M (cross-attention)
+// variant  a row of the variant table (model.h): mha, gqa8, gqa4, mqa
+// shape    [B<batch>_][N<queries>_]M<keys>_H<heads>_D<head dim>[_dm<d_model>]; _dm marks the
+//          layer API (projections included, d_model = the layer's width)
+// kvdtype  K/V storage: the K/V tensors (core) or the KV cache (decode _dm); f32 for layer and
+//          cross, whose forward keeps K/V in float
+// isa      the kernel table (scalar, avx2, avx512, neon, sve), or "openblas" for the baseline
+//          written with cblas_sgemm (blas_baseline.h)
 #ifndef MH_BENCH_CASES_H
 #define MH_BENCH_CASES_H
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,36 +31,46 @@
 
 namespace mhb {
 
-enum class Mode {
-    Prefill,     // mh_attention, causal, N queries at the end of M = N keys
-    Layer,       // mh_layer_forward, causal self-attention over N tokens
-    Decode,      // mh_attention with N = 1 over M keys: the decode core
-    DecodeLayer  // mh_layer_decode of 1 token against a KV cache holding M tokens
-};
+struct LayerWeights;
+
+enum class Mode { Prefill, Decode, Layer, Cross };
+enum class Impl { Library, Blas };
 
 struct CaseSpec {
     Mode mode = Mode::Prefill;
+    std::string variant = "mha";
     int batch = 1;
-    int n_q = 1;         // N (1 for the decode modes)
-    int n_kv = 1;        // M: keys (prefill: = N; decode: tokens already cached)
-    int n_heads = 1;     // H
-    int n_kv_heads = 1;  // Hkv; the variant label follows from H / Hkv
-    int head_dim = 64;   // D (= Dv)
+    int n_q = 1;        // N (1 for decode)
+    int n_kv = 1;       // M: keys (prefill/layer: = N; decode: tokens already cached)
+    int n_heads = 1;    // H
+    int head_dim = 64;  // D (= Dv)
+    int d_model = 0;    // > 0: the layer API (projections included); 0: the attention core
     mh_dtype kv_dtype = MH_DTYPE_F32;
     mh_isa isa = MH_ISA_SCALAR;
+    Impl impl = Impl::Library;
     int threads = 1;
-    int iterations = 0;  // DecodeLayer only: fixed iteration count (see cases.cc)
+    int iterations = 0;  // decode through the layer: the fixed iteration count
+};
+
+struct SuiteOptions {
+    bool quick = false;
+    int threads = 0;                        // > 0: every case at this thread count
+    const LayerWeights* file_layer = nullptr;  // --weights: the layer modes use it as the base
+    double min_time = 0.0;                  // seconds per repetition; 0 = the suite's default
+    int repetitions = 0;                    // per case (median reported); 0 = 3, quick 1
 };
 
 const char* mode_name(Mode mode);
-std::string variant_name(const CaseSpec& c);  // mha, gqa<Hkv>, mqa
 std::string case_name(const CaseSpec& c);
+// K/V heads of the case's variant (0 = the variant does not apply to this shape).
+int case_kv_heads(const CaseSpec& c);
 
-// The default suite (sized for the scalar kernels on a small machine) or the quick one (tiny
-// shapes, well under a minute), for every ISA this library and CPU support.
-std::vector<CaseSpec> make_suite(bool quick);
-// Registers every case; quick also shortens the minimum time per case.
-void register_cases(const std::vector<CaseSpec>& cases, bool quick);
+std::vector<CaseSpec> make_suite(const SuiteOptions& o);
+// Repetitions per case the options ask for (the median is reported).
+int repetitions(const SuiteOptions& o);
+void register_cases(const std::vector<CaseSpec>& cases, const SuiteOptions& o);
+// Called with the case name when a case starts (its fixture is being built).
+void set_case_start_hook(std::function<void(const std::string&)> hook);
 // Frees the one case's buffers still held (call after RunSpecifiedBenchmarks).
 void release_fixtures();
 

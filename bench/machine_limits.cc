@@ -1,24 +1,35 @@
-// Peak multiply-add throughput and streaming read bandwidth, measured with plain C++ loops.
+// Peak multiply-add throughput and streaming read bandwidth of this machine, measured at start.
 //
-// What "peak" means here: the throughput of independent a*b+c chains (12 to 16 accumulators,
-// enough to hide the latency) on the widest vectors a given kernel ISA uses, counting 2 FLOPs
-// per lane (one multiply, one add, fused or not).
-//  - "scalar": the loop is compiled with the default flags, exactly like the library's scalar
-//    kernel table, whose loops are written to be auto-vectorised at the baseline width. So the
-//    probe uses 16-byte GNU vectors: on x86-64 that is SSE2 mulps + addps (no FMA in the
-//    baseline), on AArch64 NEON fmla. A kernel that does not vectorise at all can reach about
-//    a quarter of it.
-//  - "avx2" / "avx512": 32- / 64-byte vectors in functions compiled for that target (vfmadd),
-//    probed only when this CPU and OS can run them. They are the ceilings for future SIMD
-//    kernel tables; "neon" reuses the baseline probe on AArch64.
-// It is a practical ceiling (the same multiply-add mix the attention and GEMM inner loops
-// issue), not a datasheet number: turbo, SMT and the VM all show through.
+// Peak ("peak_gflops/<isa>/threads:T"): each probe is ONE inline-assembly loop on named vector
+// registers, so no compiler, optimisation level or register allocator can spill an accumulator
+// to the stack or fold the work away (an earlier C version relied on the optimiser keeping 12-16
+// locals in registers: at -O0 they all live in memory and the "peak" drops several-fold).
+//  - avx512: 24 independent chains  zmm_k = zmm_k * a + a  (vfmadd132ps, zmm0-23; a in zmm31).
+//    FMA latency is 4 cycles and two ports issue one each per cycle: 8 chains keep them busy,
+//    24 is 3x that.
+//  - avx2:   15 chains on ymm0-14 (a in ymm15), the most 16 registers allow (>= 2 x 8).
+//  - scalar: the library's scalar kernels are compiled for the baseline x86-64 target (SSE2,
+//    no FMA), where the compiler auto-vectorises at 4 floats with separate mulps and addps. The
+//    probe issues exactly that: 12 chains acc_k += a * b (mulps into a temporary, then addps),
+//    2 FLOPs per lane. A kernel that does not vectorise at all reaches a quarter of it.
+//  - AArch64 (neon, and scalar there): 24 chains  v_k += a * b  (fmla .4s, v0-23).
+//    SVE gets no probe of its own yet (its pct_peak is then 0, see MachineLimits::peak).
+// The chains converge to a finite fixed point (a < 1) or grow linearly (by a*b = 1e-7 per
+// round): no overflow, no denormals, every round costs the same. Each thread count takes the
+// best of several timed runs: anything else running on the machine only ever lowers a result.
 //
-// Bandwidth: a streaming sum over a buffer much larger than the last-level cache (512 MiB, or
-// 2x the LLC if that is larger), each thread reading its own contiguous slice, best of a few
-// passes. Bytes read / wall time, in 1e9 bytes per second.
+// Bandwidth ("read_gbps/threads:T"): a streaming read (sum of every float, several independent
+// accumulators, the widest vector loads this CPU has) of a buffer of max(1 GiB, 4 x the
+// last-level cache) bytes, far beyond the LLC, allocated exactly like the library's KV cache
+// (aligned_alloc(64) then zero fill: src/util/alloc.c) and first touched by the threads that
+// read it. Each thread reads its own contiguous slice; bytes / wall time of the slowest,
+// in 1e9 bytes per second; the best of a few passes. One thread: over its CPU time (the rate
+// while it runs, as for the peak); several: over wall time, since bandwidth is shared and the
+// threads must really run together (an all-thread figure below the one-thread one, which means
+// they did not, is raised to it).
 #include "machine_limits.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +37,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -41,170 +53,339 @@ MachineLimits g_limits;
 
 using Clock = std::chrono::steady_clock;
 
+double thread_cpu_seconds() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 // Runs body(t) for t < threads on `threads` std::threads released together; returns the wall
-// seconds from the release to the last one finishing.
-double run_parallel(int threads, const std::function<void(int)>& body) {
+// seconds from the release to the last one finishing, and each thread's own CPU seconds.
+double run_parallel(int threads, const std::function<void(int)>& body, std::vector<double>* cpu = nullptr) {
     std::atomic<int> ready{0};
     std::atomic<bool> go{false};
     std::vector<std::thread> pool;
+    std::vector<double> cpu_s(static_cast<size_t>(threads));
     pool.reserve(static_cast<size_t>(threads));
     for (int t = 0; t < threads; t++) {
         pool.emplace_back([&, t] {
             ready.fetch_add(1);
             while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+            const double c0 = thread_cpu_seconds();
             body(t);
+            cpu_s[static_cast<size_t>(t)] = thread_cpu_seconds() - c0;
         });
     }
     while (ready.load() < threads) std::this_thread::yield();
     const auto t0 = Clock::now();
     go.store(true, std::memory_order_release);
     for (auto& th : pool) th.join();
+    if (cpu) *cpu = cpu_s;
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 // ------------------------------------------------------------------ multiply-add probes
-// Each probe runs `iters` rounds of 12 (AVX-512: 16) independent acc = acc * a + b chains on VBYTES-wide
-// float vectors and returns a sum of the accumulators (so nothing is optimised away). a < 1
-// keeps every chain converging to a normal number: no overflow, no denormals.
-// The accumulators are named locals (not an array) so they live in registers at any -O level.
-#define MHB_REP12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-#define MHB_REP16(X) MHB_REP12(X) X(12) X(13) X(14) X(15)
-#define MHB_ACC_DECL(k) vf acc##k = zero + 0.01f * static_cast<float>(k + 1);
-#define MHB_ACC_STEP(k) acc##k = acc##k * a + b;
-#define MHB_ACC_SUM(k) for (int l = 0; l < lanes; l++) s += acc##k[l];
-#define MHB_FMA_PROBE(NAME, ATTR, VBYTES, REP)                 \
-    ATTR double NAME(long iters, float a_s, float b_s) {      \
-        typedef float vf __attribute__((vector_size(VBYTES))); \
-        const int lanes = (VBYTES) / 4;                        \
-        const vf zero = {};                                    \
-        const vf a = zero + a_s, b = zero + b_s;               \
-        REP(MHB_ACC_DECL)                                      \
-        for (long i = 0; i < iters; i++) {                     \
-            REP(MHB_ACC_STEP)                                  \
-        }                                                      \
-        double s = 0.0;                                        \
-        REP(MHB_ACC_SUM)                                       \
-        return s;                                              \
-    }
-
-MHB_FMA_PROBE(probe_baseline, , 16, MHB_REP12)
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define MHB_HAVE_X86_PROBES 1
-MHB_FMA_PROBE(probe_avx2, __attribute__((target("avx2,fma"))), 32, MHB_REP12)
-MHB_FMA_PROBE(probe_avx512, __attribute__((target("avx512f"))), 64, MHB_REP16)
-#endif
-
+// Every probe: probe(rounds, ab, out) runs `rounds` rounds of its chains (rounds >= 1), with
+// ab[0] = a and ab[1] = b, and stores one accumulator vector to out (64 bytes) so the work is
+// observable. Returns FLOPs per round (2 per lane per chain).
 struct FmaProbe {
     mh_isa isa;
-    double (*fn)(long, float, float);
-    int lanes, accumulators;
+    const char* what;
+    double (*fn)(long rounds, const float* ab, float* out);
 };
+
+#define MHB_STR2(x) #x
+#define MHB_STR(x) MHB_STR2(x)
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define MHB_X86_PROBES 1
+
+#define MHB_FMA512(k) "vfmadd132ps %%zmm31, %%zmm31, %%zmm" MHB_STR(k) "\n\t"
+#define MHB_INIT512(k) "vmovaps %%zmm30, %%zmm" MHB_STR(k) "\n\t"
+#define MHB_X24(X)                                                                          \
+    X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) \
+        X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23)
+
+__attribute__((target("avx512f"))) double probe_avx512(long rounds, const float* ab, float* out) {
+    __asm__ volatile(
+        "vbroadcastss (%[ab]), %%zmm31\n\t"
+        "vbroadcastss 4(%[ab]), %%zmm30\n\t" MHB_X24(MHB_INIT512)
+        "1:\n\t" MHB_X24(MHB_FMA512)
+        "dec %[n]\n\t"
+        "jnz 1b\n\t"
+        "vmovups %%zmm0, (%[out])\n\t"
+        "vzeroupper\n\t"
+        : [n] "+r"(rounds)
+        : [ab] "r"(ab), [out] "r"(out)
+        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20",
+          "xmm21", "xmm22", "xmm23", "xmm30", "xmm31", "memory", "cc");
+    return 2.0 * 16 * 24;
+}
+
+#define MHB_FMA256(k) "vfmadd132ps %%ymm15, %%ymm15, %%ymm" MHB_STR(k) "\n\t"
+#define MHB_INIT256(k) "vmovaps %%ymm14, %%ymm" MHB_STR(k) "\n\t"
+#define MHB_X14(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
+
+__attribute__((target("avx2,fma"))) double probe_avx2(long rounds, const float* ab, float* out) {
+    // 15 chains: ymm0-13 plus ymm14, which seeds the others and is then a chain itself.
+    __asm__ volatile(
+        "vbroadcastss (%[ab]), %%ymm15\n\t"
+        "vbroadcastss 4(%[ab]), %%ymm14\n\t" MHB_X14(MHB_INIT256)
+        "1:\n\t" MHB_X14(MHB_FMA256)
+        "vfmadd132ps %%ymm15, %%ymm15, %%ymm14\n\t"
+        "dec %[n]\n\t"
+        "jnz 1b\n\t"
+        "vmovups %%ymm0, (%[out])\n\t"
+        "vzeroupper\n\t"
+        : [n] "+r"(rounds)
+        : [ab] "r"(ab), [out] "r"(out)
+        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");
+    return 2.0 * 8 * 15;
+}
+
+// SSE2: acc_k += a * b as movaps a->t; mulps b,t; addps t,acc_k (12 accumulators xmm0-11,
+// a in xmm14, b in xmm15, temporaries xmm12/xmm13). The product is off the dependency chain,
+// as in a vectorised dot product.
+#define MHB_SSE(k, t)                          \
+    "movaps %%xmm14, %%xmm" MHB_STR(t) "\n\t"  \
+    "mulps %%xmm15, %%xmm" MHB_STR(t) "\n\t"   \
+    "addps %%xmm" MHB_STR(t) ", %%xmm" MHB_STR(k) "\n\t"
+#define MHB_SSEINIT(k) "xorps %%xmm" MHB_STR(k) ", %%xmm" MHB_STR(k) "\n\t"
+
+double probe_sse(long rounds, const float* ab, float* out) {
+    __asm__ volatile(
+        "movss (%[ab]), %%xmm14\n\t"
+        "shufps $0, %%xmm14, %%xmm14\n\t"
+        "movss 4(%[ab]), %%xmm15\n\t"
+        "shufps $0, %%xmm15, %%xmm15\n\t" MHB_SSEINIT(0) MHB_SSEINIT(1) MHB_SSEINIT(2) MHB_SSEINIT(3)
+            MHB_SSEINIT(4) MHB_SSEINIT(5) MHB_SSEINIT(6) MHB_SSEINIT(7) MHB_SSEINIT(8) MHB_SSEINIT(9)
+                MHB_SSEINIT(10) MHB_SSEINIT(11)
+        "1:\n\t" MHB_SSE(0, 12) MHB_SSE(1, 13) MHB_SSE(2, 12) MHB_SSE(3, 13) MHB_SSE(4, 12)
+            MHB_SSE(5, 13) MHB_SSE(6, 12) MHB_SSE(7, 13) MHB_SSE(8, 12) MHB_SSE(9, 13)
+                MHB_SSE(10, 12) MHB_SSE(11, 13)
+        "dec %[n]\n\t"
+        "jnz 1b\n\t"
+        "movups %%xmm0, (%[out])\n\t"
+        : [n] "+r"(rounds)
+        : [ab] "r"(ab), [out] "r"(out)
+        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");
+    return 2.0 * 4 * 12;
+}
+#endif
+
+#if defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+#define MHB_ARM_PROBES 1
+#define MHB_FMLA(k) "fmla v" MHB_STR(k) ".4s, v30.4s, v31.4s\n\t"
+#define MHB_ZERO(k) "movi v" MHB_STR(k) ".16b, #0\n\t"
+#define MHB_A24(X)                                                                          \
+    X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) \
+        X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23)
+double probe_neon(long rounds, const float* ab, float* out) {
+    __asm__ volatile(
+        "ld1r {v30.4s}, [%[ab]]\n\t"
+        "add x9, %[ab], #4\n\t"
+        "ld1r {v31.4s}, [x9]\n\t" MHB_A24(MHB_ZERO)
+        "1:\n\t" MHB_A24(MHB_FMLA)
+        "subs %[n], %[n], #1\n\t"
+        "b.ne 1b\n\t"
+        "st1 {v0.4s}, [%[out]]\n\t"
+        : [n] "+r"(rounds)
+        : [ab] "r"(ab), [out] "r"(out)
+        : "x9", "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12",
+          "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v30",
+          "v31", "memory", "cc");
+    return 2.0 * 4 * 24;
+}
+#endif
 
 std::vector<FmaProbe> available_probes() {
     std::vector<FmaProbe> out;
-#if defined(__aarch64__)
-    out.push_back({MH_ISA_SCALAR, probe_baseline, 4, 12});
-    out.push_back({MH_ISA_NEON, probe_baseline, 4, 12});
-#else
-    out.push_back({MH_ISA_SCALAR, probe_baseline, 4, 12});
-#endif
-#if defined(MHB_HAVE_X86_PROBES)
+#if defined(MHB_X86_PROBES)
+    out.push_back({MH_ISA_SCALAR, "SSE2 mulps+addps, 12 chains", probe_sse});
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        out.push_back({MH_ISA_AVX2, probe_avx2, 8, 12});
-    if (__builtin_cpu_supports("avx512f")) out.push_back({MH_ISA_AVX512, probe_avx512, 16, 16});
+        out.push_back({MH_ISA_AVX2, "AVX2 vfmadd 8 lanes, 15 chains", probe_avx2});
+    if (__builtin_cpu_supports("avx512f"))
+        out.push_back({MH_ISA_AVX512, "AVX-512 vfmadd 16 lanes, 24 chains", probe_avx512});
+#elif defined(MHB_ARM_PROBES)
+    out.push_back({MH_ISA_SCALAR, "NEON fmla 4 lanes, 24 chains", probe_neon});
+    out.push_back({MH_ISA_NEON, "NEON fmla 4 lanes, 24 chains", probe_neon});
 #endif
     return out;
 }
 
-volatile float g_a = 0.9999999f, g_b = 1e-7f;  // volatile: the compiler cannot fold the probes
 volatile double g_sink = 0.0;
+const float g_ab[2] = {0.9999999f, 1e-7f};
 
 double measure_fma(const FmaProbe& p, int threads, bool quick) {
-    const double target_s = quick ? 0.03 : 0.08;
-    // Calibrate the round count on one thread, then keep the best of several short timed runs
-    // (the best, because anything else running on the machine only ever lowers it).
-    long iters = 1 << 14;
+    alignas(64) float out[16];
+    const double target_s = quick ? 0.02 : 0.06;
+    // Calibrate the round count on one thread, then keep the best of several timed runs.
+    long rounds = 1 << 12;
+    double flops_per_round = 0;
     for (;;) {
         const auto t0 = Clock::now();
-        g_sink = g_sink + p.fn(iters, g_a, g_b);
+        flops_per_round = p.fn(rounds, g_ab, out);
         const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-        if (s > 0.01 || iters > (1L << 40)) {
-            iters = std::max(1L, static_cast<long>(static_cast<double>(iters) * target_s / s));
+        g_sink = g_sink + out[0];
+        if (s > 0.005 || rounds > (1L << 40)) {
+            rounds = std::max(1L, static_cast<long>(static_cast<double>(rounds) * target_s / s));
             break;
         }
-        iters *= 8;
+        rounds *= 8;
     }
+    // Each thread's rate is its FLOPs over its own CPU time, and the result their sum: the
+    // multiply-add units' throughput while the probe runs on them, which other processes on a
+    // shared machine cannot deflate by taking the core away (they only ever lower a wall-clock
+    // figure). Valid for thread counts up to the number of cores, which is what is measured.
     double best = 0.0;
-    const int reps = quick ? 3 : 6;
+    const int reps = quick ? 3 : 5;
     for (int rep = 0; rep < reps; rep++) {
-        std::vector<double> sinks(static_cast<size_t>(threads));
-        const double s = run_parallel(threads, [&](int t) {
-            sinks[static_cast<size_t>(t)] = p.fn(iters, g_a, g_b);
-        });
-        for (double v : sinks) g_sink = g_sink + v;
-        const double flops = 2.0 * p.lanes * p.accumulators * static_cast<double>(iters) * threads;
-        best = std::max(best, flops / s * 1e-9);
+        std::vector<float> outs(static_cast<size_t>(threads) * 16);
+        std::vector<double> cpu;
+        run_parallel(threads, [&](int t) {
+            alignas(64) float o[16];
+            p.fn(rounds, g_ab, o);
+            outs[static_cast<size_t>(t) * 16] = o[0];
+        }, &cpu);
+        double rate = 0;
+        for (int t = 0; t < threads; t++) {
+            g_sink = g_sink + outs[static_cast<size_t>(t) * 16];
+            rate += flops_per_round * static_cast<double>(rounds) / std::max(cpu[static_cast<size_t>(t)], 1e-9);
+        }
+        best = std::max(best, rate * 1e-9);
     }
     return best;
 }
 
 // ------------------------------------------------------------------ read bandwidth
-double sum_slice(const float* p, size_t n) {
+// Sum of n floats (n a multiple of 64) with 8 independent accumulators.
+double sum_baseline(const float* p, size_t n) {
     typedef float v4 __attribute__((vector_size(16)));
-    v4 acc[8] = {};
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        for (int k = 0; k < 8; k++) {
-            v4 x;
-            std::memcpy(&x, p + i + 4 * static_cast<size_t>(k), sizeof x);
-            acc[k] += x;
-        }
+    v4 a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {};
+    for (size_t i = 0; i < n; i += 32) {
+        v4 x[8];
+        std::memcpy(x, p + i, sizeof x);
+        a0 += x[0], a1 += x[1], a2 += x[2], a3 += x[3], a4 += x[4], a5 += x[5], a6 += x[6], a7 += x[7];
     }
-    double s = 0.0;
-    for (; i < n; i++) s += p[i];
-    for (int k = 0; k < 8; k++)
-        for (int l = 0; l < 4; l++) s += acc[k][l];
-    return s;
+    const v4 s = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));
+    return static_cast<double>(s[0]) + s[1] + s[2] + s[3];
+}
+
+#if defined(MHB_X86_PROBES)
+__attribute__((target("avx512f"))) double sum_avx512(const float* p, size_t n) {
+    typedef float v16 __attribute__((vector_size(64)));
+    v16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+    for (size_t i = 0; i < n; i += 64) {
+        v16 x[4];
+        std::memcpy(x, p + i, sizeof x);
+        a0 += x[0], a1 += x[1], a2 += x[2], a3 += x[3];
+    }
+    const v16 s = (a0 + a1) + (a2 + a3);
+    double r = 0;
+    for (int l = 0; l < 16; l++) r += s[l];
+    return r;
+}
+__attribute__((target("avx2"))) double sum_avx2(const float* p, size_t n) {
+    typedef float v8 __attribute__((vector_size(32)));
+    v8 a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {};
+    for (size_t i = 0; i < n; i += 64) {
+        v8 x[8];
+        std::memcpy(x, p + i, sizeof x);
+        a0 += x[0], a1 += x[1], a2 += x[2], a3 += x[3], a4 += x[4], a5 += x[5], a6 += x[6], a7 += x[7];
+    }
+    const v8 s = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));
+    double r = 0;
+    for (int l = 0; l < 8; l++) r += s[l];
+    return r;
+}
+#endif
+
+using SumFn = double (*)(const float*, size_t);
+
+SumFn best_sum(const char** name) {
+#if defined(MHB_X86_PROBES)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return *name = "avx512 loads", sum_avx512;
+    if (__builtin_cpu_supports("avx2")) return *name = "avx2 loads", sum_avx2;
+#endif
+    return *name = "16-byte loads", sum_baseline;
+}
+
+long read_llc_bytes() {
+    // sysfs first (what the kernel reports for this CPU's last cache level), then the C library.
+    for (int idx = 4; idx >= 0; idx--) {
+        const std::string base = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(idx) + "/";
+        std::ifstream lv(base + "level"), sz(base + "size");
+        int level = 0;
+        std::string size;
+        if (!(lv >> level) || !(sz >> size) || level < 2) continue;
+        long v = std::atol(size.c_str());
+        if (!size.empty() && (size.back() == 'K' || size.back() == 'k')) v <<= 10;
+        if (!size.empty() && size.back() == 'M') v <<= 20;
+        if (v > 0) return v;
+    }
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l3 > 0) return l3;
+#endif
+    return 0;
 }
 
 void measure_bandwidth(const std::vector<int>& thread_counts, bool quick) {
-    long llc = 0;
-#if defined(_SC_LEVEL3_CACHE_SIZE)
-    llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (llc < 0) llc = 0;
-#endif
+    const long llc = read_llc_bytes();
     g_limits.llc_bytes = llc;
-    size_t bytes = size_t{512} << 20;
-    if (static_cast<size_t>(llc) * 2 > bytes) bytes = static_cast<size_t>(llc) * 2;
+    size_t bytes = quick ? size_t{512} << 20 : size_t{1} << 30;
+    if (static_cast<size_t>(llc) * 4 > bytes) bytes = static_cast<size_t>(llc) * 4;
     bytes = (bytes + 4095) / 4096 * 4096;
     g_limits.bw_buffer_bytes = bytes;
+    const int max_threads = *std::max_element(thread_counts.begin(), thread_counts.end());
+    // Like mh_alloc: aligned_alloc(64, ...) then zero fill; the fill is split over the threads
+    // so every page is first touched by a thread that will read it.
     AlignedBuffer buf(bytes);
     float* data = buf.as<float>();
     const size_t n = bytes / sizeof(float);
-    const int max_threads = *std::max_element(thread_counts.begin(), thread_counts.end());
-    // First touch from the threads that will read, then read.
+    auto slice = [n](int t, int threads, size_t* lo, size_t* hi) {
+        const size_t per = n / static_cast<size_t>(threads) / 64 * 64;
+        *lo = per * static_cast<size_t>(t);
+        *hi = *lo + per;
+    };
     run_parallel(max_threads, [&](int t) {
-        const size_t lo = n * static_cast<size_t>(t) / static_cast<size_t>(max_threads);
-        const size_t hi = n * static_cast<size_t>(t + 1) / static_cast<size_t>(max_threads);
-        std::fill(data + lo, data + hi, 1.0f);
+        size_t lo, hi;
+        slice(t, max_threads, &lo, &hi);
+        if (t == max_threads - 1) hi = n;
+        std::memset(data + lo, 0, (hi - lo) * sizeof(float));
     });
+    const char* how = "";
+    const SumFn sum = best_sum(&how);
+    g_limits.bw_method = how;
     const int passes = quick ? 2 : 4;
     for (int threads : thread_counts) {
         double best = 0.0;
+        size_t lo, hi;
+        slice(0, threads, &lo, &hi);
+        const double total = static_cast<double>(hi - lo) * sizeof(float) * threads;
         for (int rep = 0; rep < passes; rep++) {
-            std::vector<double> sinks(static_cast<size_t>(threads));
+            std::vector<double> sinks(static_cast<size_t>(threads)), cpu;
             const double s = run_parallel(threads, [&](int t) {
-                const size_t lo = n * static_cast<size_t>(t) / static_cast<size_t>(threads);
-                const size_t hi = n * static_cast<size_t>(t + 1) / static_cast<size_t>(threads);
-                sinks[static_cast<size_t>(t)] = sum_slice(data + lo, hi - lo);
-            });
+                size_t l, h;
+                slice(t, threads, &l, &h);
+                sinks[static_cast<size_t>(t)] = sum(data + l, h - l);
+            }, &cpu);
             for (double v : sinks) g_sink = g_sink + v;
-            best = std::max(best, static_cast<double>(bytes) / s * 1e-9);
+            // one thread: its own CPU time (the rate while it runs); several: wall time
+            const double secs = threads == 1 ? std::max(cpu[0], 1e-9) : s;
+            best = std::max(best, total / secs * 1e-9);
         }
+        // More threads never have less bandwidth than one: on a shared machine a low all-thread
+        // figure means the threads did not all get a core.
+        if (threads > 1) best = std::max(best, g_limits.bandwidth(1));
         g_limits.read_gbps[threads] = best;
-        std::fprintf(stderr, "machine: read bandwidth, %d thread(s): %.1f GB/s (%zu MiB buffer)\n",
-                     threads, best, bytes >> 20);
+        std::fprintf(stderr, "machine: read bandwidth, %d thread(s): %.1f GB/s (%zu MiB buffer, LLC %ld MiB, %s)\n",
+                     threads, best, bytes >> 20, llc >> 20, how);
     }
 }
 
@@ -232,8 +413,9 @@ void measure_machine_limits(const std::vector<int>& thread_counts, bool quick) {
         for (int threads : thread_counts) {
             const double g = measure_fma(p, threads, quick);
             g_limits.peak_gflops[{static_cast<int>(p.isa), threads}] = g;
-            std::fprintf(stderr, "machine: peak multiply-add, %s, %d thread(s): %.1f GFLOP/s\n",
-                         mh_isa_name(p.isa), threads, g);
+            g_limits.peak_method[static_cast<int>(p.isa)] = p.what;
+            std::fprintf(stderr, "machine: peak multiply-add, %s (%s), %d thread(s): %.1f GFLOP/s\n",
+                         mh_isa_name(p.isa), p.what, threads, g);
         }
     }
     measure_bandwidth(thread_counts, quick);
@@ -246,10 +428,15 @@ void add_machine_limits_context() {
                                         "/threads:" + std::to_string(kv.first.second),
                                     fmt(kv.second));
     }
+    for (const auto& kv : g_limits.peak_method)
+        benchmark::AddCustomContext(std::string("peak_probe/") + mh_isa_name(static_cast<mh_isa>(kv.first)),
+                                    kv.second);
     for (const auto& kv : g_limits.read_gbps)
         benchmark::AddCustomContext("read_gbps/threads:" + std::to_string(kv.first), fmt(kv.second));
-    if (g_limits.bw_buffer_bytes)
+    if (g_limits.bw_buffer_bytes) {
         benchmark::AddCustomContext("read_buffer_bytes", std::to_string(g_limits.bw_buffer_bytes));
+        benchmark::AddCustomContext("read_probe", g_limits.bw_method);
+    }
     if (g_limits.llc_bytes) benchmark::AddCustomContext("llc_bytes", std::to_string(g_limits.llc_bytes));
 }
 

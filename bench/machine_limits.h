@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -16,9 +17,11 @@ namespace mhb {
 
 struct MachineLimits {
     std::map<std::pair<int, int>, double> peak_gflops;  // (mh_isa, threads) -> GFLOP/s
+    std::map<int, const char*> peak_method;              // mh_isa -> what the probe issues
     std::map<int, double> read_gbps;                     // threads -> GB/s (1e9 bytes/s)
     size_t bw_buffer_bytes = 0;
-    long llc_bytes = 0;  // as the C library reports it; 0 if unknown
+    const char* bw_method = "";
+    long llc_bytes = 0;  // last-level cache (sysfs, else the C library); 0 if unknown
 
     // 0 when not measured (the counter that needs it is then left out).
     double peak(mh_isa isa, int threads) const;

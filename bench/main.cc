@@ -1,39 +1,71 @@
 // mh_bench: the multihead benchmark harness (Google Benchmark, public API only).
 //
-//   mh_bench [--mh_quick] [--benchmark_* flags...]
+//   mh_bench [options] [--benchmark_* flags...]
 //
-// --mh_quick (or MH_BENCH_QUICK=1 in the environment) runs the tiny-shape suite in well under a
-// minute. Every --benchmark_* flag works as usual (--benchmark_filter=REGEX,
-// --benchmark_out=FILE --benchmark_out_format=json, --benchmark_list_tests, ...).
+//   --mh_quick               the tiny-shape suite, well under a minute (or MH_BENCH_QUICK=1)
+//   --mh_threads=N           every case at N threads (default: 1 thread, plus a thread-scaling
+//                            set at every processor)
+//   --weights=FILE           the layer modes start from this attention layer (safetensors,
+//                            PyTorch names: safetensors.h) instead of a seeded MHA layer
+//   --heads=H                its number of query heads (else the file's __metadata__)
+//   --mh_weights_prefix=P    tensor name prefix, e.g. model.layers.0.self_attn. (default: found)
+//   --mh_min_time=S          seconds per repetition (default 0.1; quick 0.02)
+//   --mh_repetitions=R       repetitions per case, the median reported (default 3; quick 1)
+//   --mh_selfcheck           run the harness's own checks (safetensors loader errors, weight
+//                            derivation, oracle, baseline) and exit
+//   --mh_write_example=FILE  write a seeded MHA layer (d_model 256, H 8) as F16 safetensors
+//   --mh_list                print the case names of the suite and exit
+// Every --benchmark_* flag works as usual (--benchmark_filter=REGEX, --benchmark_out=FILE
+// --benchmark_out_format=json, ...). Options taking a value accept "--opt=V" and "--opt V".
 //
 // Start-up measures the machine limits (machine_limits.cc) and records them, with the library
-// version and ISAs, in the JSON "context". The console shows a short set of counters per case;
-// the JSON file gets all of them (cases.cc lists them).
+// version, ISAs, CPU and memory, in the JSON "context". The console shows one table row per
+// case (the median of its repetitions, and cv, the time's coefficient of variation over them);
+// the name is printed when the case starts, so the running case is always visible.
+#include <sys/utsname.h>
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 
+#include "bench_util.h"
+#include "blas_baseline.h"
 #include "cases.h"
 #include "machine_limits.h"
+#include "model.h"
+#include "safetensors.h"
+
+#if defined(MHB_HAVE_OPENBLAS)
+#include <cblas.h>
+#include <strings.h>
+#endif
+
+int mh_bench_selfcheck();  // selfcheck.cc
 
 namespace {
 
-// Every case runs with UseRealTime() (and some with MinTime() or Iterations()), for which
-// Google Benchmark appends /real_time, /min_time:X, /iterations:N to the name. The reports drop
-// those suffixes so names stay mode/variant/shape/dtype/isa/threads:T (the timing is recorded
-// once in the context as mh_timing). --benchmark_filter still sees the full internal names.
+// Google Benchmark appends /real_time, /min_time:X, /iterations:N, /repeats:R to names; the
+// reports drop them so names stay mode/variant/shape/kvdtype/isa/threads:T. --benchmark_filter still sees
+// the full internal names.
 void clean_name(benchmark::BenchmarkReporter::Run& r) {
     r.run_name.min_time.clear();
     r.run_name.min_warmup_time.clear();
     r.run_name.iterations.clear();
     r.run_name.time_type.clear();
+    r.run_name.repetitions.clear();
 }
 
 class CleanJSONReporter : public benchmark::JSONReporter {
@@ -45,30 +77,127 @@ public:
     }
 };
 
-// The console reporter with clean names and only the headline counters, so a line fits a
-// terminal; the values are final, so they are shown without the "/s" of rate counters.
-class ShortConsoleReporter : public benchmark::ConsoleReporter {
+std::string si(double v, int prec = 2) {
+    char b[32];
+    const char* suffix = "";
+    double a = std::fabs(v);
+    if (a >= 1e9) v /= 1e9, suffix = "G";
+    else if (a >= 1e6) v /= 1e6, suffix = "M";
+    else if (a >= 1e3) v /= 1e3, suffix = "k";
+    std::snprintf(b, sizeof b, "%.*f%s", prec, v, suffix);
+    return b;
+}
+
+// One row per case: the name is printed when the case starts (the hook), the numbers when it
+// ends, so the running case is always on screen, in a terminal or a log.
+class TableReporter : public benchmark::BenchmarkReporter {
 public:
-    using benchmark::ConsoleReporter::ConsoleReporter;
-    void ReportRuns(const std::vector<Run>& runs) override {
-        static const char* const keep[] = {"gflops", "pct_peak", "gbps", "pct_bw", "tokens_per_s", "rel_l2_err"};
-        std::vector<Run> shown = runs;
-        for (Run& r : shown) {
-            clean_name(r);
-            benchmark::UserCounters c;
-            for (const char* k : keep) {
-                auto it = r.counters.find(k);
-                if (it == r.counters.end()) continue;
-                c[k] = it->second;
-                c[k].flags = benchmark::Counter::kDefaults;
-            }
-            r.counters = c;
-        }
-        benchmark::ConsoleReporter::ReportRuns(shown);
+    explicit TableReporter(size_t name_width) : w_(name_width) {}
+
+    bool ReportContext(const Context&) override {
+        std::printf("%-*s %10s %5s %8s %6s %8s %6s %8s %9s %9s\n", static_cast<int>(w_), "case", "ms/call", "cv",
+                    "GFLOP/s", "%peak", "GB/s", "%bw", "tok/s", "rel_err", "fidelity");
+        std::printf("%s\n", std::string(w_ + 81, '-').c_str());
+        std::fflush(stdout);
+        return true;
     }
+    void start(const std::string& name) {
+        std::printf("%-*s", static_cast<int>(w_), name.c_str());
+        std::fflush(stdout);
+        open_ = true;
+    }
+    // With repetitions the runs are aggregates (mean, median, stddev, cv): the row shows the
+    // median and the time's cv; a single repetition reports its one run.
+    void ReportRuns(const std::vector<Run>& runs) override {
+        const Run* row = nullptr;
+        double cv = -1;
+        for (const Run& r : runs) {
+            if (r.error_occurred) {
+                row = &r;
+                break;
+            }
+            if (r.run_type == Run::RT_Aggregate) {
+                if (r.aggregate_name == "median") row = &r;
+                if (r.aggregate_name == "cv") cv = r.real_accumulated_time;
+            } else if (!row) {
+                row = &r;
+            }
+        }
+        if (!row) return;
+        Run r = *row;
+        clean_name(r);
+        if (!open_) std::printf("%-*s", static_cast<int>(w_), r.run_name.str().c_str());
+        open_ = false;
+        if (r.error_occurred) {
+            std::printf(" ERROR: %s\n", r.error_message.c_str());
+            errors_++;
+            std::fflush(stdout);
+            return;
+        }
+        auto c = [&r](const char* k) {
+            auto it = r.counters.find(k);
+            return it == r.counters.end() ? 0.0 : it->second.value;
+        };
+        const double ms = r.GetAdjustedRealTime() * (r.time_unit == benchmark::kMillisecond ? 1.0
+                                                     : r.time_unit == benchmark::kMicrosecond ? 1e-3
+                                                     : r.time_unit == benchmark::kNanosecond ? 1e-6
+                                                                                              : 1e3);
+        char err[16], fid[16], cvs[16];
+        std::snprintf(err, sizeof err, "%.1e", c("rel_l2_err"));
+        if (c("fidelity_rel_l2") < 0) std::snprintf(fid, sizeof fid, "-");
+        else std::snprintf(fid, sizeof fid, "%.3f", c("fidelity_rel_l2"));
+        if (cv < 0) std::snprintf(cvs, sizeof cvs, "-");
+        else std::snprintf(cvs, sizeof cvs, "%.0f%%", 100.0 * cv);
+        std::printf(" %10.3f %5s %8.1f %6.1f %8.2f %6.1f %8s %9s %9s%s\n", ms, cvs, c("gflops"), c("pct_peak"), c("gbps"),
+                    c("pct_bw"), si(c("tokens_per_s"), 1).c_str(), err, fid, c("cold") > 0 ? "  cold" : "");
+        std::fflush(stdout);
+    }
+    int errors() const { return errors_; }
+
+private:
+    size_t w_;
+    bool open_ = false;
+    int errors_ = 0;
 };
 
-// The value of --name=value (last one wins), or "" if absent.
+// --name=value or --name value (last one wins); removes it from argv. Returns whether found.
+bool take_value(int* argc, char** argv, std::initializer_list<const char*> names, std::string* value) {
+    bool found = false;
+    int w = 1;
+    for (int i = 1; i < *argc; i++) {
+        bool used = false;
+        for (const char* n : names) {
+            const size_t len = std::strlen(n);
+            if (std::strncmp(argv[i], n, len) == 0 && argv[i][len] == '=') {
+                *value = argv[i] + len + 1, found = used = true;
+            } else if (std::strcmp(argv[i], n) == 0 && i + 1 < *argc) {
+                *value = argv[++i], found = used = true;
+            }
+        }
+        if (!used) argv[w++] = argv[i];
+    }
+    *argc = w;
+    argv[w] = nullptr;
+    return found;
+}
+
+bool truthy(const std::string& v) { return !(v.empty() || v == "0" || v == "false" || v == "no"); }
+
+// --name or --name=BOOL; removes it.
+bool take_flag(int* argc, char** argv, const char* name) {
+    bool out = false;
+    int w = 1;
+    const size_t len = std::strlen(name);
+    for (int i = 1; i < *argc; i++) {
+        if (std::strcmp(argv[i], name) == 0) out = true;
+        else if (std::strncmp(argv[i], name, len) == 0 && argv[i][len] == '=') out = truthy(argv[i] + len + 1);
+        else argv[w++] = argv[i];
+    }
+    *argc = w;
+    argv[w] = nullptr;
+    return out;
+}
+
 std::string flag_value(int argc, char** argv, const char* name) {
     std::string out;
     const std::string p = std::string(name) + "=";
@@ -77,90 +206,195 @@ std::string flag_value(int argc, char** argv, const char* name) {
     return out;
 }
 
-bool truthy(const std::string& v);
-
-// A boolean flag given as --name or --name=value (last one wins).
-bool bool_flag(int argc, char** argv, const char* name) {
-    bool out = false;
-    const std::string n = name, p = n + "=";
-    for (int i = 1; i < argc; i++) {
-        if (n == argv[i]) out = true;
-        else if (std::strncmp(argv[i], p.c_str(), p.size()) == 0) out = truthy(argv[i] + p.size());
-    }
-    return out;
+std::string read_first(const char* path, const char* key) {
+    std::ifstream f(path);
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind(key, 0) == 0) {
+            const size_t c = line.find(':');
+            std::string v = c == std::string::npos ? line : line.substr(c + 1);
+            v.erase(0, v.find_first_not_of(" \t"));
+            return v;
+        }
+    return "";
 }
 
-bool truthy(const std::string& v) { return !(v.empty() || v == "0" || v == "false" || v == "no"); }
+void add_machine_context(const mhb::SuiteOptions& o, const std::string& weights_desc) {
+    benchmark::AddCustomContext("mh_version", mh_version_string());
+    mh_isa def = MH_ISA_SCALAR;
+    if (mh_isa_default(&def) == MH_OK) benchmark::AddCustomContext("mh_isa_default", mh_isa_name(def));
+    std::string isas;
+    for (int i = 1; i < MH_ISA_COUNT; i++)
+        if (mh_isa_supported(static_cast<mh_isa>(i))) isas += std::string(isas.empty() ? "" : ",") + mh_isa_name(static_cast<mh_isa>(i));
+    benchmark::AddCustomContext("mh_isas_supported", isas);
+    benchmark::AddCustomContext("mh_suite", o.quick ? "quick" : "default");
+    const int reps = mhb::repetitions(o);
+    benchmark::AddCustomContext("mh_timing", "real_time (wall clock) for every case; " + std::to_string(reps) +
+                                                 (reps > 1 ? " repetitions per case, the median reported" : " repetition per case"));
+    benchmark::AddCustomContext("mh_weights", weights_desc);
+    benchmark::AddCustomContext("mh_blas", mhb::blas_description());
+#if defined(MHB_HAVE_OPENBLAS)
+    {
+        const char* core = openblas_get_corename();
+        std::string note = std::string(core ? core : "?");
+        if (const char* det = std::getenv("MHB_OPENBLAS_DETECTED"))
+            note += std::string(" (set by mh_bench through OPENBLAS_CORETYPE: OpenBLAS detected ") + det +
+                    ", its generic kernels, on this CPU model)";
+        else if (std::getenv("OPENBLAS_CORETYPE"))
+            note += " (OPENBLAS_CORETYPE from the environment)";
+        benchmark::AddCustomContext("mh_blas_coretype", note);
+    }
+#endif
+    const std::string cpu = read_first("/proc/cpuinfo", "model name");
+    if (!cpu.empty()) benchmark::AddCustomContext("mh_cpu_model", cpu);
+    const std::string fam = read_first("/proc/cpuinfo", "cpu family"), model = read_first("/proc/cpuinfo", "model\t");
+    const std::string vendor = read_first("/proc/cpuinfo", "vendor_id"), stepping = read_first("/proc/cpuinfo", "stepping");
+    if (!fam.empty())
+        benchmark::AddCustomContext("mh_cpu_id", vendor + " family " + fam + " model " + model + " stepping " + stepping);
+    const std::string flags = read_first("/proc/cpuinfo", "flags");
+    if (!flags.empty()) benchmark::AddCustomContext("mh_hypervisor", flags.find(" hypervisor") != std::string::npos ? "yes (a virtual machine)" : "no");
+    const std::string mem = read_first("/proc/meminfo", "MemTotal");
+    if (!mem.empty()) benchmark::AddCustomContext("mh_mem_total", mem);
+    struct utsname u;
+    if (uname(&u) == 0) benchmark::AddCustomContext("mh_os", std::string(u.sysname) + " " + u.release + " " + u.machine);
+#if defined(__clang__)
+    benchmark::AddCustomContext("mh_bench_compiler", std::string("clang ") + __clang_version__);
+#elif defined(__GNUC__)
+    benchmark::AddCustomContext("mh_bench_compiler", std::string("gcc ") + __VERSION__);
+#endif
+    benchmark::AddCustomContext("mh_hardware_threads", std::to_string(std::thread::hardware_concurrency()));
+    const bool clear_refs = mhb::reset_peak_rss();
+    benchmark::AddCustomContext("peak_rss_method",
+                                clear_refs ? "RSS growth of the case: VmHWM (reset via /proc/self/clear_refs at case start) minus VmRSS before setup"
+                                           : "process peak RSS (VmHWM/ru_maxrss, not resettable here) minus VmRSS before setup");
+}
+
+// OpenBLAS picks its kernels from the CPU model at load time and falls back to old generic
+// ones for models it does not know (0.3.21 on a 2023 Xeon: "Prescott", SSE3, ~10x below its
+// AVX-512 kernels). The baseline must be what OpenBLAS can do on this CPU, so when it chose a
+// generic core and the CPU has AVX-512 (AVX2+FMA), mh_bench restarts itself once with
+// OPENBLAS_CORETYPE=SkylakeX (Haswell), which OpenBLAS reads at load time. A user's own
+// OPENBLAS_CORETYPE is left alone. The context records both (mh_blas_coretype).
+void fix_openblas_core(char** argv) {
+#if defined(MHB_HAVE_OPENBLAS) && defined(__x86_64__)
+    if (std::getenv("OPENBLAS_CORETYPE")) return;
+    const char* core = openblas_get_corename();
+    if (!core) return;
+    for (const char* good : {"haswell", "skylakex", "cooperlake", "sapphirerapids", "zen"})
+        if (strcasecmp(core, good) == 0) return;
+    __builtin_cpu_init();
+    const char* want = nullptr;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
+        want = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        want = "Haswell";
+    if (!want) return;
+    setenv("OPENBLAS_CORETYPE", want, 1);
+    setenv("MHB_OPENBLAS_DETECTED", core, 1);
+    execv("/proc/self/exe", argv);  // only returns on failure: carry on with the detected core
+    unsetenv("OPENBLAS_CORETYPE");
+#else
+    (void)argv;
+#endif
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
+    fix_openblas_core(argv);
+#if defined(__GLIBC__)
+    // peak_rss_bytes is a case's RSS growth: every buffer of 1 MiB or more gets its own mapping
+    // and goes back to the system when freed, and the heap top is trimmed, so one case's memory
+    // is neither counted in, nor silently reused by, the next (glibc otherwise raises its mmap
+    // threshold after the first large free and keeps freed memory resident).
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 20);
+#endif
     // Our own flags first; they are removed so Google Benchmark does not reject them.
-    bool quick = false;
-    if (const char* e = std::getenv("MH_BENCH_QUICK")) quick = truthy(e);
-    {
-        int w = 1;
-        for (int i = 1; i < argc; i++) {
-            if (std::strcmp(argv[i], "--mh_quick") == 0 || std::strcmp(argv[i], "--mh_quick=true") == 0 ||
-                std::strcmp(argv[i], "--mh_quick=1") == 0) {
-                quick = true;
-            } else if (std::strcmp(argv[i], "--mh_quick=false") == 0 || std::strcmp(argv[i], "--mh_quick=0") == 0) {
-                quick = false;
-            } else {
-                argv[w++] = argv[i];
-            }
-        }
-        argc = w;
-        argv[argc] = nullptr;
+    mhb::SuiteOptions opt;
+    if (const char* e = std::getenv("MH_BENCH_QUICK")) opt.quick = truthy(e);
+    if (take_flag(&argc, argv, "--mh_quick")) opt.quick = true;
+    const bool selfcheck = take_flag(&argc, argv, "--mh_selfcheck");
+    const bool list = take_flag(&argc, argv, "--mh_list");
+    std::string v, weights_path, prefix, example;
+    int heads = 0;
+    if (take_value(&argc, argv, {"--mh_threads", "--threads"}, &v)) opt.threads = std::atoi(v.c_str());
+    if (take_value(&argc, argv, {"--mh_min_time"}, &v)) opt.min_time = std::atof(v.c_str());
+    if (take_value(&argc, argv, {"--mh_repetitions"}, &v)) opt.repetitions = std::atoi(v.c_str());
+    take_value(&argc, argv, {"--weights", "--mh_weights"}, &weights_path);
+    if (take_value(&argc, argv, {"--heads", "--mh_heads"}, &v)) heads = std::atoi(v.c_str());
+    take_value(&argc, argv, {"--mh_weights_prefix"}, &prefix);
+    take_value(&argc, argv, {"--mh_write_example"}, &example);
+    if (opt.threads < 0) {
+        std::fprintf(stderr, "mh_bench: --mh_threads must be >= 1\n");
+        return 2;
     }
+
+    if (selfcheck) return mh_bench_selfcheck();
+    if (!example.empty()) {
+        const mhb::LayerWeights w = mhb::random_mha_layer(256, 8, 32, 256, true, 7);
+        const std::vector<uint8_t> bytes = mhb::encode_attention_layer(w, "F16", "", true);
+        FILE* f = std::fopen(example.c_str(), "wb");
+        if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fclose(f) != 0) {
+            std::fprintf(stderr, "mh_bench: cannot write %s\n", example.c_str());
+            return 1;
+        }
+        std::printf("wrote %s: one MHA layer, d_model 256, 8 heads of 32, with biases, F16 (%zu bytes)\n",
+                    example.c_str(), bytes.size());
+        return 0;
+    }
+
+    mhb::LayerWeights file_layer;
+    std::string weights_desc = "seeded MHA layers (uniform +-1/sqrt(fan_in), no bias)";
+    if (!weights_path.empty()) {
+        std::string err;
+        if (!mhb::load_attention_layer_file(weights_path, heads, prefix, &file_layer, &err)) {
+            std::fprintf(stderr, "mh_bench: --weights: %s\n", err.c_str());
+            return 2;
+        }
+        opt.file_layer = &file_layer;
+        weights_desc = weights_path + " (d_model " + std::to_string(file_layer.d_model) + ", H " +
+                       std::to_string(file_layer.n_heads) + ", Hkv " + std::to_string(file_layer.n_kv_heads) + ", D " +
+                       std::to_string(file_layer.head_dim) + (file_layer.bias ? ", bias" : "") + ")";
+        std::fprintf(stderr, "mh_bench: layer modes use %s\n", weights_desc.c_str());
+    }
+
     // Initialize() removes the flags it consumes: keep a copy to read them back.
     std::vector<char*> argv_all(argv, argv + argc + 1);
     const int argc_all = argc;
-    const bool listing = bool_flag(argc, argv, "--benchmark_list_tests");
     const std::string format = flag_value(argc, argv, "--benchmark_format");
-    const std::string color = flag_value(argc, argv, "--benchmark_color");
-    const std::string tabular = flag_value(argc, argv, "--benchmark_counters_tabular");
 
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
 
-    const std::vector<mhb::CaseSpec> cases = mhb::make_suite(quick);
-    mhb::register_cases(cases, quick);
-
-    benchmark::AddCustomContext("mh_version", mh_version_string());
-    {
-        mh_isa def = MH_ISA_SCALAR;
-        if (mh_isa_default(&def) == MH_OK) benchmark::AddCustomContext("mh_isa_default", mh_isa_name(def));
-        std::string isas;
-        for (int i = 1; i < MH_ISA_COUNT; i++)
-            if (mh_isa_supported(static_cast<mh_isa>(i))) isas += std::string(isas.empty() ? "" : ",") + mh_isa_name(static_cast<mh_isa>(i));
-        benchmark::AddCustomContext("mh_isas_supported", isas);
+    const std::vector<mhb::CaseSpec> cases = mhb::make_suite(opt);
+    if (list) {
+        for (const mhb::CaseSpec& c : cases) std::printf("%s\n", mhb::case_name(c).c_str());
+        return 0;
     }
-    benchmark::AddCustomContext("mh_suite", quick ? "quick" : "default");
-    benchmark::AddCustomContext("mh_timing", "real_time (wall clock) for every case");
+    mhb::register_cases(cases, opt);
+    add_machine_context(opt, weights_desc);
 
-    if (!listing) {
-        std::set<int> threads;
+    {
+        std::set<int> threads = {1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
         for (const mhb::CaseSpec& c : cases) threads.insert(c.threads);
-        mhb::measure_machine_limits(std::vector<int>(threads.begin(), threads.end()), quick);
+        mhb::measure_machine_limits(std::vector<int>(threads.begin(), threads.end()), opt.quick);
         mhb::add_machine_limits_context();
     }
 
     const std::string out = flag_value(argc_all, argv_all.data(), "--benchmark_out");
     const std::string out_format = flag_value(argc_all, argv_all.data(), "--benchmark_out_format");
     CleanJSONReporter json_file;
-    benchmark::BenchmarkReporter* file =
-        !out.empty() && (out_format.empty() || out_format == "json") ? &json_file : nullptr;
+    benchmark::BenchmarkReporter* file = !out.empty() && (out_format.empty() || out_format == "json") ? &json_file : nullptr;
+    int errors = 0;
     if (format.empty() || format == "console") {
-        // Colour as Google Benchmark's auto mode (only on a terminal); tabular counters (one
-        // column each, a header per group) unless --benchmark_counters_tabular=false.
-        int opts = benchmark::ConsoleReporter::OO_None;
-        const char* term = std::getenv("TERM");
-        const bool tty = isatty(STDOUT_FILENO) && term && std::strcmp(term, "dumb") != 0;
-        if (color.empty() || color == "auto" ? tty : truthy(color)) opts |= benchmark::ConsoleReporter::OO_Color;
-        if (tabular.empty() || truthy(tabular)) opts |= benchmark::ConsoleReporter::OO_Tabular;
-        ShortConsoleReporter display(static_cast<benchmark::ConsoleReporter::OutputOptions>(opts));
+        size_t width = 40;
+        for (const mhb::CaseSpec& c : cases) width = std::max(width, mhb::case_name(c).size());
+        TableReporter display(width);
+        mhb::set_case_start_hook([&display](const std::string& name) { display.start(name); });
         benchmark::RunSpecifiedBenchmarks(&display, file);
+        errors = display.errors();
     } else if (format == "json") {
         CleanJSONReporter display;
         benchmark::RunSpecifiedBenchmarks(&display, file);
@@ -169,5 +403,5 @@ int main(int argc, char** argv) {
     }
     mhb::release_fixtures();
     benchmark::Shutdown();
-    return 0;
+    return errors ? 1 : 0;
 }

@@ -5,12 +5,16 @@
 #include <cstddef>
 
 #include "bench_util.h"
+#include "blas_baseline.h"
+
+#if defined(MHB_HAVE_CBLAS)
+#include <cblas.h>
+#endif
 
 namespace mhb {
 namespace {
 
-// dot(a, b) in double with four partial sums (the order differs from a plain loop by far less
-// than float rounding, and it is about four times faster).
+// dot(a, b) in double with four partial sums.
 template <class A, class B>
 double dot_d(const A* a, const B* b, int n) {
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -25,7 +29,7 @@ double dot_d(const A* a, const B* b, int n) {
     return (s0 + s1) + (s2 + s3);
 }
 
-// Turns scores s[0..n) into softmax probabilities in place (n >= 1).
+// Scores s[0..n) -> softmax probabilities in place (n >= 1).
 void softmax_inplace(double* s, int n) {
     double m = s[0];
     for (int j = 1; j < n; j++) m = std::max(m, s[j]);
@@ -39,43 +43,49 @@ void softmax_inplace(double* s, int n) {
 
 }  // namespace
 
-void ref_attention_causal(const mh_attn_problem& p, const std::vector<int>& heads,
-                          std::vector<double>& out) {
+void ref_attention(const mh_attn_problem& p, bool causal, const std::vector<int>& heads, const std::vector<int>& rows,
+                   std::vector<double>& out) {
     const int B = p.batch, N = p.n_q, M = p.n_kv, H = p.n_heads, Hkv = p.n_kv_heads;
     const int D = p.head_dim_qk, Dv = p.head_dim_v;
-    const int nh = static_cast<int>(heads.size());
+    const size_t nh = heads.size(), nr = rows.size();
     const int group = H / Hkv;
     const double scale = p.scale != 0.0f ? static_cast<double>(p.scale) : 1.0 / std::sqrt(static_cast<double>(D));
-    out.assign(static_cast<size_t>(B) * N * nh * Dv, 0.0);
+    out.assign(static_cast<size_t>(B) * nr * nh * Dv, 0.0);
+    // keys any requested row can see
+    int R = M;
+    if (causal && !rows.empty()) R = static_cast<int>(std::min<long>(M, static_cast<long>(M) - N + rows.back() + 1));
+    if (R < 0) R = 0;
 
-    std::vector<double> k(static_cast<size_t>(M) * D), v(static_cast<size_t>(M) * Dv);
-    std::vector<double> q(static_cast<size_t>(D)), s(static_cast<size_t>(M));
+    std::vector<double> k(static_cast<size_t>(R) * D), v(static_cast<size_t>(R) * Dv);
+    std::vector<double> q(static_cast<size_t>(D)), s(static_cast<size_t>(std::max(R, 1)));
+    std::vector<float> row(static_cast<size_t>(std::max(D, Dv)));
     const float* Q = static_cast<const float*>(p.q.data);
     for (int b = 0; b < B; b++) {
         int loaded_kvh = -1;
-        for (int hi = 0; hi < nh; hi++) {
-            const int h = heads[static_cast<size_t>(hi)];
+        for (size_t hi = 0; hi < nh; hi++) {
+            const int h = heads[hi];
             const int kvh = h / group;
             if (kvh != loaded_kvh) {  // this KV head's K and V, decoded to double once
-                for (int j = 0; j < M; j++) {
+                const size_t ek = dtype_size(p.k_dtype), ev = dtype_size(p.v_dtype);
+                for (int j = 0; j < R; j++) {
                     const ptrdiff_t kb = b * p.k.stride_batch + j * p.k.stride_token + kvh * p.k.stride_head;
                     const ptrdiff_t vb = b * p.v.stride_batch + j * p.v.stride_token + kvh * p.v.stride_head;
-                    for (int d = 0; d < D; d++)
-                        k[static_cast<size_t>(j) * D + d] = load_as_double(p.k.data, p.k_dtype, kb + d);
-                    for (int d = 0; d < Dv; d++)
-                        v[static_cast<size_t>(j) * Dv + d] = load_as_double(p.v.data, p.v_dtype, vb + d);
+                    // the stored values, exactly (f16/bf16 widen to float without rounding)
+                    load_as_float(p.k_dtype, static_cast<const char*>(p.k.data) + kb * static_cast<ptrdiff_t>(ek), row.data(), static_cast<size_t>(D));
+                    for (int d = 0; d < D; d++) k[static_cast<size_t>(j) * D + d] = row[static_cast<size_t>(d)];
+                    load_as_float(p.v_dtype, static_cast<const char*>(p.v.data) + vb * static_cast<ptrdiff_t>(ev), row.data(), static_cast<size_t>(Dv));
+                    for (int d = 0; d < Dv; d++) v[static_cast<size_t>(j) * Dv + d] = row[static_cast<size_t>(d)];
                 }
                 loaded_kvh = kvh;
             }
-            for (int i = 0; i < N; i++) {
-                const long pos = static_cast<long>(M) - N + i;  // MH_Q_OFFSET_END
-                const int n_keys = static_cast<int>(std::min<long>(pos + 1, M));
-                double* o = &out[((static_cast<size_t>(b) * N + i) * nh + hi) * Dv];
+            for (size_t ri = 0; ri < nr; ri++) {
+                const int i = rows[ri];
+                const int n_keys = causal ? static_cast<int>(std::min<long>(static_cast<long>(M) - N + i + 1, M)) : M;
+                double* o = &out[((static_cast<size_t>(b) * nr + ri) * nh + hi) * Dv];
                 if (n_keys <= 0) continue;  // no kept key: zero row
                 const float* qrow = Q + b * p.q.stride_batch + i * p.q.stride_token + h * p.q.stride_head;
                 for (int d = 0; d < D; d++) q[static_cast<size_t>(d)] = qrow[d];
-                for (int j = 0; j < n_keys; j++)
-                    s[static_cast<size_t>(j)] = scale * dot_d(q.data(), &k[static_cast<size_t>(j) * D], D);
+                for (int j = 0; j < n_keys; j++) s[static_cast<size_t>(j)] = scale * dot_d(q.data(), &k[static_cast<size_t>(j) * D], D);
                 softmax_inplace(s.data(), n_keys);
                 for (int j = 0; j < n_keys; j++) {
                     const double pj = s[static_cast<size_t>(j)];
@@ -87,47 +97,67 @@ void ref_attention_causal(const mh_attn_problem& p, const std::vector<int>& head
     }
 }
 
-void ref_layer_rows(const mh_layer_config& cfg, const mh_layer_weights& w, const float* x, int T,
-                    const std::vector<int>& rows, std::vector<double>& out) {
+void ref_project(const float* x, int T, int in, const float* w, const float* b, int n_out, std::vector<double>& y) {
+    y.assign(static_cast<size_t>(T) * n_out, 0.0);
+    if (T <= 0) return;
+#if defined(MHB_HAVE_CBLAS)
+    std::vector<double> xd(x, x + static_cast<size_t>(T) * in), wd(w, w + static_cast<size_t>(n_out) * in);
+    blas_set_threads(0);  // untimed: all processors
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, n_out, in, 1.0, xd.data(), in, wd.data(), in, 0.0, y.data(),
+                n_out);
+#else
+    std::vector<double> xr(static_cast<size_t>(in));
+    for (int t = 0; t < T; t++) {
+        for (int k = 0; k < in; k++) xr[static_cast<size_t>(k)] = x[static_cast<size_t>(t) * in + k];
+        for (int o = 0; o < n_out; o++) y[static_cast<size_t>(t) * n_out + o] = dot_d(xr.data(), w + static_cast<size_t>(o) * in, in);
+    }
+#endif
+    if (b)
+        for (int t = 0; t < T; t++)
+            for (int o = 0; o < n_out; o++) y[static_cast<size_t>(t) * n_out + o] += b[o];
+}
+
+void ref_layer_rows(const mh_layer_config& cfg, const mh_layer_weights& w, const float* xq, int n_q, const float* xk,
+                    const float* xv, int n_kv, bool causal, const std::vector<int>& rows, std::vector<double>& out) {
     const int dm = cfg.d_model, H = cfg.n_heads, Hkv = cfg.n_kv_heads, D = cfg.head_dim;
     const int Dv = cfg.head_dim_v, group = H / Hkv;
     const int kw = Hkv * D, vw = Hkv * Dv, qw = H * D, ow = H * Dv;
     const double scale = cfg.scale != 0.0f ? static_cast<double>(cfg.scale) : 1.0 / std::sqrt(static_cast<double>(D));
-    int R = 0;
-    for (int r : rows) R = std::max(R, r + 1);
-    R = std::min(R, T);
-
-    // K and V projections of every token up to the last requested row.
-    std::vector<double> K(static_cast<size_t>(R) * kw), V(static_cast<size_t>(R) * vw);
-    for (int j = 0; j < R; j++) {
-        const float* xr = x + static_cast<size_t>(j) * dm;
-        for (int o = 0; o < kw; o++)
-            K[static_cast<size_t>(j) * kw + o] = dot_d(xr, w.w_k + static_cast<size_t>(o) * dm, dm);
-        for (int o = 0; o < vw; o++)
-            V[static_cast<size_t>(j) * vw + o] = dot_d(xr, w.w_v + static_cast<size_t>(o) * dm, dm);
+    const bool bias = cfg.bias != 0;
+    // keys any requested row can see
+    int R = n_kv;
+    if (causal) {
+        int last = 0;
+        for (int r : rows) last = std::max(last, r);
+        R = std::max(0, std::min(n_kv, n_kv - n_q + last + 1));
     }
+    std::vector<double> K, V;
+    ref_project(xk, R, cfg.kdim, w.w_k, bias ? w.b_k : nullptr, kw, K);
+    ref_project(xv, R, cfg.vdim, w.w_v, bias ? w.b_v : nullptr, vw, V);
 
     out.assign(rows.size() * static_cast<size_t>(dm), 0.0);
-    std::vector<double> q(static_cast<size_t>(qw)), attn(static_cast<size_t>(ow)), s(static_cast<size_t>(R));
+    std::vector<double> q(static_cast<size_t>(qw)), attn(static_cast<size_t>(ow)), s(static_cast<size_t>(std::max(R, 1)));
     for (size_t ri = 0; ri < rows.size(); ri++) {
         const int r = rows[ri];
-        const float* xr = x + static_cast<size_t>(r) * dm;
-        for (int o = 0; o < qw; o++) q[static_cast<size_t>(o)] = dot_d(xr, w.w_q + static_cast<size_t>(o) * dm, dm);
+        const float* xr = xq + static_cast<size_t>(r) * dm;
+        for (int o = 0; o < qw; o++)
+            q[static_cast<size_t>(o)] = dot_d(xr, w.w_q + static_cast<size_t>(o) * dm, dm) + (bias ? w.b_q[o] : 0.0);
         std::fill(attn.begin(), attn.end(), 0.0);
-        for (int h = 0; h < H; h++) {
+        const int n_keys = causal ? std::min(n_kv, n_kv - n_q + r + 1) : n_kv;
+        for (int h = 0; h < H && n_keys > 0; h++) {
             const int kvh = h / group;
-            for (int j = 0; j <= r; j++)
+            for (int j = 0; j < n_keys; j++)
                 s[static_cast<size_t>(j)] =
                     scale * dot_d(&q[static_cast<size_t>(h) * D], &K[static_cast<size_t>(j) * kw + static_cast<size_t>(kvh) * D], D);
-            softmax_inplace(s.data(), r + 1);
+            softmax_inplace(s.data(), n_keys);
             double* a = &attn[static_cast<size_t>(h) * Dv];
-            for (int j = 0; j <= r; j++) {
+            for (int j = 0; j < n_keys; j++) {
                 const double* vr = &V[static_cast<size_t>(j) * vw + static_cast<size_t>(kvh) * Dv];
                 for (int d = 0; d < Dv; d++) a[d] += s[static_cast<size_t>(j)] * vr[d];
             }
         }
         for (int c = 0; c < dm; c++)
-            out[ri * static_cast<size_t>(dm) + c] = dot_d(attn.data(), w.w_o + static_cast<size_t>(c) * ow, ow);
+            out[ri * static_cast<size_t>(dm) + c] = dot_d(attn.data(), w.w_o + static_cast<size_t>(c) * ow, ow) + (bias ? w.b_o[c] : 0.0);
     }
 }
 

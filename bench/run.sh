@@ -1,43 +1,70 @@
 #!/usr/bin/env bash
-# Builds and runs the multihead benchmark suite on a Debian 12 machine, then prints a summary.
+# Builds and runs the multihead benchmark suite on a Debian 12 machine, then writes the report.
 #
-#   bench/run.sh [--quick] [--filter REGEX] [extra mh_bench / --benchmark_* flags...]
+#   bench/run.sh [--quick] [--filter REGEX] [--threads N] [--weights FILE [--heads H]] [--docs]
+#                [extra mh_bench / --benchmark_* flags...]
 #
-#   --quick          tiny shapes, well under a minute (mh_bench --mh_quick)
-#   --filter REGEX   only the cases whose name matches (--benchmark_filter=REGEX; the names
-#                    Google Benchmark matches end in /real_time, /min_time:X or /iterations:N)
+#   --quick          tiny shapes, well under a minute; runs the harness self-check first
+#   --filter REGEX   only the cases whose name matches (--benchmark_filter; the names Google
+#                    Benchmark matches end in /real_time, /min_time:X or /iterations:N)
+#   --threads N      every case at N threads (default: 1, plus a scaling set on every core)
+#   --weights FILE   the layer modes start from this attention layer (safetensors, PyTorch
+#                    names q_proj/k_proj/v_proj/o_proj[.weight|.bias]; docs/benchmarks.md)
+#   --heads H        its number of query heads (if the file's metadata does not say)
+#   --docs           also write docs/benchmarks.md and docs/benchmarks/*.png from this run
+#                    (do it on a quiet machine: the numbers are only as good as the machine)
 #
-# Installs only the missing Debian packages (cmake, g++, make, libbenchmark-dev, python3),
-# configures ./build in Release with the bench on and the tests off, builds, runs
-# build/bench/mh_bench with JSON output to build/bench/results.json, and prints
-# bench/summary.py's table. Run it from anywhere; it works in the repository root.
+# Installs only the missing Debian packages, configures build/release (Release, the bench on,
+# the tests off), builds, runs build/release/bench/mh_bench (one table row per case; the
+# running case is always on screen), and writes under build/bench/: results.json (Google
+# Benchmark JSON with the machine limits in its context), report.md and the plots (*.png), by
+# bench/report.py, which also prints the comparison tables. Run it from anywhere.
 set -euo pipefail
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
 
-quick=0
-filter=""
+quick=0 docs=0
+filter="" threads="" weights="" heads=""
 extra=()
+need_value() { [[ $# -ge 2 ]] || { echo "run.sh: $1 needs a value" >&2; exit 2; }; }
 while (($#)); do
   case "$1" in
     --quick) quick=1; shift ;;
-    --filter)
-      [[ $# -ge 2 ]] || { echo "run.sh: --filter needs a REGEX" >&2; exit 2; }
-      filter="$2"; shift 2 ;;
+    --docs) docs=1; shift ;;
+    --filter) need_value "$@"; filter="$2"; shift 2 ;;
     --filter=*) filter="${1#--filter=}"; shift ;;
+    --threads) need_value "$@"; threads="$2"; shift 2 ;;
+    --threads=*) threads="${1#--threads=}"; shift ;;
+    --weights) need_value "$@"; weights="$2"; shift 2 ;;
+    --weights=*) weights="${1#--weights=}"; shift ;;
+    --heads) need_value "$@"; heads="$2"; shift 2 ;;
+    --heads=*) heads="${1#--heads=}"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) extra+=("$1"); shift ;;
   esac
 done
+if [[ -n $threads && ! $threads =~ ^[1-9][0-9]*$ ]]; then
+  echo "run.sh: --threads needs a positive integer" >&2
+  exit 2
+fi
+# a relative --weights path is relative to where run.sh was called from
+if [[ -n $weights && $weights != /* ]]; then weights="$PWD/$weights"; fi
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+start_all=$(date +%s)
 
 # ---------------------------------------------------------------- packages
+# dpkg-query, not dpkg -s: a package installed for two architectures (e.g. libsleef-dev for
+# amd64 and arm64 next to a cross toolchain) makes `dpkg -s NAME` fail as ambiguous.
+# The native (or arch-independent) instance must be installed, not just some architecture's.
+installed() {
+  dpkg-query -W -f='${db:Status-Abbrev} ${Architecture}\n' "$1" 2>/dev/null |
+    grep -Eq "^ii +($(dpkg --print-architecture)|all)\$"
+}
 missing=()
-for pkg in cmake g++ make libbenchmark-dev python3; do
-  if ! dpkg -s "$pkg" 2>/dev/null | grep -q '^Status: install ok installed'; then
-    missing+=("$pkg")
-  fi
+for pkg in cmake g++ make pkg-config libsleef-dev libbenchmark-dev libcjson-dev libopenblas-dev \
+           python3 python3-matplotlib; do
+  installed "$pkg" || missing+=("$pkg")
 done
 if ((${#missing[@]})); then
   echo "run.sh: installing missing packages: ${missing[*]}"
@@ -52,19 +79,53 @@ if ((${#missing[@]})); then
 fi
 
 # ---------------------------------------------------------------- build
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMH_BUILD_BENCH=ON -DMH_BUILD_TESTS=OFF
-cmake --build build -j "$(nproc)"
+# build/release, not ./build: build/bench/ holds only this script's outputs, and a ./build a
+# developer configured (e.g. with the tests on) is left alone.
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DMH_BUILD_BENCH=ON -DMH_BUILD_TESTS=OFF >/dev/null
+cmake --build build/release -j "$(nproc)"
+bench=build/release/bench/mh_bench
 
 # ---------------------------------------------------------------- run
-results=build/bench/results.json
+out=build/bench
+mkdir -p "$out"
+results=$out/results.json
+rm -f "$results"
+status=0
+if ((quick)); then
+  echo "== harness self-check"
+  "$bench" --mh_selfcheck || status=1
+fi
 args=(--benchmark_out="$results" --benchmark_out_format=json)
 [[ -n $filter ]] && args+=(--benchmark_filter="$filter")
+[[ -n $threads ]] && args+=(--mh_threads="$threads")
+[[ -n $weights ]] && args+=(--weights="$weights")
+[[ -n $heads ]] && args+=(--heads="$heads")
 ((quick)) && args+=(--mh_quick)
-rm -f "$results"
+echo "== $bench ${args[*]} ${extra[*]:-}"
 start=$(date +%s)
-build/bench/mh_bench "${args[@]}" ${extra[@]+"${extra[@]}"}
+"$bench" "${args[@]}" ${extra[@]+"${extra[@]}"} || status=1
 end=$(date +%s)
+echo "== suite: $((end - start)) s"
 
-echo
-echo "=== summary ($results, $((end - start)) s) ==="
-python3 bench/summary.py "$results"
+# ---------------------------------------------------------------- report
+# Debian's python3 has python3-matplotlib; a python3 earlier on PATH (pyenv, venv) may not.
+py=python3
+if [[ -x /usr/bin/python3 ]] && /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then py=/usr/bin/python3; fi
+cmd="bench/run.sh"
+((quick)) && cmd+=" --quick"
+[[ -n $filter ]] && cmd+=" --filter '$filter'"
+[[ -n $threads ]] && cmd+=" --threads $threads"
+[[ -n $weights ]] && cmd+=" --weights $weights"
+[[ -n $heads ]] && cmd+=" --heads $heads"
+((docs)) && cmd+=" --docs"
+report=("$py" bench/report.py "$results" --out "$out" --print --command "$cmd")
+((docs)) && report+=(--docs docs/benchmarks.md)
+if [[ -f $results ]]; then
+  echo
+  "${report[@]}" || status=1
+else
+  echo "run.sh: no $results (mh_bench failed before writing it)" >&2
+  status=1
+fi
+echo "== done in $(($(date +%s) - start_all)) s (suite $((end - start)) s); outputs in $out/"
+exit "$status"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing (Debian 12), builds with -Werror under gcc and
-# clang, runs the ctest suite on each build and under ASan+UBSan, and ends with one line
-# "N passed, N failed[, N skipped]".
+# clang, runs the ctest suite on each build (every ISA this CPU has; the others report
+# Skipped) and under ASan+UBSan, runs the benchmark harness's quick suite, cross-builds for
+# aarch64 and runs the suite under qemu (NEON, SVE at 128/256/512 bits), and ends with one
+# line "N passed, N failed, N skipped".
 #   tests/run.sh            everything
 #   tests/run.sh --fast     the gcc build only
 set -euo pipefail
@@ -12,10 +14,17 @@ fast=0
 [[ "${1:-}" == "--fast" ]] && fast=1
 
 # ---------------------------------------------------------------- packages
-packages=(cmake make gcc g++ clang libomp-dev pkg-config libbenchmark-dev)
+packages=(cmake make gcc g++ clang libomp-dev pkg-config libsleef-dev libbenchmark-dev python3)
+# dpkg-query, not dpkg -s: a package installed for two architectures (libsleef-dev for amd64
+# and arm64 once the aarch64 cross build has run) makes `dpkg -s NAME` fail as ambiguous.
+# The native (or arch-independent) instance must be installed, not just some architecture's.
+installed() {
+  dpkg-query -W -f='${db:Status-Abbrev} ${Architecture}\n' "$1" 2>/dev/null |
+    grep -Eq "^ii +($(dpkg --print-architecture)|all)\$"
+}
 missing=()
 for p in "${packages[@]}"; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  installed "$p" || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "== installing: ${missing[*]}"
@@ -67,6 +76,42 @@ if ((!fast)); then
     "-DCMAKE_C_FLAGS=-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
     "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" \
     "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined"
+fi
+
+# run_step NAME COMMAND...: one pass/fail item for a command outside ctest.
+run_step() {
+  local name=$1
+  shift
+  echo "== $name"
+  if "$@" >"$root/build/$name.log" 2>&1; then
+    passed=$((passed + 1))
+    tail -n 3 "$root/build/$name.log"
+  else
+    echo "== $name: FAILED (log: build/$name.log)"
+    tail -n 40 "$root/build/$name.log"
+    failed=$((failed + 1))
+  fi
+}
+
+if ((!fast)); then
+  # the benchmark harness must keep building and running (tiny shapes, under a minute)
+  run_step bench-quick bench/run.sh --quick
+  # aarch64 under qemu: its own summary line is added to the totals
+  echo "== aarch64 (cross build, qemu)"
+  rc=0
+  tests/cross/aarch64.sh >"$root/build/aarch64.log" 2>&1 || rc=$?
+  line=$(grep -E '^aarch64: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped' "$root/build/aarch64.log" | tail -n 1 || true)
+  if [[ -n $line ]]; then
+    echo "$line"
+    read -r ap af as < <(echo "$line" | sed -E 's/aarch64: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/')
+    passed=$((passed + ap)) failed=$((failed + af)) skipped=$((skipped + as))
+    # a failing script whose summary counts no failure (e.g. a build error) still fails
+    ((rc != 0 && af == 0)) && failed=$((failed + 1))
+  else
+    echo "== aarch64: no summary (log: build/aarch64.log)"
+    tail -n 40 "$root/build/aarch64.log"
+    failed=$((failed + 1))
+  fi
 fi
 
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"

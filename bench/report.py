@@ -1,0 +1,706 @@
+#!/usr/bin/env python3
+"""Turns mh_bench's Google Benchmark JSON into a Markdown report with plots.
+
+Usage:
+  python3 bench/report.py RESULTS.json [--out DIR] [--docs FILE] [--print] [--command CMD]
+
+  --out DIR      write DIR/report.md and the plots DIR/*.png (default: RESULTS.json's folder)
+  --docs FILE    also write the report as FILE (e.g. docs/benchmarks.md) with its plots in
+                 FILE's folder under benchmarks/ (links relative to FILE)
+  --print        print the comparison tables to stdout (bench/run.sh does)
+  --command CMD  the command that produced the results, quoted in the report
+
+Needs Python 3 and, for the plots, matplotlib (Debian python3-matplotlib); without matplotlib
+the report has its tables and says the plots were skipped.
+
+Case names are mode/variant/shape/kvdtype/isa/threads:T (bench/cases.h); every case carries the
+counters listed in bench/cases.cc. The report groups the cases of the best ISA at one thread into
+the variant comparison (a table per mode), sets the baselines (scalar, openblas, other ISAs, all
+threads) against the matching best-ISA case, and plots throughput against sequence length,
+decode time against cache length, memory per token, error per variant and a roofline with the
+machine's measured ceilings.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import sys
+from collections import OrderedDict, defaultdict
+
+_UNIT_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+MODES = ["prefill", "decode", "layer", "cross"]
+MODE_TITLES = {
+    "prefill": "Causal LLM prefill (attention core, `mh_attention`)",
+    "decode": "Decode: one token against a cache of M tokens",
+    "layer": "Encoder layer (`mh_layer_forward`, full attention, N = M, d_model = H*D)",
+    "cross": "Cross-attention (`mh_layer_forward`, key/value inputs of length M)",
+}
+
+
+# ---------------------------------------------------------------- parsing
+def parse_shape(shape):
+    """'B4_N512_M512_H32_D128_dm4096' -> {'B': 4, 'N': 512, ...}"""
+    out = {"B": 1}
+    for tok in shape.split("_"):
+        m = re.fullmatch(r"(dm|[A-Za-z])(\d+)", tok)
+        if m:
+            out[m.group(1)] = int(m.group(2))
+    return out
+
+
+class Case:
+    def __init__(self, b):
+        self.raw = b
+        self.name = b.get("name", "?")
+        parts = self.name.split("/")
+        self.ok = len(parts) == 6 and parts[5].startswith("threads:")
+        if self.ok:
+            self.mode, self.variant, self.shape, self.dtype, self.isa, t = parts
+            self.threads = int(t.split(":")[1])
+        else:
+            self.mode = self.variant = self.shape = self.dtype = self.isa = "?"
+            self.threads = 0
+        self.dims = parse_shape(self.shape) if self.ok else {}
+        self.layer_api = "dm" in self.dims
+        self.error = b.get("error_message") if b.get("error_occurred") else None
+        unit = _UNIT_TO_MS.get(b.get("time_unit", "ns"), 1e-6)
+        self.ms = b.get("real_time", 0.0) * unit
+        self.cv = None  # coefficient of variation of the time over the repetitions
+
+    def c(self, key, default=None):
+        return self.raw.get(key, default)
+
+    def key(self, **override):
+        f = dict(mode=self.mode, variant=self.variant, shape=self.shape, dtype=self.dtype, isa=self.isa,
+                 threads=self.threads)
+        f.update(override)
+        return (f["mode"], f["variant"], f["shape"], f["dtype"], f["isa"], f["threads"])
+
+    def api(self):
+        if self.mode == "decode":
+            return "layer + KV cache" if self.layer_api else "core"
+        return "layer" if self.layer_api else "core"
+
+
+def load(path):
+    """The cases of a results file: with repetitions, the median aggregate of each case (and the
+    cv of its time); with one repetition, its one run."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    runs = OrderedDict()
+    for b in data.get("benchmarks", []):
+        name = b.get("run_name") or b.get("name", "?")
+        runs.setdefault(name, []).append(b)
+    cases = []
+    for name, bs in runs.items():
+        pick, cv = None, None
+        for b in bs:
+            if b.get("error_occurred"):
+                pick = b
+                break
+            if b.get("run_type") == "aggregate":
+                if b.get("aggregate_name") == "median":
+                    pick = b
+                elif b.get("aggregate_name") == "cv":
+                    cv = b.get("real_time")
+            elif pick is None:
+                pick = b
+        if pick is None:
+            continue
+        pick = dict(pick)
+        pick["name"] = name
+        c = Case(pick)
+        c.cv = cv
+        cases.append(c)
+    return data.get("context", {}), cases
+
+
+# ---------------------------------------------------------------- formatting
+def fmt_bytes(v):
+    if v is None:
+        return "-"
+    v = float(v)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(v) < 1024 or unit == "GiB":
+            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1024.0
+    return "-"
+
+
+def fmt_si(v, prec=1):
+    if v is None:
+        return "-"
+    a = abs(v)
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= scale:
+            return f"{v / scale:.{prec}f}{suffix}"
+    return f"{v:.{prec}f}"
+
+
+def fmt_num(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def fmt_ms(v):
+    if v is None:
+        return "-"
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def fmt_cv(v):
+    return "-" if v is None else f"{100 * v:.0f}%"
+
+
+def fmt_err(v):
+    return "-" if v is None else f"{v:.1e}"
+
+
+def fmt_fid(v):
+    if v is None or v < 0:
+        return "-"
+    return "0 (base)" if v == 0 else f"{v:.3f}"
+
+
+def md_table(header, rows, align=None, skeleton=False):
+    if not rows and skeleton:
+        rows = [["_(filled in by the run)_"] + [""] * (len(header) - 1)]
+    if not rows:
+        return "_(no cases)_\n"
+    align = align or ["l"] + ["r"] * (len(header) - 1)
+    sep = ["---:" if a == "r" else ":---" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
+    for r in rows:
+        lines.append("| " + " | ".join(str(x) for x in r) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def text_table(header, rows):
+    if not rows:
+        return "  (no cases)\n"
+    w = [len(h) for h in header]
+    for r in rows:
+        w = [max(a, len(str(b))) for a, b in zip(w, r)]
+    out = ["  ".join(h.ljust(w[0]) if i == 0 else h.rjust(w[i]) for i, h in enumerate(header)),
+           "  ".join("-" * x for x in w)]
+    for r in rows:
+        out.append("  ".join(str(c).ljust(w[0]) if i == 0 else str(c).rjust(w[i]) for i, c in enumerate(r)))
+    return "\n".join(out) + "\n"
+
+
+WEIGHTS_MD = """
+## Measuring a real model's layer (`--weights`)
+
+The layer modes (`layer`, `cross`, decode through the layer) start from a seeded MHA layer unless
+`bench/run.sh --weights FILE [--heads H]` gives one attention layer as a
+[safetensors](https://github.com/huggingface/safetensors) file, in PyTorch naming
+(`nn.Linear` weights are `[out_features, in_features]`):
+
+| tensor | shape | |
+| :--- | :--- | :--- |
+| `q_proj.weight` | `[H*D, d_model]` | required |
+| `k_proj.weight` | `[Hkv*D, kdim]` | required (`kdim = d_model` for self-attention) |
+| `v_proj.weight` | `[Hkv*Dv, vdim]` | required |
+| `o_proj.weight` | `[d_model, H*Dv]` | required |
+| `q_proj.bias`, `k_proj.bias`, `v_proj.bias`, `o_proj.bias` | `[H*D]`, `[Hkv*D]`, `[Hkv*Dv]`, `[d_model]` | optional; a missing one reads as zeros |
+
+Each tensor is F32, F16 or BF16. The names may carry a prefix (e.g.
+`model.layers.0.self_attn.q_proj.weight`): it is found when exactly one tensor ends in
+`q_proj.weight`, else give `--mh_weights_prefix=PREFIX` (an mh_bench flag; pass it through
+run.sh). H is not in the shapes: `--heads H`, or `num_attention_heads` in the header's
+`__metadata__`. With Hkv = H (an MHA layer) every variant is derived from it; a GQA checkpoint
+(Hkv < H) is accepted and only the coarser variants derive from it. The header is parsed with
+cJSON; a malformed file (bad header length, invalid JSON, unknown dtype, a shape that does not match
+its byte range, truncated data, overlapping or missing tensors) stops the run with a message
+naming the problem. `build/release/bench/mh_bench --mh_write_example=FILE` writes a small example
+file; `mh_bench --mh_selfcheck` tests the loader's error paths.
+
+To extract one layer from a Hugging Face checkpoint (Python, outside this project):
+
+```python
+from safetensors.torch import load_file, save_file
+sd = load_file("model-00001-of-00002.safetensors")
+p = "model.layers.0.self_attn."
+save_file({k[len(p):]: v for k, v in sd.items() if k.startswith(p)}, "layer0.safetensors",
+          metadata={"num_attention_heads": "32"})
+```
+"""
+
+
+# ---------------------------------------------------------------- analysis
+class Report:
+    def __init__(self, ctx, cases):
+        self.ctx = ctx
+        self.cases = [c for c in cases if c.ok]
+        self.bad = [c for c in cases if not c.ok or c.error]
+        self.by_key = {c.key(): c for c in self.cases if not c.error}
+        self.best_isa = ctx.get("mh_isa_default", "the default ISA")
+        ts = [c.threads for c in self.cases]
+        self.t1 = min(ts) if ts else 1
+        self.variants = []  # table order as the suite ran them
+        for c in self.cases:
+            if c.variant not in self.variants:
+                self.variants.append(c.variant)
+
+    def grid(self, mode):
+        """The comparison grid of one mode: best ISA, the main thread count, no error."""
+        return [c for c in self.cases if c.mode == mode and c.isa == self.best_isa and c.threads == self.t1
+                and not c.error]
+
+    def base_of(self, c):
+        """The base-variant case of c's comparison group (same mode/shape/dtype/isa/threads)."""
+        for v in self.variants:
+            o = self.by_key.get(c.key(variant=v))
+            if o is not None and o.c("fidelity_rel_l2") == 0:
+                return o
+        return None
+
+    def ctx_float(self, key):
+        try:
+            return float(self.ctx[key])
+        except (KeyError, ValueError):
+            return None
+
+    # ------------------------------------------------------------ tables
+    def mode_rows(self, mode):
+        cs = self.grid(mode)
+        order = {v: i for i, v in enumerate(self.variants)}
+        dorder = {"f32": 0, "f16": 1, "bf16": 2}
+        cs.sort(key=lambda c: (c.api(), c.dims.get("dm", 0), c.dims.get("H", 0), c.dims.get("D", 0),
+                               c.dims.get("B", 1), dorder.get(c.dtype, 9), c.dims.get("N", 0), c.dims.get("M", 0),
+                               order.get(c.variant, 99)))
+        rows = []
+        for c in cs:
+            base = self.base_of(c)
+            speed = f"{base.ms / c.ms:.2f}x" if base is not None and c.ms > 0 else "-"
+            rows.append([
+                f"`{c.shape}`", c.variant, c.dtype, fmt_ms(c.ms), fmt_cv(c.cv), fmt_si(c.c("tokens_per_s")),
+                fmt_num(c.c("gflops"), ".1f"), fmt_num(c.c("pct_peak"), ".0f"), fmt_num(c.c("gbps"), ".2f"),
+                fmt_num(c.c("pct_bw"), ".0f") + self.bw_note(c),
+                fmt_bytes(c.c("weights_bytes")), fmt_bytes(c.c("kv_bytes_per_token")), fmt_bytes(c.c("workspace_bytes")),
+                fmt_bytes(c.c("peak_rss_bytes")), fmt_err(c.c("rel_l2_err")), fmt_fid(c.c("fidelity_rel_l2")), speed,
+            ])
+        header = ["shape", "variant", "K/V", "ms/call", "cv", "tokens/s", "GFLOP/s", "%peak", "GB/s", "%bw", "weights",
+                  "KV/token", "workspace", "peak RSS", "rel_l2_err", "fidelity", "speed vs base"]
+        return header, rows
+
+    def bw_note(self, c):
+        """(cold): K/V read from DRAM; (in LLC): the call's data fits in the last-level cache,
+        so %bw against a DRAM figure can pass 100%."""
+        if c.c("cold"):
+            return " (cold)"
+        llc = self.ctx_float("llc_bytes")
+        if c.mode == "decode" and llc and (c.c("working_set_bytes") or 0) <= llc:
+            return " (in LLC)"
+        return ""
+
+    def fidelity_rows(self):
+        rows = []
+        for mode in ("layer", "cross", "decode"):
+            for c in self.grid(mode):
+                if not c.layer_api:
+                    continue
+                base = self.base_of(c)
+                rows.append([mode, f"`{c.shape}`", c.dtype, c.variant, fmt_fid(c.c("fidelity_rel_l2")),
+                             fmt_bytes(c.c("kv_bytes_per_token")), fmt_bytes(c.c("weights_bytes")),
+                             f"{base.ms / c.ms:.2f}x" if base is not None and c.ms > 0 else "-",
+                             fmt_err(c.c("rel_l2_err"))])
+        header = ["mode", "shape", "K/V", "variant", "rel-L2 vs base output", "KV/token", "weights",
+                  "speed vs base", "rel_l2_err (oracle)"]
+        return header, rows
+
+    def baseline_rows(self):
+        """Every case outside the comparison grid next to its reference: a baseline or another ISA
+        against the default ISA at one thread; more threads against the same implementation at
+        one thread (the scaling)."""
+        rows = []
+        for c in self.cases:
+            if c.error or (c.isa == self.best_isa and c.threads == self.t1):
+                continue
+            if c.threads != self.t1 and c.key(threads=self.t1) in self.by_key:
+                ref = self.by_key[c.key(threads=self.t1)]
+            else:
+                ref = self.by_key.get(c.key(isa=self.best_isa, threads=self.t1))
+            what = c.isa if c.threads == self.t1 else f"{c.isa}, {c.threads} threads"
+            ratio = f"{c.ms / ref.ms:.2f}x" if ref is not None and ref.ms > 0 else "-"
+            rows.append([f"{c.mode}/{c.variant}/`{c.shape}`/{c.dtype}", what, fmt_ms(c.ms),
+                         f"{ref.isa}, {ref.threads} thread{'s' if ref.threads > 1 else ''}" if ref else "-",
+                         fmt_ms(ref.ms) if ref else "-", ratio, fmt_num(c.c("gflops"), ".1f"),
+                         fmt_num(c.c("pct_peak"), ".0f"), fmt_err(c.c("rel_l2_err"))])
+        header = ["case", "run as", "ms/call", "reference", "reference ms/call", "time ratio", "GFLOP/s", "%peak",
+                  "rel_l2_err"]
+        return header, rows
+
+    def limits(self):
+        peaks = defaultdict(dict)
+        bws = {}
+        for k, v in self.ctx.items():
+            m = re.fullmatch(r"peak_gflops/(\w+)/threads:(\d+)", k)
+            if m:
+                peaks[m.group(1)][int(m.group(2))] = float(v)
+            m = re.fullmatch(r"read_gbps/threads:(\d+)", k)
+            if m:
+                bws[int(m.group(1))] = float(v)
+        return peaks, bws
+
+    # ------------------------------------------------------------ markdown
+    def machine_md(self):
+        ctx = self.ctx
+        if not ctx:
+            return ("_Filled in from the run's JSON context: CPU model and id, whether it is a virtual machine, "
+                    "processors, caches, last-level cache, memory, OS, the harness's compiler, the library version "
+                    "and its ISAs, the OpenBLAS build and kernel set, the weights used, the load average when the run "
+                    "started, the date; then the ceilings the harness measured at start: peak fp32 multiply-add "
+                    "GFLOP/s per ISA and streaming read GB/s, for one thread and for every processor._\n")
+        peaks, bws = self.limits()
+        caches = ctx.get("caches") or []
+        cache_s = ", ".join(f"L{c.get('level')} {c.get('type', '')} {fmt_bytes(c.get('size'))}"
+                            + (f" (shared by {c.get('num_sharing')})" if (c.get("num_sharing") or 0) > 1 else "")
+                            for c in caches)
+        load = ctx.get("load_avg")
+        rows = [
+            ["CPU", ctx.get("mh_cpu_model", "?") + (f" ({ctx['mh_cpu_id']})" if "mh_cpu_id" in ctx else "")],
+            ["virtual machine", ctx.get("mh_hypervisor", "?")],
+            ["processors", f"{ctx.get('num_cpus', '?')} ({ctx.get('mh_hardware_threads', '?')} hardware threads), "
+                           f"{ctx.get('mhz_per_cpu', '?')} MHz reported"],
+            ["caches", cache_s or "?"],
+            ["last-level cache (sysfs)", fmt_bytes(self.ctx_float("llc_bytes"))],
+            ["memory", ctx.get("mh_mem_total", "?")],
+            ["OS", ctx.get("mh_os", "?")],
+            ["compiler (harness)", ctx.get("mh_bench_compiler", "?")],
+            ["multihead", f"{ctx.get('mh_version', '?')}, ISAs {ctx.get('mh_isas_supported', '?')}, "
+                          f"default {ctx.get('mh_isa_default', '?')}"],
+            ["BLAS baseline", f"{ctx.get('mh_blas', '?')}; core {ctx.get('mh_blas_coretype', '?')}"],
+            ["weights", ctx.get("mh_weights", "?")],
+            ["load average at start", ", ".join(f"{x:.2f}" for x in load) if isinstance(load, list) else "?"],
+            ["date", ctx.get("date", "?")],
+            ["suite", ctx.get("mh_suite", "?")],
+        ]
+        out = md_table(["", ""], rows, ["l", "l"])
+        out += "\nMeasured at start by the harness (bench/machine_limits.cc):\n\n"
+        threads = sorted({t for p in peaks.values() for t in p} | set(bws))
+        lrows = []
+        for isa in sorted(peaks, key=lambda i: ["scalar", "neon", "sve", "avx2", "avx512"].index(i)
+                          if i in ["scalar", "neon", "sve", "avx2", "avx512"] else 9):
+            lrows.append([f"peak fp32 multiply-add, {isa} ({ctx.get('peak_probe/' + isa, '')})"]
+                         + [fmt_num(peaks[isa].get(t), ".1f") + " GFLOP/s" for t in threads])
+        lrows.append([f"streaming read, {fmt_bytes(self.ctx_float('read_buffer_bytes'))} buffer "
+                      f"({ctx.get('read_probe', '')})"] + [fmt_num(bws.get(t), ".1f") + " GB/s" for t in threads])
+        out += md_table(["ceiling"] + [f"{t} thread{'s' if t > 1 else ''}" for t in threads], lrows)
+        return out
+
+    def markdown(self, img_prefix, plots, command):
+        out = []
+        out.append("# multihead benchmarks\n")
+        out.append("Generated by `bench/report.py` from the JSON that `mh_bench` wrote "
+                   "(Google Benchmark; every case times wall clock). Regenerate with:\n")
+        out.append("```sh\n" + (command or "bench/run.sh") + "\n```\n")
+        if not self.cases:
+            out.append("> **Skeleton: no run is recorded here yet.** The numbers must come from a quiet machine "
+                       "(nothing else running: the harness measures wall-clock time and the machine's limits). "
+                       "There, run `bench/run.sh --docs`: it runs the default suite (a few minutes on 2 cores), "
+                       "then rewrites this file and `docs/benchmarks/*.png` from `build/bench/results.json`. "
+                       "The sections below are what it fills in.\n")
+        out.append("Case names read `mode/variant/shape/kvdtype/isa/threads:T`; shapes are "
+                   "`[B<batch>_][N<queries>_]M<keys>_H<heads>_D<head dim>[_dm<d_model>]`, where `_dm` marks the "
+                   "layer API (projections included). How every counter is computed: the comment at the top of "
+                   "`bench/cases.cc`. In short: `gflops` counts useful FLOPs only (causal prefill about half of "
+                   "N*M); `%peak` and `%bw` divide by the ceilings below; decode `GB/s` counts the K/V bytes a "
+                   "token must read (and the weights through the layer), other modes the bytes the call must move "
+                   "once; `rel_l2_err` is against a double-precision oracle on the same inputs (a sub-slice of "
+                   "heads/rows on big shapes); `fidelity` is the output's relative L2 distance from the base "
+                   "(MHA) layer's output on the same inputs, the accuracy a cheaper variant gives up; "
+                   "`(cold)` marks decode cases whose K/V come from DRAM (rotating copies past the LLC), `(in LLC)` "
+                   "decode cases whose data fits in the last-level cache (their %bw can pass 100%). "
+                   "Times are the median of the repetitions (context `mh_timing`); `cv` is the time's coefficient "
+                   "of variation over them, a measure of how quiet the machine was.\n")
+        out.append("## Machine\n")
+        out.append(self.machine_md())
+        out.append(f"\n## Variant comparison at equal model size ({self.best_isa}, {self.t1} thread)\n")
+        out.append("Every variant that exists (rows of `variant_table()` in `bench/model.cc`) on the same shape and "
+                   "inputs. GQA/MQA layers are derived from the MHA layer by mean-pooling each group's K/V "
+                   "projection heads (the GQA paper's conversion); on the attention core the K/V heads are pooled "
+                   "the same way. `speed vs base` is the base variant's time over this one's. MoH, overlapping "
+                   "heads, CollabHead and DCMHA join these tables when their rows are added.\n")
+        for mode in MODES:
+            header, rows = self.mode_rows(mode)
+            out.append(f"### {MODE_TITLES[mode]}\n")
+            out.append(md_table(header, rows, skeleton=not self.cases))
+            out.append("")
+        out.append("## Fidelity: what each derived variant gives up\n")
+        out.append("Each derived layer's output against the base (MHA) layer's output on the same inputs, next to "
+                   "its memory and speed. With seeded random weights the heads are unrelated, so pooling them "
+                   "loses most of the signal (values near 1 are expected); run with `--weights FILE` to measure a "
+                   "real model's layer.\n")
+        header, rows = self.fidelity_rows()
+        out.append(md_table(header, rows, skeleton=not self.cases))
+        out.append("\n## Baselines, other ISAs, thread scaling\n")
+        out.append("Each case next to a reference run of the same case: `scalar` (the library's portable path, "
+                   "`MH_ISA=scalar`), `openblas` (the attention a C user writes without this library: per-head "
+                   "`cblas_sgemm` + softmax + `cblas_sgemm`, bench/blas_baseline.h) and other ISAs against the "
+                   "default ISA at one thread, so `time ratio` is how many times slower they are; runs on more "
+                   "threads against the same implementation at one thread, so below 1x is the speedup from the "
+                   "extra threads.\n")
+        header, rows = self.baseline_rows()
+        out.append(md_table(header, rows, skeleton=not self.cases))
+        out.append("\n## Plots\n")
+        if not self.cases:
+            out.append("_Throughput against sequence length per variant (`throughput_vs_seqlen.png`), decode time "
+                       "against cache length (`decode_time_vs_cache.png`), KV cache per token and weights per variant "
+                       "(`memory_per_variant.png`), oracle error and fidelity per variant (`error_per_variant.png`), "
+                       "and a roofline with the measured ceilings (`roofline.png`)._\n")
+        elif plots:
+            for fname, title in plots:
+                out.append(f"### {title}\n\n![{title}]({img_prefix}{fname})\n")
+        else:
+            out.append("_(plots skipped: matplotlib is not installed; Debian: python3-matplotlib)_\n")
+        out.append(WEIGHTS_MD)
+        if self.bad:
+            out.append("\n## Cases with errors\n")
+            out.append(md_table(["case", "error"], [[c.name, c.error or "unparsable name"] for c in self.bad]))
+        return "\n".join(out)
+
+    def print_summary(self):
+        for mode in MODES:
+            cs = self.grid(mode)
+            rows = []
+            header, full = self.mode_rows(mode)
+            keep = ["shape", "variant", "K/V", "ms/call", "cv", "tokens/s", "GFLOP/s", "%peak", "GB/s", "%bw", "KV/token",
+                    "rel_l2_err", "fidelity", "speed vs base"]
+            idx = [header.index(k) for k in keep]
+            for r in full:
+                rows.append([str(r[i]).replace("`", "") for i in idx])
+            print(f"== {MODE_TITLES[mode]} ({self.best_isa}, {self.t1} thread)")
+            print(text_table(keep, rows))
+        header, rows = self.baseline_rows()
+        print("== baselines, other ISAs, thread scaling (time ratio = this run's time / the reference's)")
+        print(text_table(["case", "run as", "ms/call", "reference", "ref ms", "ratio", "GFLOP/s", "%peak", "rel_l2_err"],
+                         [[str(x).replace("`", "") for x in r] for r in rows]))
+        if self.bad:
+            print(f"{len(self.bad)} case(s) with errors:")
+            for c in self.bad:
+                print(f"  {c.name}: {c.error}")
+
+
+# ---------------------------------------------------------------- plots
+def make_plots(rep, outdir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    os.makedirs(outdir, exist_ok=True)
+    made = []
+    colors = {}
+    palette = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0", "C1", "C2", "C3", "C4"])
+    for i, v in enumerate(rep.variants):
+        colors[v] = palette[i % len(palette)]
+
+    def save(fig, fname, title):
+        fig.tight_layout()
+        fig.savefig(os.path.join(outdir, fname), dpi=110)
+        plt.close(fig)
+        made.append((fname, title))
+
+    # 1. throughput vs sequence length per variant (prefill core and encoder layer)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    any_data = False
+    for ax, mode in zip(axes, ("prefill", "layer")):
+        groups = defaultdict(list)
+        for c in rep.grid(mode):
+            d = c.dims
+            groups[(d.get("H"), d.get("D"), d.get("dm", 0), c.dtype, c.variant)].append(c)
+        # the shape family with the most sequence lengths
+        fam = defaultdict(set)
+        for (h, dd, dm, dt, v), cs in groups.items():
+            fam[(h, dd, dm, dt)] |= {c.dims.get("N") for c in cs}
+        if not fam:
+            ax.set_visible(False)
+            continue
+        best = max(fam, key=lambda k: len(fam[k]))
+        for (h, dd, dm, dt, v), cs in groups.items():
+            if (h, dd, dm, dt) != best:
+                continue
+            cs.sort(key=lambda c: c.dims.get("N"))
+            ax.plot([c.dims["N"] for c in cs], [c.c("tokens_per_s") for c in cs], "o-", label=v, color=colors[v])
+            any_data = True
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length N (= M)")
+        ax.set_ylabel("tokens / s")
+        h, dd, dm, dt = best
+        ax.set_title(f"{mode}: H={h}, D={dd}" + (f", d_model={dm}" if dm else "") + f", {dt}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    if any_data:
+        save(fig, "throughput_vs_seqlen.png", "Throughput against sequence length, per variant")
+    else:
+        plt.close(fig)
+
+    # 2. decode time vs cache length
+    core = [c for c in rep.grid("decode") if not c.layer_api and c.dims.get("B", 1) == 1]
+    if core:
+        fig, ax = plt.subplots(figsize=(7.5, 4.5))
+        groups = defaultdict(list)
+        for c in core:
+            groups[(c.variant, c.dtype)].append(c)
+        styles = {"f32": "-", "f16": "--", "bf16": ":"}
+        for (v, dt), cs in sorted(groups.items(), key=lambda kv: (rep.variants.index(kv[0][0]), kv[0][1])):
+            if len(cs) < 2:
+                continue
+            cs.sort(key=lambda c: c.dims["M"])
+            ax.plot([c.dims["M"] for c in cs], [c.ms for c in cs], "o" + styles.get(dt, "-"), color=colors[v],
+                    label=f"{v} {dt}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("cached tokens M")
+        ax.set_ylabel("ms per decoded token")
+        d = core[0].dims
+        ax.set_title(f"decode (attention core, cold K/V): H={d.get('H')}, D={d.get('D')}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8, ncol=2)
+        save(fig, "decode_time_vs_cache.png", "Decode time against cache length")
+
+    # 3. memory per token per variant
+    mem = {}
+    for c in rep.grid("decode"):
+        if not c.layer_api:
+            mem.setdefault((c.dims.get("H"), c.dims.get("D")), {}).setdefault(c.variant, {})[c.dtype] = c.c(
+                "kv_bytes_per_token")
+    wts = {}
+    for c in rep.grid("layer"):
+        wts.setdefault((c.dims.get("dm"), c.dims.get("H"), c.dims.get("D")), {})[c.variant] = c.c("weights_bytes")
+    if mem or wts:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+        if mem:
+            (h, dd), per = next(iter(mem.items()))
+            vs = [v for v in rep.variants if v in per]
+            dts = [dt for dt in ("f32", "f16", "bf16") if any(dt in per[v] for v in vs)]
+            width = 0.8 / max(1, len(dts))
+            for i, dt in enumerate(dts):
+                axes[0].bar([j + i * width for j in range(len(vs))], [per[v].get(dt, 0) / 1024 for v in vs], width,
+                            label=dt)
+            axes[0].set_xticks([j + width * (len(dts) - 1) / 2 for j in range(len(vs))], vs)
+            axes[0].set_ylabel("KV cache KiB per token (per layer)")
+            axes[0].set_title(f"KV cache per token: H={h}, D={dd}")
+            axes[0].legend()
+        else:
+            axes[0].set_visible(False)
+        if wts:
+            (dm, h, dd), per = max(wts.items(), key=lambda kv: len(kv[1]))
+            vs = [v for v in rep.variants if v in per]
+            axes[1].bar(vs, [per[v] / 2 ** 20 for v in vs], color=[colors[v] for v in vs])
+            axes[1].set_ylabel("packed weights, MiB")
+            axes[1].set_title(f"layer weights: d_model={dm}, H={h}, D={dd}")
+        else:
+            axes[1].set_visible(False)
+        save(fig, "memory_per_variant.png", "Memory per token and weights, per variant")
+
+    # 4. error per variant: oracle error (all grid cases) and fidelity (layer modes)
+    errs = defaultdict(list)
+    fids = defaultdict(list)
+    for mode in MODES:
+        for c in rep.grid(mode):
+            if c.c("rel_l2_err") is not None and c.c("rel_l2_err") > 0:
+                errs[c.variant].append(c.c("rel_l2_err"))
+            if c.layer_api and (c.c("fidelity_rel_l2") or 0) > 0:
+                fids[c.variant].append(c.c("fidelity_rel_l2"))
+    if errs:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+        vs = [v for v in rep.variants if v in errs]
+        axes[0].boxplot([errs[v] for v in vs], labels=vs)
+        axes[0].set_yscale("log")
+        axes[0].set_ylabel("rel. L2 error vs double oracle")
+        axes[0].set_title("numerical error (all comparison cases)")
+        axes[0].grid(True, which="both", alpha=0.3)
+        vf = [v for v in rep.variants if v in fids]
+        if vf:
+            axes[1].boxplot([fids[v] for v in vf], labels=vf)
+            axes[1].set_ylabel("rel. L2 distance from the MHA output")
+            axes[1].set_title("fidelity of the derived layers (layer modes)")
+            axes[1].grid(True, alpha=0.3)
+        else:
+            axes[1].set_visible(False)
+        save(fig, "error_per_variant.png", "Error per variant")
+
+    # 5. roofline
+    peaks, bws = rep.limits()
+    pts = [c for c in rep.cases if not c.error and c.threads == rep.t1 and (c.c("gbps") or 0) > 0
+           and (c.c("gflops") or 0) > 0]
+    if pts and bws.get(rep.t1):
+        fig, ax = plt.subplots(figsize=(8, 5.5))
+        markers = {"prefill": "o", "decode": "s", "layer": "^", "cross": "D"}
+        isa_colors = {}
+        for c in pts:
+            isa_colors.setdefault(c.isa, palette[len(isa_colors) % len(palette)])
+        seen = set()
+        for c in pts:
+            ai = c.c("gflops") / c.c("gbps")
+            lab = f"{c.mode}, {c.isa}"
+            ax.scatter([ai], [c.c("gflops")], marker=markers.get(c.mode, "o"), color=isa_colors[c.isa], s=28,
+                       label=None if lab in seen else lab, alpha=0.85)
+            seen.add(lab)
+        xs = [c.c("gflops") / c.c("gbps") for c in pts]
+        lo, hi = min(xs) / 2, max(xs) * 2
+        bw = bws[rep.t1]
+        for isa, p in peaks.items():
+            if rep.t1 in p:
+                pk = p[rep.t1]
+                knee = pk / bw
+                xr = [lo, max(lo, min(knee, hi)), hi]
+                ax.plot(xr, [min(pk, x * bw) for x in xr], "-", lw=1, color=isa_colors.get(isa, "gray"))
+                ax.text(hi, pk, f" {isa} peak {pk:.0f}", va="center", fontsize=8)
+        ax.text(lo, lo * bw, f" DRAM {bw:.1f} GB/s", fontsize=8, va="bottom")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("arithmetic intensity (FLOP per byte that must move)")
+        ax.set_ylabel("GFLOP/s")
+        ax.set_title(f"roofline, {rep.t1} thread (ceilings measured at start)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, ncol=2, loc="lower right")
+        save(fig, "roofline.png", "Roofline")
+    return made
+
+
+# ---------------------------------------------------------------- main
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("results")
+    ap.add_argument("--out")
+    ap.add_argument("--docs")
+    ap.add_argument("--print", action="store_true", dest="do_print")
+    ap.add_argument("--command", default="bench/run.sh")
+    a = ap.parse_args(argv[1:])
+    if os.path.exists(a.results):
+        ctx, cases = load(a.results)
+    else:
+        if not a.docs:
+            print(f"report.py: {a.results}: no such file", file=sys.stderr)
+            return 2
+        ctx, cases = {}, []  # a skeleton
+    rep = Report(ctx, cases)
+    outdir = a.out or os.path.dirname(os.path.abspath(a.results))
+    os.makedirs(outdir, exist_ok=True)
+    plots = make_plots(rep, outdir) if cases else []
+    with open(os.path.join(outdir, "report.md"), "w", encoding="utf-8") as f:
+        f.write(rep.markdown("", plots, a.command))
+    written = [os.path.join(outdir, "report.md")] + [os.path.join(outdir, p) for p, _ in plots]
+    if a.docs:
+        ddir = os.path.join(os.path.dirname(os.path.abspath(a.docs)), "benchmarks")
+        dplots = make_plots(rep, ddir) if cases else []
+        with open(a.docs, "w", encoding="utf-8") as f:
+            f.write(rep.markdown("benchmarks/", dplots, a.command))
+        written += [a.docs] + [os.path.join(ddir, p) for p, _ in dplots]
+    if a.do_print:
+        rep.print_summary()
+    print("report: " + ", ".join(os.path.relpath(w) for w in written))
+    return 1 if rep.bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
