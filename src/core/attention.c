@@ -173,15 +173,27 @@ static void key_range(const mh_attn_options* opt, int64_t kv_len, int64_t p_firs
     *j_end = je;
 }
 
-/* Finished scores (Q.K^T, then the score step) of keys [j0, j0 + nc) into sc->s. Blocks with
- * few rows read K in place; larger ones pack the tile and use the GEMM micro-kernel. */
+/* Decode blocks (one query per head) of up to this many rows (query heads sharing a KV head)
+ * stay on the direct kernels, in chunks: streaming K/V once beats packing it for a GEMM that
+ * has too few rows to pay for the packing. */
+#define DIRECT_MAX_ROWS 16
+
+static int use_direct(const mh_kernels* k, const mh_score_block* blk, size_t rows) {
+    return rows < k->attn_direct_rows || (blk->rows_per_head == 1 && rows <= DIRECT_MAX_ROWS);
+}
+
+/* Finished scores (Q.K^T, then the score step) of keys [j0, j0 + nc) into sc->s. Decode
+ * blocks read K in place (use_direct); larger ones pack the tile and use the GEMM
+ * micro-kernel. */
 static void score_tile(const mh_kernels* k, const mh_attn_problem* p, const mh_score_block* blk,
                        const void* kbase, const float* kt_pre, size_t rows, int64_t j0, size_t nc,
                        scratch* sc) {
     const size_t dqk = (size_t)p->head_dim_qk, tk = k->attn_kv_tile, mr = k->gemm_mr, nr = k->gemm_nr;
     const void* ksrc = elem_at(kbase, p->k_dtype, (ptrdiff_t)j0 * p->k.stride_token);
-    if (rows < k->attn_direct_rows) {
-        k->qk_direct(rows, nc, dqk, sc->q, dqk, ksrc, p->k.stride_token, p->k_dtype, sc->s, tk);
+    if (use_direct(k, blk, rows)) { /* chunks the kernel takes; the K tile stays in cache */
+        for (size_t r = 0; r < rows; r += k->attn_direct_rows - 1)
+            k->qk_direct(min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk,
+                         ksrc, p->k.stride_token, p->k_dtype, sc->s + r * tk, tk);
     } else {
         const float* kt = kt_pre;
         if (!kt) {
@@ -213,8 +225,10 @@ static void accumulate_pv(const mh_kernels* k, const mh_attn_problem* p, const m
                           int64_t j0, size_t nc, scratch* sc) {
     const size_t dv = (size_t)p->head_dim_v, tk = k->attn_kv_tile, mr = k->gemm_mr, nr = k->gemm_nr;
     const void* vsrc = elem_at(vbase, p->v_dtype, (ptrdiff_t)j0 * p->v.stride_token);
-    if (rows < k->attn_direct_rows) {
-        k->pv_direct(rows, nc, dv, sc->s, tk, vsrc, p->v.stride_token, p->v_dtype, sc->alpha, sc->o, dv);
+    if (use_direct(k, blk, rows)) {
+        for (size_t r = 0; r < rows; r += k->attn_direct_rows - 1)
+            k->pv_direct(min_size(k->attn_direct_rows - 1, rows - r), nc, dv, sc->s + r * tk, tk, vsrc,
+                         p->v.stride_token, p->v_dtype, sc->alpha + r, sc->o + r * dv, dv);
         return;
     }
     const float* vt = vt_pre;
