@@ -10,7 +10,6 @@
 #include "core/attention.h"
 
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
 #include "core/parallel.h"
@@ -406,61 +405,83 @@ static void merge(const mh_attn_problem* p, size_t rows, size_t n_split, float* 
     }
 }
 
+/* Everything the workers of one call share. */
+typedef struct call {
+    const mh_kernels* k;
+    const mh_attn_problem* p;
+    const mh_attn_options* opt;
+    core_ws cw;
+    size_t n_pack;    /* K/V tiles to prepack (0 = none) */
+    size_t n_tasks;   /* (batch, KV head, query tile) tasks */
+    size_t n_split;   /* key chunks per task (split-KV decode) */
+    float scale;
+    long next_item;   /* the dynamic schedule's counter */
+} call;
+
+/* Runs item `item` (task item / n_split, key chunk item % n_split). */
+static void run_item(call* c, size_t item, scratch* sc) {
+    const mh_kernels* k = c->k;
+    const mh_attn_problem* p = c->p;
+    const mh_attn_options* opt = c->opt;
+    const size_t ti = item / c->n_split, ci = item % c->n_split, dv = (size_t)p->head_dim_v;
+    task_ctx t;
+    task_setup(k, p, opt, ti, &t);
+    if (c->n_split == 1) {
+        attend(k, p, &c->cw, &t, c->scale, t.j_begin, t.j_end, sc);
+        finish(p, opt, &t, sc->m, sc->l, sc->o);
+        if (opt->probs) write_probs(k, p, opt, &t.blk, &t.t, t.kbase, t.j_begin, t.j_end, sc);
+        return;
+    }
+    const int64_t span = t.j_end > t.j_begin ? t.j_end - t.j_begin : 0;
+    const int64_t tk = (int64_t)k->attn_kv_tile, n_split = (int64_t)c->n_split;
+    const int64_t chunk = ((span + n_split - 1) / n_split + tk - 1) / tk * tk;
+    const int64_t lo = t.j_begin + (int64_t)ci * chunk;
+    const int64_t hi = lo + chunk < t.j_end ? lo + chunk : t.j_end;
+    attend(k, p, &c->cw, &t, c->scale, lo, hi > lo ? hi : lo, sc);
+    float* part = partial_at(c->cw.partials, partial_floats(k, p), ti, ci);
+    memcpy(part, sc->m, t.rows * sizeof(float));
+    memcpy(part + t.rows, sc->l, t.rows * sizeof(float));
+    memcpy(part + 2 * t.rows, sc->o, t.rows * dv * sizeof(float));
+}
+
+/* One worker: prepack its share of K/V tiles, then take items until none is left (dynamic:
+ * causal tasks differ in cost; which worker runs an item never changes its result), then
+ * merge its share of split tasks. */
+static void worker(void* arg, int tid, int nth) {
+    call* c = arg;
+    mh_ws ws = mh_ws_begin(c->cw.scratch + (size_t)tid * c->cw.per_thread);
+    scratch sc;
+    carve_scratch(c->k, c->p, &ws, &sc);
+    if (c->n_pack) {
+        for (size_t i = (size_t)tid; i < c->n_pack; i += (size_t)nth) prepack_tile(c->k, c->p, &c->cw, i);
+        mh_barrier(nth);
+    }
+    const size_t n_items = c->n_tasks * c->n_split;
+    for (long item; (item = mh_next_item(&c->next_item)) < (long)n_items;) run_item(c, (size_t)item, &sc);
+    if (c->n_split == 1) return;
+    mh_barrier(nth);
+    const size_t per_partial = partial_floats(c->k, c->p);
+    for (size_t ti = (size_t)tid; ti < c->n_tasks; ti += (size_t)nth) {
+        task_ctx t;
+        task_setup(c->k, c->p, c->opt, ti, &t);
+        float* base = partial_at(c->cw.partials, per_partial, ti, 0);
+        merge(c->p, t.rows, c->n_split, base, per_partial);
+        finish(c->p, c->opt, &t, base, base + t.rows, base + 2 * t.rows);
+    }
+}
+
 void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* p,
                        const mh_attn_options* opt, int prepack_ok, void* ws_base) {
-    const size_t n_tasks = (size_t)p->batch * (size_t)p->n_kv_heads * n_query_tiles(k, p);
-    const size_t n_split = n_splits(k, p, opt), n_items = n_tasks * n_split;
-    const float scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim_qk);
-    core_ws cw;
+    call c;
+    memset(&c, 0, sizeof c);
+    c.k = k, c.p = p, c.opt = opt;
     mh_ws layout = mh_ws_begin(ws_base);
-    core_layout(k, threads, p, prepack_ok, &layout, &cw);
-    const size_t per_partial = partial_floats(k, p), dv = (size_t)p->head_dim_v;
-    const size_t n_pack = cw.kt_all ? (size_t)p->batch * (size_t)p->n_kv_heads * n_kv_tiles(k, p) : 0;
+    core_layout(k, threads, p, prepack_ok, &layout, &c.cw);
+    c.n_tasks = (size_t)p->batch * (size_t)p->n_kv_heads * n_query_tiles(k, p);
+    c.n_split = n_splits(k, p, opt);
+    c.n_pack = c.cw.kt_all ? (size_t)p->batch * (size_t)p->n_kv_heads * n_kv_tiles(k, p) : 0;
+    c.scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim_qk);
     const double flops = 2.0 * (double)p->batch * p->n_q * p->n_kv * p->n_heads *
                          (p->head_dim_qk + p->head_dim_v); /* upper bound (ignores masks) */
-    const int nt = mh_workers(threads, n_items, flops);
-
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        mh_ws ws = mh_ws_begin(cw.scratch + (size_t)omp_get_thread_num() * cw.per_thread);
-        scratch sc;
-        carve_scratch(k, p, &ws, &sc);
-        if (n_pack) {
-#pragma omp for schedule(static)
-            for (long item = 0; item < (long)n_pack; item++) prepack_tile(k, p, &cw, (size_t)item);
-        }
-        /* dynamic: causal tasks differ in cost; which thread runs an item never changes its result */
-#pragma omp for schedule(dynamic, 1)
-        for (long item = 0; item < (long)n_items; item++) {
-            const size_t ti = (size_t)item / n_split, ci = (size_t)item % n_split;
-            task_ctx c;
-            task_setup(k, p, opt, ti, &c);
-            if (n_split == 1) {
-                attend(k, p, &cw, &c, scale, c.j_begin, c.j_end, &sc);
-                finish(p, opt, &c, sc.m, sc.l, sc.o);
-                if (opt->probs) write_probs(k, p, opt, &c.blk, &c.t, c.kbase, c.j_begin, c.j_end, &sc);
-                continue;
-            }
-            const int64_t span = c.j_end > c.j_begin ? c.j_end - c.j_begin : 0;
-            const int64_t tk = (int64_t)k->attn_kv_tile;
-            const int64_t chunk = ((span + (int64_t)n_split - 1) / (int64_t)n_split + tk - 1) / tk * tk;
-            const int64_t lo = c.j_begin + (int64_t)ci * chunk;
-            const int64_t hi = lo + chunk < c.j_end ? lo + chunk : c.j_end;
-            attend(k, p, &cw, &c, scale, lo, hi > lo ? hi : lo, &sc);
-            float* part = partial_at(cw.partials, per_partial, ti, ci);
-            memcpy(part, sc.m, c.rows * sizeof(float));
-            memcpy(part + c.rows, sc.l, c.rows * sizeof(float));
-            memcpy(part + 2 * c.rows, sc.o, c.rows * dv * sizeof(float));
-        }
-        if (n_split > 1) {
-#pragma omp for schedule(static)
-            for (long ti = 0; ti < (long)n_tasks; ti++) {
-                task_ctx c;
-                task_setup(k, p, opt, (size_t)ti, &c);
-                float* base = partial_at(cw.partials, per_partial, (size_t)ti, 0);
-                merge(p, c.rows, n_split, base, per_partial);
-                finish(p, opt, &c, base, base + c.rows, base + 2 * c.rows);
-            }
-        }
-    }
+    mh_parallel(mh_workers(threads, c.n_tasks * c.n_split, flops), worker, &c);
 }

@@ -50,31 +50,51 @@ void mh_packed_matrix_free(mh_packed_matrix* m) {
     memset(m, 0, sizeof *m);
 }
 
-void mh_gemm_packed(const mh_kernels* k, int threads, size_t rows, const float* x, size_t ldx,
-                    const mh_packed_matrix* w, float* y, size_t ldy) {
+/* Everything the workers of one GEMM share. */
+typedef struct gemm_call {
+    const mh_kernels* k;
+    size_t rows;
+    const float* x;
+    size_t ldx;
+    const mh_packed_matrix* w;
+    float* y;
+    size_t ldy;
+    size_t n_row_blocks, n_tasks;
+} gemm_call;
+
+/* Tasks are dealt round-robin: consecutive tasks share a panel (below), so concurrent workers
+ * work on the same panel and find it in the shared cache. */
+static void gemm_worker(void* arg, int tid, int nth) {
+    const gemm_call* g = arg;
+    const mh_kernels* k = g->k;
+    const mh_packed_matrix* w = g->w;
     const size_t nr = w->nr, mr = k->gemm_mr, kin = (size_t)w->k_in;
-    const size_t n_panels = ((size_t)w->n_out + nr - 1) / nr;
-    const size_t n_row_blocks = (rows + GEMM_ROW_BLOCK - 1) / GEMM_ROW_BLOCK;
-    const long n_tasks = (long)(n_row_blocks * n_panels);
-    const int nt = mh_workers(threads, (size_t)n_tasks, 2.0 * (double)rows * (double)kin * w->n_out);
-    /* Each output element is one full-length reduction by one task: thread-count independent. */
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-    for (long t = 0; t < n_tasks; t++) {
-        /* consecutive tasks share a panel, so the other thread finds it in L3 */
-        const size_t rb = (size_t)t % n_row_blocks, p = (size_t)t / n_row_blocks;
+    for (size_t t = (size_t)tid; t < g->n_tasks; t += (size_t)nth) {
+        const size_t rb = t % g->n_row_blocks, p = t / g->n_row_blocks;
         const size_t c0 = p * nr, nc = (size_t)w->n_out - c0 < nr ? (size_t)w->n_out - c0 : nr;
-        const size_t r_end = (rb + 1) * GEMM_ROW_BLOCK < rows ? (rb + 1) * GEMM_ROW_BLOCK : rows;
+        const size_t r_end = (rb + 1) * GEMM_ROW_BLOCK < g->rows ? (rb + 1) * GEMM_ROW_BLOCK : g->rows;
         const float* panel = w->panels + p * kin * nr;
         const float* bias = w->bias ? w->bias + c0 : NULL;
         for (size_t k0 = 0; k0 < kin; k0 += GEMM_KC) {
             const size_t kc = kin - k0 < GEMM_KC ? kin - k0 : GEMM_KC;
             for (size_t r = rb * GEMM_ROW_BLOCK; r < r_end; r += mr) {
                 const size_t m = r_end - r < mr ? r_end - r : mr;
-                const float* a = x + r * ldx + k0;
-                float* c = y + r * ldy + c0;
-                if (k0 == 0) k->gemm(m, nc, kc, a, ldx, panel, bias, c, ldy);
-                else k->gemm_acc(m, nc, kc, a, ldx, panel + k0 * nr, k_ones, c, ldy);
+                const float* a = g->x + r * g->ldx + k0;
+                float* c = g->y + r * g->ldy + c0;
+                if (k0 == 0) k->gemm(m, nc, kc, a, g->ldx, panel, bias, c, g->ldy);
+                else k->gemm_acc(m, nc, kc, a, g->ldx, panel + k0 * nr, k_ones, c, g->ldy);
             }
         }
     }
+}
+
+/* Each output element is one reduction, in a fixed order, by one task: thread-count
+ * independent. */
+void mh_gemm_packed(const mh_kernels* k, int threads, size_t rows, const float* x, size_t ldx,
+                    const mh_packed_matrix* w, float* y, size_t ldy) {
+    const size_t n_panels = ((size_t)w->n_out + w->nr - 1) / w->nr;
+    const size_t n_row_blocks = (rows + GEMM_ROW_BLOCK - 1) / GEMM_ROW_BLOCK;
+    gemm_call g = {k, rows, x, ldx, w, y, ldy, n_row_blocks, n_row_blocks * n_panels};
+    const double flops = 2.0 * (double)rows * (double)w->k_in * w->n_out;
+    mh_parallel(mh_workers(threads, g.n_tasks, flops), gemm_worker, &g);
 }

@@ -1,0 +1,386 @@
+/*
+ * Forward, decode and mh_attention never allocate (docs/api.md): this program replaces the
+ * allocator, counts every call made while a flag is set around those three entry points, and
+ * requires zero. Run once per ISA (MH_ISA), each with contexts of 1 and 2 threads.
+ *
+ * How the allocator is replaced:
+ *  - Normal builds (glibc): malloc, calloc, realloc, reallocarray, free, aligned_alloc,
+ *    posix_memalign, memalign, valloc and pvalloc are defined in this executable. The dynamic
+ *    linker binds every reference to them, including the library's and the OpenMP runtime's,
+ *    to these definitions, which count and forward to glibc's __libc_* entry points.
+ *  - Sanitizer builds (ASan/TSan own the allocator, and replacing it under them is not
+ *    possible): the sanitizer's malloc/free hooks count the same calls (every allocation
+ *    function of the C library ends in them).
+ * A self-check first proves the counter sees the library's own allocations (the create
+ * functions allocate with malloc and aligned_alloc).
+ *
+ * The OpenMP runtime: the first parallel region of a program creates the thread team, and
+ * that allocates (thread stacks, team structures). That is a one-time cost of the runtime,
+ * not of any call: one warm-up forward runs before counting starts. The library's own code
+ * never allocates; any allocation counted after the warm-up (including by the OpenMP runtime
+ * on a later call) is a failure. Shapes are large enough that the 2-thread context really
+ * forks (the library keeps calls under ~16 MFLOP on the caller's thread), and the program
+ * checks that a worker thread exists after the warm-up (except on a slow machine, e.g. under
+ * qemu, where smaller shapes keep the test short).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <dlfcn.h>
+
+#include "check.h"
+#include "layer_fixture.h"
+#include "problem.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MH_SANITIZED_ALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define MH_SANITIZED_ALLOC 1
+#endif
+#endif
+
+enum { F_MALLOC, F_CALLOC, F_REALLOC, F_FREE, F_ALIGNED, F_POSIX_MEMALIGN, F_MEMALIGN, F_OTHER, F_COUNT };
+static const char* const g_names[F_COUNT] = {"malloc", "calloc", "realloc", "free", "aligned_alloc",
+                                             "posix_memalign", "memalign", "valloc/pvalloc/reallocarray"};
+static atomic_int g_counting;
+static atomic_long g_calls[F_COUNT];
+/* the callers of the first few counted allocations, to name the module that allocated */
+enum { MAX_CALLERS = 8 };
+static void* g_callers[MAX_CALLERS];
+static atomic_int g_n_callers;
+
+static void count_from(int f, void* caller) {
+    if (atomic_load_explicit(&g_counting, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&g_calls[f], 1, memory_order_relaxed);
+        if (!caller) return; /* free: its caller may be a tail call's, so not recorded */
+        const int i = atomic_fetch_add_explicit(&g_n_callers, 1, memory_order_relaxed);
+        if (i < MAX_CALLERS) g_callers[i] = caller;
+    }
+}
+#define count(f) count_from((f), __builtin_return_address(0))
+
+#if defined(MH_SANITIZED_ALLOC)
+/* compiler-rt's <sanitizer/allocator_interface.h> (not shipped with every gcc) */
+int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void*, size_t),
+                                              void (*free_hook)(const volatile void*));
+static void on_malloc(const volatile void* p, size_t n) { (void)p, (void)n, count_from(F_MALLOC, NULL); }
+static void on_free(const volatile void* p) { (void)p, count_from(F_FREE, NULL); }
+static int install_counter(void) {
+    return __sanitizer_install_malloc_and_free_hooks(on_malloc, on_free) != 0;
+}
+#elif defined(__GLIBC__)
+void* __libc_malloc(size_t);
+void* __libc_calloc(size_t, size_t);
+void* __libc_realloc(void*, size_t);
+void __libc_free(void*);
+void* __libc_memalign(size_t, size_t);
+void* __libc_valloc(size_t);
+void* __libc_pvalloc(size_t);
+
+void* malloc(size_t n) {
+    count(F_MALLOC);
+    return __libc_malloc(n);
+}
+void* calloc(size_t a, size_t b) {
+    count(F_CALLOC);
+    return __libc_calloc(a, b);
+}
+void* realloc(void* p, size_t n) {
+    count(F_REALLOC);
+    return __libc_realloc(p, n);
+}
+void* reallocarray(void* p, size_t a, size_t b) {
+    count(F_OTHER);
+    if (b && a > SIZE_MAX / b) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return __libc_realloc(p, a * b);
+}
+void free(void* p) {
+    count_from(F_FREE, NULL);
+    __libc_free(p);
+}
+void* aligned_alloc(size_t align, size_t n) {
+    count(F_ALIGNED);
+    return __libc_memalign(align, n);
+}
+void* memalign(size_t align, size_t n) {
+    count(F_MEMALIGN);
+    return __libc_memalign(align, n);
+}
+int posix_memalign(void** out, size_t align, size_t n) {
+    count(F_POSIX_MEMALIGN);
+    if (align < sizeof(void*) || (align & (align - 1))) return EINVAL;
+    void* p = __libc_memalign(align, n);
+    if (!p) return ENOMEM;
+    *out = p;
+    return 0;
+}
+void* valloc(size_t n) {
+    count(F_OTHER);
+    return __libc_valloc(n);
+}
+void* pvalloc(size_t n) {
+    count(F_OTHER);
+    return __libc_pvalloc(n);
+}
+static int install_counter(void) { return 1; }
+#else
+static int install_counter(void) { return 0; }
+#endif
+
+static void start_counting(void) {
+    for (int f = 0; f < F_COUNT; f++) atomic_store(&g_calls[f], 0);
+    atomic_store(&g_n_callers, 0);
+    atomic_store(&g_counting, 1);
+}
+
+/* Stops counting and returns the number of calls; prints them per function for `what`. */
+static long stop_counting(const char* what) {
+    atomic_store(&g_counting, 0);
+    long total = 0;
+    for (int f = 0; f < F_COUNT; f++) total += atomic_load(&g_calls[f]);
+    if (total && what) {
+        fprintf(stderr, "  %s: %ld allocator calls:", what, total);
+        for (int f = 0; f < F_COUNT; f++)
+            if (atomic_load(&g_calls[f])) fprintf(stderr, " %s %ld", g_names[f], atomic_load(&g_calls[f]));
+        fprintf(stderr, "; allocations called from");
+        const int nc = atomic_load(&g_n_callers) < MAX_CALLERS ? atomic_load(&g_n_callers) : MAX_CALLERS;
+        for (int i = 0; i < nc; i++) {
+            Dl_info info;
+            if (g_callers[i] && dladdr(g_callers[i], &info) && info.dli_fname) {
+                const char* base = strrchr(info.dli_fname, '/');
+                fprintf(stderr, " %s", base ? base + 1 : info.dli_fname);
+            } else {
+                fprintf(stderr, " ?");
+            }
+        }
+        fprintf(stderr, "\n");
+    }
+    return total;
+}
+
+/* Emulators: one 4-MFLOP attention call takes at most a millisecond natively (tens of ms for
+ * the scalar kernels under ASan), 0.03-0.1 s under qemu-user and ~2 s with its SVE, where
+ * the full-size shapes would take many minutes. Above 10 ms (200 ms in sanitizer builds, which
+ * keep the full shapes) this test uses smaller shapes (and says so). */
+#if defined(MH_SANITIZED_ALLOC)
+#define SLOW_MS 200.0
+#else
+#define SLOW_MS 10.0
+#endif
+static int slow_machine(const mh_context* ctx) {
+    test_rng r;
+    rng_seed(&r, 1);
+    test_problem t;
+    problem_make(&t, &r, 1, 16, 512, 2, 2, 64, 64, MH_DTYPE_F32, LAYOUT_TOKEN_MAJOR, 1.0f);
+    run_attention(ctx, &t.p, NULL); /* warm */
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    run_attention(ctx, &t.p, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    problem_free(&t);
+    const double ms = 1e3 * (double)(b.tv_sec - a.tv_sec) + 1e-6 * (double)(b.tv_nsec - a.tv_nsec);
+    if (ms > SLOW_MS) printf("slow machine (a 4-MFLOP call took %.0f ms): reduced shapes\n", ms);
+    return ms > SLOW_MS;
+}
+
+static void* ws_alloc(size_t bytes) { return aligned_alloc(64, (bytes + 63) / 64 * 64 + 64); }
+
+/* Threads of this process, from /proc/self/status (0 if unknown). */
+static int process_threads(void) {
+    FILE* f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "Threads:", 8) == 0) n = atoi(line + 8);
+    fclose(f);
+    return n;
+}
+
+enum { B = 2, H = 8, HKV = 2, D = 32 };
+/* shapes where a 2-thread context forks (projections and attention above ~16 MFLOP), or
+ * small ones on a slow machine */
+static int N = 128, D_MODEL = 256, CAP = 160, SLOW = 0;
+
+static void run_layer_calls(int threads) {
+    char what[160];
+    mh_context* ctx = test_context(threads);
+    test_rng r;
+    rng_seed(&r, 77 + (uint64_t)threads);
+    mh_layer_config c = mh_layer_config_default();
+    c.variant = MH_VARIANT_GQA, c.d_model = D_MODEL, c.n_heads = H, c.n_kv_heads = HKV;
+    c.head_dim = D, c.bias = 1;
+    layer_fixture f;
+    if (!check_status("create", fixture_make(&f, ctx, &c, &r, 0.1f), MH_OK)) exit(1);
+    mh_layer_config cw = c; /* the same layer with model-level options (window, cap, ALiBi, sinks) */
+    float slopes[8], sinks[8];
+    for (int h = 0; h < H; h++) slopes[h] = 0.05f * (float)(h + 1), sinks[h] = 0.1f * (float)h;
+    cw.window = 40, cw.softcap = 20.0f, cw.alibi_slopes = slopes, cw.sinks = sinks;
+    mh_layer* Lw = NULL;
+    check_status("create (options)", fixture_recreate(&f, ctx, &cw, &Lw), MH_OK);
+
+    const size_t n = (size_t)B * N * D_MODEL;
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    rng_fill(&r, x, n, -1, 1);
+    size_t fw_bytes, dec_bytes, dec1_bytes;
+    check_status("forward ws", mh_layer_forward_workspace_size(f.layer, B, N, N, &fw_bytes), MH_OK);
+    check_status("decode ws", mh_layer_decode_workspace_size(f.layer, B, N, &dec_bytes), MH_OK);
+    check_status("decode1 ws", mh_layer_decode_workspace_size(f.layer, B, 1, &dec1_bytes), MH_OK);
+    void *ws_fw = ws_alloc(fw_bytes), *ws_dec = ws_alloc(dec_bytes), *ws_dec1 = ws_alloc(dec1_bytes);
+    mh_kv_cache *cache = NULL, *cache16 = NULL;
+    check_status("cache", mh_kv_cache_create(f.layer, B, CAP, MH_DTYPE_F32, &cache), MH_OK);
+    check_status("cache f16", mh_kv_cache_create(f.layer, B, CAP, MH_DTYPE_F16, &cache16), MH_OK);
+    float* mask = malloc(sizeof(float) * (size_t)N * N);
+    for (size_t i = 0; i < (size_t)N * N; i++) mask[i] = (i % 7 == 0) ? -1.0f : 0.25f;
+    float* probs = malloc(sizeof(float) * (size_t)B * H * N * N);
+    int32_t kv_len[2] = {N, N - 9};
+
+    /* warm-up: the program's first parallel region (OpenMP creates its team here) */
+    mh_attn_options causal = mh_attn_options_default();
+    causal.causal = 1;
+    mh_forward_args a = {B, N, 0, x, NULL, NULL, y, &causal};
+    check_status("warm-up forward", mh_layer_forward(f.layer, &a, ws_fw, fw_bytes), MH_OK);
+    if (threads > 1 && !SLOW) {
+        snprintf(what, sizeof what, "a %d-thread context started a worker thread (process has %d)",
+                 threads, process_threads());
+        check_true(what, process_threads() >= 2);
+    }
+
+    snprintf(what, sizeof what, "%d thread(s): layer forward (causal) allocates nothing", threads);
+    start_counting();
+    mh_status st = mh_layer_forward(f.layer, &a, ws_fw, fw_bytes);
+    long calls = stop_counting(what);
+    check_status("forward", st, MH_OK), check_true(what, calls == 0);
+
+    mh_attn_options rich = mh_attn_options_default();
+    rich.mask = mask, rich.mask_stride_row = N, rich.kv_len = kv_len, rich.probs = probs;
+    a.opt = &rich;
+    snprintf(what, sizeof what, "%d thread(s): forward (window, softcap, ALiBi, sinks, mask, kv_len, probs) allocates nothing", threads);
+    start_counting();
+    st = mh_layer_forward(Lw, &a, ws_fw, fw_bytes);
+    calls = stop_counting(what);
+    check_status("forward (options)", st, MH_OK), check_true(what, calls == 0);
+
+    mh_kv_cache* caches[2] = {cache, cache16};
+    for (int ci = 0; ci < 2; ci++) {
+        snprintf(what, sizeof what, "%d thread(s): decode (%s cache, prefill %d + 30 tokens) allocates nothing",
+                 threads, ci ? "f16" : "f32", N);
+        start_counting();
+        st = mh_layer_decode(f.layer, caches[ci], B, N, x, y, ws_dec, dec_bytes);
+        for (int t = 0; t < 30 && st == MH_OK; t++)
+            st = mh_layer_decode(ci ? Lw : f.layer, caches[ci], B, 1, x + (size_t)t * D_MODEL, y, ws_dec1, dec1_bytes);
+        calls = stop_counting(what);
+        check_status("decode", st, MH_OK), check_true(what, calls == 0);
+    }
+    /* error returns allocate nothing either */
+    snprintf(what, sizeof what, "%d thread(s): failing calls allocate nothing", threads);
+    start_counting();
+    mh_status e1 = mh_layer_decode(f.layer, cache, B, CAP, x, y, ws_dec, dec_bytes); /* cache full */
+    mh_status e2 = mh_layer_forward(f.layer, &a, ws_fw, 64);                       /* too small */
+    calls = stop_counting(what);
+    check_status("cache full", e1, MH_ERR_CACHE_FULL);
+    check_status("workspace too small", e2, MH_ERR_WORKSPACE_TOO_SMALL);
+    check_true(what, calls == 0);
+
+    free(x), free(y), free(mask), free(probs), free(ws_fw), free(ws_dec), free(ws_dec1);
+    mh_kv_cache_destroy(cache);
+    mh_kv_cache_destroy(cache16);
+    mh_layer_destroy(Lw);
+    fixture_free(&f);
+    mh_context_destroy(ctx);
+}
+
+static void run_core_calls(int threads) {
+    char what[160];
+    mh_context* ctx = test_context(threads);
+    test_rng r;
+    rng_seed(&r, 99 + (uint64_t)threads);
+    /* prefill-shaped (prepacked K/V, several query tiles), decode-shaped (split-KV), and a
+     * padded-layout bf16 call with every option */
+    test_problem pre, dec, pad;
+    problem_make(&pre, &r, 2, SLOW ? 40 : 64, SLOW ? 80 : 256, 4, 2, 64, 64, MH_DTYPE_F32, LAYOUT_TOKEN_MAJOR, 1.0f);
+    problem_make(&dec, &r, 1, 1, SLOW ? 2100 : 8192, 8, 1, 64, 64, MH_DTYPE_F16, LAYOUT_HEAD_MAJOR, 1.0f);
+    problem_make(&pad, &r, 2, 33, 130, 6, 3, 24, 20, MH_DTYPE_BF16, LAYOUT_PADDED, 1.0f);
+    test_problem* ps[3] = {&pre, &dec, &pad};
+    static const char* const names[3] = {"prefill-shaped", "decode-shaped (split-KV)", "padded bf16 with options"};
+    size_t bytes[3];
+    void* ws[3];
+    float slopes[6], sinks[6];
+    for (int h = 0; h < 6; h++) slopes[h] = 0.1f * (float)(h + 1), sinks[h] = 0.2f * (float)h;
+    float* mask = malloc(sizeof(float) * 33 * 130);
+    for (int i = 0; i < 33 * 130; i++) mask[i] = (i % 5 == 0) ? -INFINITY : 0.5f;
+    float* probs = malloc(sizeof(float) * 2 * 6 * 33 * 130);
+    int32_t kv_len[2] = {130, 77};
+    mh_attn_options opts[3];
+    opts[0] = mh_attn_options_default(), opts[0].causal = 1;
+    opts[1] = mh_attn_options_default();
+    opts[2] = mh_attn_options_default();
+    opts[2].causal = 1, opts[2].window = 50, opts[2].softcap = 15.0f, opts[2].alibi_slopes = slopes;
+    opts[2].sinks = sinks, opts[2].mask = mask, opts[2].mask_stride_row = 130, opts[2].kv_len = kv_len;
+    opts[2].probs = probs;
+    for (int i = 0; i < 3; i++) {
+        check_status("core ws", mh_attention_workspace_size(ctx, &ps[i]->p, &opts[i], &bytes[i]), MH_OK);
+        ws[i] = ws_alloc(bytes[i]);
+    }
+    /* warm-up (a no-op when run_layer_calls already ran in this process) */
+    check_status("warm-up core", mh_attention(ctx, &pre.p, &opts[0], ws[0], bytes[0]), MH_OK);
+    for (int i = 0; i < 3; i++) {
+        snprintf(what, sizeof what, "%d thread(s): mh_attention %s allocates nothing", threads, names[i]);
+        start_counting();
+        mh_status st = mh_attention(ctx, &ps[i]->p, &opts[i], ws[i], bytes[i]);
+        long calls = stop_counting(what);
+        check_status(names[i], st, MH_OK), check_true(what, calls == 0);
+    }
+    for (int i = 0; i < 3; i++) free(ws[i]), problem_free(ps[i]);
+    free(mask), free(probs);
+    mh_context_destroy(ctx);
+}
+
+int main(void) {
+    if (!install_counter()) {
+        fprintf(stderr, "skipped: no way to count allocator calls on this platform\n");
+        return 77;
+    }
+    /* self-check: the counter sees the library's allocations (malloc and aligned_alloc) */
+    mh_context* probe = test_context(1);
+    mh_context_destroy(probe);
+    start_counting();
+    mh_context* ctx = test_context(1);
+    long ctx_calls = stop_counting(NULL);
+    check_true("the counter sees mh_context_create's malloc", ctx_calls > 0);
+    mh_layer_config c = mh_layer_config_default();
+    c.d_model = 8, c.n_heads = 2, c.head_dim = 4;
+    test_rng r;
+    rng_seed(&r, 5);
+    layer_fixture f;
+    check_status("small layer", fixture_make(&f, ctx, &c, &r, 0.5f), MH_OK);
+    mh_kv_cache* cache = NULL;
+    start_counting();
+    check_status("small cache", mh_kv_cache_create(f.layer, 1, 4, MH_DTYPE_F16, &cache), MH_OK);
+    long cache_calls = stop_counting(NULL);
+    check_true("the counter sees mh_kv_cache_create's allocations", cache_calls > 0);
+    mh_kv_cache_destroy(cache);
+    fixture_free(&f);
+    SLOW = slow_machine(ctx);
+    if (SLOW) N = 40, D_MODEL = 64, CAP = 72;
+    mh_context_destroy(ctx);
+
+    run_layer_calls(1);
+    run_core_calls(1);
+    run_layer_calls(2);
+    run_core_calls(2);
+    return test_exit_code("test_no_alloc");
+}
