@@ -14,7 +14,7 @@ fast=0
 [[ "${1:-}" == "--fast" ]] && fast=1
 
 # ---------------------------------------------------------------- packages
-packages=(cmake make gcc g++ clang libomp-dev pkg-config libsleef-dev libbenchmark-dev python3)
+packages=(cmake make gcc g++ clang libomp-dev libclang-rt-dev pkg-config libsleef-dev libbenchmark-dev python3)
 # dpkg-query, not dpkg -s: a package installed for two architectures (libsleef-dev for amd64
 # and arm64 once the aarch64 cross build has run) makes `dpkg -s NAME` fail as ambiguous.
 # The native (or arch-independent) instance must be installed, not just some architecture's.
@@ -93,25 +93,38 @@ run_step() {
   fi
 }
 
+# run_summary NAME COMMAND...: a script that ends with "NAME: N passed, N failed, N skipped";
+# its counts are added to the totals (a non-zero exit without a counted failure counts as one).
+run_summary() {
+  local name=$1
+  shift
+  echo "== $name"
+  local rc=0 log="$root/build/$name.log" line p f s
+  "$@" >"$log" 2>&1 || rc=$?
+  line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped" "$log" | tail -n 1 || true)
+  if [[ -z $line ]]; then
+    echo "== $name: no summary (log: build/$name.log)"
+    tail -n 40 "$log"
+    failed=$((failed + 1))
+    return
+  fi
+  echo "$line"
+  read -r p f s < <(echo "$line" | sed -E "s/^$name: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\\1 \\2 \\3/")
+  passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+  if ((rc != 0 && f == 0)); then failed=$((failed + 1)); fi
+}
+
 if ((!fast)); then
   # the benchmark harness must keep building and running (tiny shapes, under a minute)
   run_step bench-quick bench/run.sh --quick
-  # aarch64 under qemu: its own summary line is added to the totals
-  echo "== aarch64 (cross build, qemu)"
-  rc=0
-  tests/cross/aarch64.sh >"$root/build/aarch64.log" 2>&1 || rc=$?
-  line=$(grep -E '^aarch64: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped' "$root/build/aarch64.log" | tail -n 1 || true)
-  if [[ -n $line ]]; then
-    echo "$line"
-    read -r ap af as < <(echo "$line" | sed -E 's/aarch64: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/')
-    passed=$((passed + ap)) failed=$((failed + af)) skipped=$((skipped + as))
-    # a failing script whose summary counts no failure (e.g. a build error) still fails
-    ((rc != 0 && af == 0)) && failed=$((failed + 1))
-  else
-    echo "== aarch64: no summary (log: build/aarch64.log)"
-    tail -n 40 "$root/build/aarch64.log"
-    failed=$((failed + 1))
-  fi
+  # the installed package: CMake and pkg-config consumers, exported symbols
+  run_summary package tests/package/run.sh
+  # the threading tests under ThreadSanitizer (clang; OpenMP made visible to TSan by Archer)
+  run_summary tsan tests/sanitize/tsan.sh
+  # libFuzzer: the committed corpus, then a bounded run (MH_FUZZ_SECONDS, default 60)
+  run_summary fuzz tests/fuzz/run.sh
+  # aarch64: cross build, the whole suite under qemu (NEON; SVE at 128/256/512 bits)
+  run_summary aarch64 tests/cross/aarch64.sh
 fi
 
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
