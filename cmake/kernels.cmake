@@ -67,3 +67,27 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
         src/kernels/x86/avx512/table_avx512.c)
   endif()
 endif()
+
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
+  # NEON (Advanced SIMD) is part of the armv8-a baseline; SVE kernels are vector-length agnostic.
+  if(MH_ENABLE_NEON)
+    mh_add_isa(neon FLAGS -march=armv8-a
+      SOURCES
+        src/kernels/arm/neon/f32_gemm_6x16_neon.c
+        src/kernels/arm/neon/pack_neon.c
+        src/kernels/arm/neon/attention_direct_neon.c
+        src/kernels/arm/neon/softmax_neon.c
+        src/kernels/arm/neon/convert_neon.c
+        src/kernels/arm/neon/table_neon.c)
+  endif()
+  if(MH_ENABLE_SVE)
+    mh_add_isa(sve FLAGS -march=armv8-a+sve
+      SOURCES
+        src/kernels/arm/sve/f32_gemm_6x4vl_sve.c
+        src/kernels/arm/sve/pack_sve.c
+        src/kernels/arm/sve/attention_direct_sve.c
+        src/kernels/arm/sve/softmax_sve.c
+        src/kernels/arm/sve/convert_sve.c
+        src/kernels/arm/sve/table_sve.c)
+  endif()
+endif()

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Cross-compiles the library and its tests for aarch64 (cmake/toolchain-aarch64.cmake, -Werror)
+# into build/aarch64 and runs the ctest suite under qemu-user:
+#   neon     qemu -cpu max,sve=off (no SVE): the whole suite (the .sve entries skip)
+#   sve128   qemu -cpu max,sve-default-vector-length=16   \
+#   sve256   qemu -cpu max,sve-default-vector-length=32    } the .sve entries and the dispatch
+#   sve512   qemu -cpu max,sve-default-vector-length=64   /  tests (qemu's length is in bytes)
+# Installs what is missing first (Debian 12: arm64 foreign architecture, cross gcc, qemu-user,
+# libsleef-dev:arm64). Ends with one line "aarch64: N passed, N failed, N skipped" over all runs
+# and exits non-zero if anything failed.
+#
+#   MH_CROSS_RUNS="neon sve256"   only these runs (default: neon sve128 sve256 sve512)
+#   MH_CROSS_SVE_FULL=1           run the whole suite in the SVE runs too (slow)
+#
+# qemu-user accepts a guest's setrlimit(RLIMIT_AS) but does not apply it, so a test that
+# lowers RLIMIT_AS to provoke MH_ERR_OUT_OF_MEMORY (test_limits) would really allocate many GB
+# and be killed by the host's OOM killer. The emulator processes therefore run under
+# `ulimit -v` (MH_CROSS_VMEM_KB, default 12 GB of address space): what the guest asked for.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+build="$root/build/aarch64"
+
+# ---------------------------------------------------------------- packages (only if missing)
+packages=(cmake make pkg-config gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+          libsleef-dev:arm64)
+sudo=""
+[[ $(id -u) -ne 0 ]] && sudo=sudo
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "== installing: ${missing[*]}"
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $sudo dpkg --add-architecture arm64
+  fi
+  $sudo apt-get -o DPkg::Lock::Timeout=600 update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -q "${missing[@]}"
+fi
+
+# ---------------------------------------------------------------- build
+jobs=$(nproc)
+passed=0 failed=0 skipped=0
+t_start=$SECONDS
+mkdir -p "$root/build"
+echo "== aarch64: configure and build ($build)"
+if ! cmake -S "$root" -B "$build" -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchain-aarch64.cmake" \
+       -DMH_WERROR=ON -DMH_QEMU_CPU=max,sve=off >"$build.log" 2>&1 ||
+   ! cmake --build "$build" -j "$jobs" >>"$build.log" 2>&1; then
+  echo "== aarch64: BUILD FAILED (log: $build.log)"
+  tail -n 40 "$build.log"
+  echo "aarch64: 0 passed, 1 failed, 0 skipped"
+  exit 1
+fi
+echo "== aarch64: built in $((SECONDS - t_start)) s"
+
+# run NAME QEMU_CPU [ctest args...]: point the emulator at QEMU_CPU (a reconfigure only rewrites
+# the test commands), run ctest, add up its summary.
+run() {
+  local name=$1 cpu=$2
+  shift 2
+  local t0=$SECONDS out total nfail nskip
+  if ! cmake "$build" -DMH_QEMU_CPU="$cpu" >>"$build.log" 2>&1; then
+    echo "== $name: reconfigure FAILED (log: $build.log)"
+    failed=$((failed + 1))
+    return
+  fi
+  echo "== $name: ctest under qemu -cpu $cpu $*"
+  out=$(cd "$build" && ulimit -v "${MH_CROSS_VMEM_KB:-12582912}" &&
+        ctest --output-on-failure -j "$jobs" "$@" 2>&1) || true
+  echo "$out" | grep -E "Test +#|tests passed|Failed|Skipped|FAIL" || true
+  total=$(echo "$out" | sed -n 's/.*tests passed, \([0-9]*\) tests\{0,1\} failed out of \([0-9]*\).*/\2/p')
+  nfail=$(echo "$out" | sed -n 's/.*tests passed, \([0-9]*\) tests\{0,1\} failed out of.*/\1/p')
+  nskip=$(echo "$out" | grep -cE '^[[:space:]]*[0-9]+ - .*\(Skipped\)$' || true)
+  if [[ -z "$total" ]]; then
+    echo "== $name: ctest produced no summary"
+    echo "$out" | tail -n 20
+    failed=$((failed + 1))
+    return
+  fi
+  passed=$((passed + total - nfail - nskip))
+  failed=$((failed + nfail))
+  skipped=$((skipped + nskip))
+  echo "== $name: $((total - nfail - nskip)) passed, $nfail failed, $nskip skipped of $total in $((SECONDS - t0)) s"
+}
+
+sve_filter=(-R '\.sve$|dispatch')
+[[ "${MH_CROSS_SVE_FULL:-0}" == 1 ]] && sve_filter=()
+for r in ${MH_CROSS_RUNS:-neon sve128 sve256 sve512}; do
+  case $r in
+    neon) run neon "max,sve=off" ;;
+    sve128) run sve128 "max,sve-default-vector-length=16" "${sve_filter[@]}" ;;
+    sve256) run sve256 "max,sve-default-vector-length=32" "${sve_filter[@]}" ;;
+    sve512) run sve512 "max,sve-default-vector-length=64" "${sve_filter[@]}" ;;
+    *) echo "== unknown run '$r'"; failed=$((failed + 1)) ;;
+  esac
+done
+
+echo "== aarch64: total $((SECONDS - t_start)) s"
+echo "aarch64: ${passed} passed, ${failed} failed, ${skipped} skipped"
+((failed == 0))
