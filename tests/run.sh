@@ -83,27 +83,29 @@ run_step() {
   local name=$1
   shift
   echo "== $name"
-  if "$@" >"$root/build/$name.log" 2>&1; then
+  if "$@" >"$root/build/$name.run.log" 2>&1; then
     passed=$((passed + 1))
-    tail -n 3 "$root/build/$name.log"
+    tail -n 3 "$root/build/$name.run.log"
   else
-    echo "== $name: FAILED (log: build/$name.log)"
-    tail -n 40 "$root/build/$name.log"
+    echo "== $name: FAILED (log: build/$name.run.log)"
+    tail -n 40 "$root/build/$name.run.log"
     failed=$((failed + 1))
   fi
 }
 
 # run_summary NAME COMMAND...: a script that ends with "NAME: N passed, N failed, N skipped";
 # its counts are added to the totals (a non-zero exit without a counted failure counts as one).
+# Its output goes to build/NAME.run.log (the scripts keep build logs of their own, e.g.
+# build/aarch64.log, which must not be shared).
 run_summary() {
   local name=$1
   shift
   echo "== $name"
-  local rc=0 log="$root/build/$name.log" line p f s
+  local rc=0 log="$root/build/$name.run.log" line p f s
   "$@" >"$log" 2>&1 || rc=$?
   line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped" "$log" | tail -n 1 || true)
   if [[ -z $line ]]; then
-    echo "== $name: no summary (log: build/$name.log)"
+    echo "== $name: no summary (log: build/$name.run.log)"
     tail -n 40 "$log"
     failed=$((failed + 1))
     return
