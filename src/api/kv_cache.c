@@ -5,12 +5,11 @@
 
 #include "util/alloc.h"
 #include "util/checked.h"
+#include "util/dtype.h"
 #include "variant.h"
 
 /* Elements between two heads' streams beyond capacity * dim: 128 bytes of f32. */
 #define HEAD_PAD 32
-
-static size_t dtype_size(mh_dtype t) { return t == MH_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t); }
 
 /* Element strides of one tensor (K or V) of the cache; 0 on overflow. */
 static int cache_strides(int batch, int capacity, int heads, int dim, ptrdiff_t* head,
@@ -39,7 +38,7 @@ mh_status mh_kv_cache_create(const mh_layer* layer, int batch, int capacity, mh_
                        &c.k_stride_batch, &nk) ||
         !cache_strides(batch, capacity, c.n_kv_heads, c.head_dim_v, &c.v_stride_head,
                        &c.v_stride_batch, &nv) ||
-        !mh_mul_size(nk, dtype_size(dtype), &bk) || !mh_mul_size(nv, dtype_size(dtype), &bv))
+        !mh_mul_size(nk, mh_dtype_size(dtype), &bk) || !mh_mul_size(nv, mh_dtype_size(dtype), &bv))
         return MH_ERR_SIZE_OVERFLOW;
     mh_kv_cache* cache = malloc(sizeof *cache);
     c.k = mh_alloc(bk);
@@ -72,7 +71,7 @@ int mh_kv_cache_capacity(const mh_kv_cache* cache) { return cache ? cache->capac
 
 size_t mh_kv_cache_bytes_per_token(const mh_kv_cache* c) {
     if (!c) return 0;
-    return (size_t)c->n_kv_heads * (size_t)(c->head_dim + c->head_dim_v) * dtype_size(c->dtype);
+    return (size_t)c->n_kv_heads * (size_t)(c->head_dim + c->head_dim_v) * mh_dtype_size(c->dtype);
 }
 
 /* dst row of `dim` elements of the cache dtype from an f32 row. */
@@ -86,7 +85,7 @@ static void store_row(const mh_kernels* k, mh_dtype dtype, void* dst, const floa
 
 static void write_tensor(const mh_kv_cache* c, const mh_kernels* k, int n, const float* rows,
                          void* base, int dim, ptrdiff_t stride_head, ptrdiff_t stride_batch) {
-    const size_t es = dtype_size(c->dtype), width = (size_t)c->n_kv_heads * (size_t)dim;
+    const size_t es = mh_dtype_size(c->dtype), width = (size_t)c->n_kv_heads * (size_t)dim;
     for (int b = 0; b < c->batch; b++)
         for (int t = 0; t < n; t++)
             for (int h = 0; h < c->n_kv_heads; h++) {

@@ -14,6 +14,7 @@
 
 #include "core/parallel.h"
 #include "core/score.h"
+#include "util/dtype.h"
 
 typedef struct scratch {
     float* q;     /* [rows][Dqk]      the query block, pre-scaled */
@@ -146,13 +147,6 @@ void* mh_core_attention_carve(const mh_kernels* k, int threads, const mh_attn_pr
     return c.scratch;
 }
 
-/* Element size of a stored K/V type. */
-static size_t dtype_size(mh_dtype t) { return t == MH_DTYPE_F32 ? 4 : 2; }
-
-static const void* elem_at(const void* base, mh_dtype t, ptrdiff_t index) {
-    return (const unsigned char*)base + index * (ptrdiff_t)dtype_size(t);
-}
-
 /* One task: batch b, KV head kvh, queries [i0, i0 + nr). */
 typedef struct task {
     int b, kvh;
@@ -188,7 +182,7 @@ static void score_tile(const mh_kernels* k, const mh_attn_problem* p, const mh_s
                        const void* kbase, const float* kt_pre, size_t rows, int64_t j0, size_t nc,
                        scratch* sc) {
     const size_t dqk = (size_t)p->head_dim_qk, tk = k->attn_kv_tile, mr = k->gemm_mr, nr = k->gemm_nr;
-    const void* ksrc = elem_at(kbase, p->k_dtype, (ptrdiff_t)j0 * p->k.stride_token);
+    const void* ksrc = mh_dtype_at(kbase, p->k_dtype, (ptrdiff_t)j0 * p->k.stride_token);
     if (use_direct(k, blk, rows)) { /* chunks the kernel takes; the K tile stays in cache */
         for (size_t r = 0; r < rows; r += k->attn_direct_rows - 1)
             k->qk_direct(min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk,
@@ -223,7 +217,7 @@ static void accumulate_pv(const mh_kernels* k, const mh_attn_problem* p, const m
                           const void* vbase, const float* vt_pre, size_t vt_cols, size_t rows,
                           int64_t j0, size_t nc, scratch* sc) {
     const size_t dv = (size_t)p->head_dim_v, tk = k->attn_kv_tile, mr = k->gemm_mr, nr = k->gemm_nr;
-    const void* vsrc = elem_at(vbase, p->v_dtype, (ptrdiff_t)j0 * p->v.stride_token);
+    const void* vsrc = mh_dtype_at(vbase, p->v_dtype, (ptrdiff_t)j0 * p->v.stride_token);
     if (use_direct(k, blk, rows)) {
         for (size_t r = 0; r < rows; r += k->attn_direct_rows - 1)
             k->pv_direct(min_size(k->attn_direct_rows - 1, rows - r), nc, dv, sc->s + r * tk, tk, vsrc,
@@ -297,8 +291,8 @@ static void task_setup(const mh_kernels* k, const mh_attn_problem* p, const mh_a
                    (ptrdiff_t)t->i0 * opt->mask_stride_row;
     c->blk = blk;
     key_range(opt, kv_len, blk.p_first, blk.p_first + (int64_t)t->nr - 1, &c->j_begin, &c->j_end);
-    c->kbase = elem_at(p->k.data, p->k_dtype, t->b * p->k.stride_batch + t->kvh * p->k.stride_head);
-    c->vbase = elem_at(p->v.data, p->v_dtype, t->b * p->v.stride_batch + t->kvh * p->v.stride_head);
+    c->kbase = mh_dtype_at(p->k.data, p->k_dtype, t->b * p->k.stride_batch + t->kvh * p->k.stride_head);
+    c->vbase = mh_dtype_at(p->v.data, p->v_dtype, t->b * p->v.stride_batch + t->kvh * p->v.stride_head);
 }
 
 /* Online softmax over keys [j_lo, j_hi) of the task into sc->m, sc->l, sc->o (unnormalised).
@@ -344,9 +338,9 @@ static void prepack_tile(const mh_kernels* k, const mh_attn_problem* p, const co
     const size_t head = item / n_tiles, j0 = (item % n_tiles) * tk;
     const size_t b = head / (size_t)p->n_kv_heads, kvh = head % (size_t)p->n_kv_heads;
     const size_t nc = min_size(tk, (size_t)p->n_kv - j0);
-    const void* ksrc = elem_at(p->k.data, p->k_dtype, (ptrdiff_t)b * p->k.stride_batch +
+    const void* ksrc = mh_dtype_at(p->k.data, p->k_dtype, (ptrdiff_t)b * p->k.stride_batch +
                                (ptrdiff_t)kvh * p->k.stride_head + (ptrdiff_t)j0 * p->k.stride_token);
-    const void* vsrc = elem_at(p->v.data, p->v_dtype, (ptrdiff_t)b * p->v.stride_batch +
+    const void* vsrc = mh_dtype_at(p->v.data, p->v_dtype, (ptrdiff_t)b * p->v.stride_batch +
                                (ptrdiff_t)kvh * p->v.stride_head + (ptrdiff_t)j0 * p->v.stride_token);
     k->pack_kt(nc, (size_t)p->head_dim_qk, ksrc, p->k.stride_token, p->k_dtype,
                ws->kt_all + item * kt_floats(k, p));

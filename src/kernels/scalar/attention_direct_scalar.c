@@ -8,11 +8,11 @@ void mh_f32_qk_direct__scalar(size_t rows, size_t cols, size_t d, const float* q
                               const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds) {
     float buf[CHUNK];
     for (size_t c = 0; c < cols; c++) {
-        const void* krow = mh_dtype_elem(k, dtype, (ptrdiff_t)c * ldk);
+        const void* krow = mh_dtype_at(k, dtype, (ptrdiff_t)c * ldk);
         for (size_t r = 0; r < rows; r++) s[r * lds + c] = 0.0f;
         for (size_t d0 = 0; d0 < d; d0 += CHUNK) {
             const size_t n = d - d0 < CHUNK ? d - d0 : CHUNK;
-            mh_load_row_f32__scalar(mh_dtype_elem(krow, dtype, (ptrdiff_t)d0), dtype, n, buf);
+            mh_load_row_f32__scalar(mh_dtype_at(krow, dtype, (ptrdiff_t)d0), dtype, n, buf);
             for (size_t r = 0; r < rows; r++) {
                 float acc = 0.0f;
                 for (size_t i = 0; i < n; i++) acc += q[r * ldq + d0 + i] * buf[i];
@@ -30,10 +30,10 @@ void mh_f32_pv_direct__scalar(size_t rows, size_t cols, size_t dv, const float* 
         if (alpha[r] != 1.0f)
             for (size_t i = 0; i < dv; i++) o[r * ldo + i] *= alpha[r];
     for (size_t c = 0; c < cols; c++) {
-        const void* vrow = mh_dtype_elem(v, dtype, (ptrdiff_t)c * ldv);
+        const void* vrow = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv);
         for (size_t d0 = 0; d0 < dv; d0 += CHUNK) {
             const size_t n = dv - d0 < CHUNK ? dv - d0 : CHUNK;
-            mh_load_row_f32__scalar(mh_dtype_elem(vrow, dtype, (ptrdiff_t)d0), dtype, n, buf);
+            mh_load_row_f32__scalar(mh_dtype_at(vrow, dtype, (ptrdiff_t)d0), dtype, n, buf);
             for (size_t r = 0; r < rows; r++) {
                 const float pc = p[r * ldp + c];
                 float* orow = o + r * ldo + d0;

@@ -37,11 +37,6 @@ void mh_f32_to_bf16__scalar(size_t n, const float* x, uint16_t* y) {
     for (size_t i = 0; i < n; i++) y[i] = mh_f32_to_bf16_rne(x[i]);
 }
 
-const void* mh_dtype_elem(const void* base, mh_dtype dtype, ptrdiff_t index) {
-    return dtype == MH_DTYPE_F32 ? (const void*)((const float*)base + index)
-                                 : (const void*)((const uint16_t*)base + index);
-}
-
 void mh_load_row_f32__scalar(const void* row, mh_dtype dtype, size_t n, float* dst) {
     switch (dtype) {
     case MH_DTYPE_F16:

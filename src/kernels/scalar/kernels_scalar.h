@@ -2,6 +2,7 @@
 #ifndef MH_KERNELS_SCALAR_H
 #define MH_KERNELS_SCALAR_H
 #include "kernels/kernels.h"
+#include "util/dtype.h"
 
 /* GEMM micro-tile. */
 #define MH_SCALAR_GEMM_MR 4
@@ -28,7 +29,5 @@ void mh_f32_to_bf16__scalar(size_t n, const float* x, uint16_t* y);
 
 /* Widens n elements of a `dtype` row to f32 (the shared scalar load path). */
 void mh_load_row_f32__scalar(const void* row, mh_dtype dtype, size_t n, float* dst);
-/* Address of element `index` of a `dtype` array. */
-const void* mh_dtype_elem(const void* base, mh_dtype dtype, ptrdiff_t index);
 
 #endif

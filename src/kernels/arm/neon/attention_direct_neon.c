@@ -18,7 +18,7 @@ MH_INLINE void qk_step(const int R, const int J, size_t nd, size_t c, size_t d0,
                        float32x4_t acc[MAXR][4]) {
     float32x4_t kv[4];
     MH_UNROLL for (int j = 0; j < J; j++)
-        kv[j] = mh_load4_n(mh_elem(k, dtype, (ptrdiff_t)(c + (size_t)j) * ldk + (ptrdiff_t)d0), dtype, nd);
+        kv[j] = mh_load4_n(mh_dtype_at(k, dtype, (ptrdiff_t)(c + (size_t)j) * ldk + (ptrdiff_t)d0), dtype, nd);
     MH_UNROLL for (int r = 0; r < R; r++) {
         const float32x4_t qv = mh_loadf_n(q + (size_t)r * ldq + d0, nd, 0.0f);
         MH_UNROLL for (int j = 0; j < J; j++) acc[r][j] = vfmaq_f32(acc[r][j], qv, kv[j]);
@@ -75,10 +75,10 @@ MH_INLINE void pv_chunk(const int R, const int FULL, size_t d0, size_t cols, siz
     }
     for (size_t c = 0; c < cols; c++) {
         float32x4_t vv[4];
-        const void* row = mh_elem(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
+        const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
         MH_UNROLL for (int j = 0; j < 4; j++)
-            vv[j] = FULL ? mh_load4(mh_elem(row, dtype, 4 * j), dtype)
-                         : (cnt[j] ? mh_load4_n(mh_elem(row, dtype, 4 * j), dtype, cnt[j]) : vdupq_n_f32(0.0f));
+            vv[j] = FULL ? mh_load4(mh_dtype_at(row, dtype, 4 * j), dtype)
+                         : (cnt[j] ? mh_load4_n(mh_dtype_at(row, dtype, 4 * j), dtype, cnt[j]) : vdupq_n_f32(0.0f));
         MH_UNROLL for (int r = 0; r < R; r++) {
             const float32x4_t pr = vld1q_dup_f32(p + (size_t)r * ldp + c);
             MH_UNROLL for (int j = 0; j < 4; j++) acc[r][j] = vfmaq_f32(acc[r][j], pr, vv[j]);

@@ -25,7 +25,7 @@ void mh_pack_kt_16__neon(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh
             const size_t nd = mh_cnt4(d, d0);
             float32x4_t r[4];
             MH_UNROLL for (size_t i = 0; i < 4; i++)
-                r[i] = c0 + i < cols ? mh_load4_n(mh_elem(k, dtype, (ptrdiff_t)(c0 + i) * ldk + (ptrdiff_t)d0), dtype, nd)
+                r[i] = c0 + i < cols ? mh_load4_n(mh_dtype_at(k, dtype, (ptrdiff_t)(c0 + i) * ldk + (ptrdiff_t)d0), dtype, nd)
                                      : vdupq_n_f32(0.0f);
             transpose4(r);
             MH_UNROLL for (size_t i = 0; i < 4; i++)
@@ -42,12 +42,12 @@ void mh_pack_v_16__neon(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh
                         float* dst) {
     const size_t n_panels = (dv + NR - 1) / NR;
     for (size_t c = 0; c < cols; c++) {
-        const void* row = mh_elem(v, dtype, (ptrdiff_t)c * ldv);
+        const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv);
         for (size_t p = 0; p < n_panels; p++) {
             float* out = dst + (p * cols + c) * NR;
             for (size_t j = 0; j < NR; j += 4) {
                 const size_t start = p * NR + j, cnt = mh_cnt4(dv, start);
-                vst1q_f32(out + j, cnt ? mh_load4_n(mh_elem(row, dtype, (ptrdiff_t)start), dtype, cnt)
+                vst1q_f32(out + j, cnt ? mh_load4_n(mh_dtype_at(row, dtype, (ptrdiff_t)start), dtype, cnt)
                                        : vdupq_n_f32(0.0f));
             }
         }

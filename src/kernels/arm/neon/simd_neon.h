@@ -6,6 +6,7 @@
 #include <arm_neon.h>
 
 #include "multihead.h"
+#include "util/dtype.h"
 
 #define MH_INLINE static inline __attribute__((always_inline))
 /* Loops over arrays of vectors are unrolled completely so the arrays live in registers. */
@@ -18,10 +19,6 @@
 #else
 #define MH_NO_PRE_RA_SCHED
 #endif
-
-MH_INLINE const void* mh_elem(const void* base, mh_dtype dtype, ptrdiff_t index) {
-    return (const char*)base + index * (dtype == MH_DTYPE_F32 ? 4 : 2);
-}
 
 /* f16 / bf16 halves to f32 (f16: FCVTL, exact; bf16: the bits shifted into the top half). */
 MH_INLINE float32x4_t mh_widen4(uint16x4_t h, mh_dtype dtype) {

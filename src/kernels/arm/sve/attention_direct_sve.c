@@ -35,7 +35,7 @@
 
 #define QK_LOAD(j)                                                                \
     const svfloat32_t k##j =                                                      \
-        J > j ? mh_load(pg, mh_elem(k, dtype, (ptrdiff_t)(c + j) * ldk + (ptrdiff_t)d0), dtype) : zero;
+        J > j ? mh_load(pg, mh_dtype_at(k, dtype, (ptrdiff_t)(c + j) * ldk + (ptrdiff_t)d0), dtype) : zero;
 
 /* s[r][c .. c + J) for R rows. */
 MH_INLINE void qk_keys(const int R, const int J, size_t c, size_t d, const float* q, size_t ldq,
@@ -79,7 +79,7 @@ void mh_f32_qk_direct__sve(size_t rows, size_t cols, size_t d, const float* q, s
     if (R > r) { PV_INIT_ONE(r, 0) PV_INIT_ONE(r, 1) PV_INIT_ONE(r, 2) PV_INIT_ONE(r, 3) }
 
 #define PV_LOAD(j) \
-    const svfloat32_t v##j = live##j ? mh_load(p##j, mh_elem(row, dtype, (ptrdiff_t)(j * vl)), dtype) : zero;
+    const svfloat32_t v##j = live##j ? mh_load(p##j, mh_dtype_at(row, dtype, (ptrdiff_t)(j * vl)), dtype) : zero;
 
 #define PV_FMA(r)                                                                 \
     if (R > r) {                                                                  \
@@ -108,7 +108,7 @@ MH_INLINE void pv_chunk(const int R, size_t d0, size_t cols, size_t dv, const fl
     FOR_ROWS(DECLARE_ROW)
     FOR_ROWS(PV_INIT)
     for (size_t c = 0; c < cols; c++) {
-        const void* row = mh_elem(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
+        const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
         PV_LOAD(0) PV_LOAD(1) PV_LOAD(2) PV_LOAD(3)
         FOR_ROWS(PV_FMA)
     }

@@ -42,17 +42,17 @@ void mh_pack_kt_4vl__sve(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh
         const svbool_t m0 = mh_pred(c0, cols), m1 = mh_pred(c0 + vl, cols);
         const svbool_t m2 = mh_pred(c0 + 2 * vl, cols), m3 = mh_pred(c0 + 3 * vl, cols);
         /* first key of each vector (only formed for vectors holding a key) */
-        const void* k0 = mh_elem(k, dtype, (ptrdiff_t)c0 * ldk);
-        const void* k1 = c0 + vl < cols ? mh_elem(k, dtype, (ptrdiff_t)(c0 + vl) * ldk) : k0;
-        const void* k2 = c0 + 2 * vl < cols ? mh_elem(k, dtype, (ptrdiff_t)(c0 + 2 * vl) * ldk) : k0;
-        const void* k3 = c0 + 3 * vl < cols ? mh_elem(k, dtype, (ptrdiff_t)(c0 + 3 * vl) * ldk) : k0;
+        const void* k0 = mh_dtype_at(k, dtype, (ptrdiff_t)c0 * ldk);
+        const void* k1 = c0 + vl < cols ? mh_dtype_at(k, dtype, (ptrdiff_t)(c0 + vl) * ldk) : k0;
+        const void* k2 = c0 + 2 * vl < cols ? mh_dtype_at(k, dtype, (ptrdiff_t)(c0 + 2 * vl) * ldk) : k0;
+        const void* k3 = c0 + 3 * vl < cols ? mh_dtype_at(k, dtype, (ptrdiff_t)(c0 + 3 * vl) * ldk) : k0;
         float* out = dst + p * d * nr;
         for (size_t dd = 0; dd < d; dd++, out += nr) {
             const ptrdiff_t o = (ptrdiff_t)dd;
-            svst1_vnum_f32(all, out, 0, mh_gather(m0, mh_elem(k0, dtype, o), idx, dtype));
-            svst1_vnum_f32(all, out, 1, mh_gather(m1, mh_elem(k1, dtype, o), idx, dtype));
-            svst1_vnum_f32(all, out, 2, mh_gather(m2, mh_elem(k2, dtype, o), idx, dtype));
-            svst1_vnum_f32(all, out, 3, mh_gather(m3, mh_elem(k3, dtype, o), idx, dtype));
+            svst1_vnum_f32(all, out, 0, mh_gather(m0, mh_dtype_at(k0, dtype, o), idx, dtype));
+            svst1_vnum_f32(all, out, 1, mh_gather(m1, mh_dtype_at(k1, dtype, o), idx, dtype));
+            svst1_vnum_f32(all, out, 2, mh_gather(m2, mh_dtype_at(k2, dtype, o), idx, dtype));
+            svst1_vnum_f32(all, out, 3, mh_gather(m3, mh_dtype_at(k3, dtype, o), idx, dtype));
         }
     }
 }
@@ -63,13 +63,13 @@ void mh_pack_v_4vl__sve(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh
     const svbool_t all = svptrue_b32();
     const svfloat32_t zero = svdup_n_f32(0.0f);
     for (size_t c = 0; c < cols; c++) {
-        const void* row = mh_elem(v, dtype, (ptrdiff_t)c * ldv);
+        const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv);
         for (size_t p = 0; p < n_panels; p++) {
             float* out = dst + (p * cols + c) * nr;
             for (size_t j = 0; j < MH_SVE_GEMM_NV; j++) {
                 const size_t start = p * nr + j * vl;
                 svst1_vnum_f32(all, out, (int64_t)j,
-                               start < dv ? mh_load(mh_pred(start, dv), mh_elem(row, dtype, (ptrdiff_t)start), dtype)
+                               start < dv ? mh_load(mh_pred(start, dv), mh_dtype_at(row, dtype, (ptrdiff_t)start), dtype)
                                           : zero);
             }
         }

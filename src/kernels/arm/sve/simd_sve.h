@@ -6,12 +6,9 @@
 #include <arm_sve.h>
 
 #include "multihead.h"
+#include "util/dtype.h"
 
 #define MH_INLINE static inline __attribute__((always_inline))
-
-MH_INLINE const void* mh_elem(const void* base, mh_dtype dtype, ptrdiff_t index) {
-    return (const char*)base + index * (dtype == MH_DTYPE_F32 ? 4 : 2);
-}
 
 /* Lanes of the vector starting at element `start` that lie below `n`. */
 MH_INLINE svbool_t mh_pred(size_t start, size_t n) { return svwhilelt_b32_u64(start, n); }

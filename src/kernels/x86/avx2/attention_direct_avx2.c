@@ -31,13 +31,13 @@ MH_INLINE void qk_keys(const int R, const int J, const mh_dtype dtype, size_t d,
                        size_t lds) {
     __m256 acc[MAXR][MAXJ];
     const void* kr[MAXJ];
-    for (int j = 0; j < J; j++) kr[j] = mh_elem(krow0, dtype, (ptrdiff_t)j * ldk);
+    for (int j = 0; j < J; j++) kr[j] = mh_dtype_at(krow0, dtype, (ptrdiff_t)j * ldk);
     for (int r = 0; r < R; r++)
         for (int j = 0; j < J; j++) acc[r][j] = _mm256_setzero_ps();
     size_t d0 = 0;
     for (; d0 + 8 <= d; d0 += 8)
         for (int j = 0; j < J; j++) {
-            const __m256 kv = mh_load8(mh_elem(kr[j], dtype, (ptrdiff_t)d0), dtype);
+            const __m256 kv = mh_load8(mh_dtype_at(kr[j], dtype, (ptrdiff_t)d0), dtype);
             for (int r = 0; r < R; r++)
                 acc[r][j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (size_t)r * ldq + d0), kv, acc[r][j]);
         }
@@ -45,7 +45,7 @@ MH_INLINE void qk_keys(const int R, const int J, const mh_dtype dtype, size_t d,
         const size_t nd = d - d0;
         const __m256i mq = mh_mask8(nd);
         for (int j = 0; j < J; j++) {
-            const __m256 kv = mh_load8_tail(mh_elem(kr[j], dtype, (ptrdiff_t)d0), dtype, nd);
+            const __m256 kv = mh_load8_tail(mh_dtype_at(kr[j], dtype, (ptrdiff_t)d0), dtype, nd);
             for (int r = 0; r < R; r++)
                 acc[r][j] = _mm256_fmadd_ps(_mm256_maskload_ps(q + (size_t)r * ldq + d0, mq), kv, acc[r][j]);
         }
@@ -69,15 +69,15 @@ MH_INLINE void qk_keys(const int R, const int J, const mh_dtype dtype, size_t d,
 
 MH_INLINE void qk_rows(const int R, const int J, const mh_dtype dtype, size_t cols, size_t d,
                        const float* q, size_t ldq, const void* k, ptrdiff_t ldk, float* s, size_t lds) {
-    const size_t row_bytes = d * (dtype == MH_DTYPE_F32 ? 4 : 2);
+    const size_t row_bytes = d * mh_dtype_size(dtype);
     size_t c = 0;
     for (; c + (size_t)J <= cols; c += (size_t)J) {
         for (size_t cp = c + PF_KEYS; cp < c + PF_KEYS + (size_t)J && cp < cols; cp++)
-            mh_prefetch_bytes(mh_elem(k, dtype, (ptrdiff_t)cp * ldk), row_bytes);
-        qk_keys(R, J, dtype, d, q, ldq, mh_elem(k, dtype, (ptrdiff_t)c * ldk), ldk, s + c, lds);
+            mh_prefetch_bytes(mh_dtype_at(k, dtype, (ptrdiff_t)cp * ldk), row_bytes);
+        qk_keys(R, J, dtype, d, q, ldq, mh_dtype_at(k, dtype, (ptrdiff_t)c * ldk), ldk, s + c, lds);
     }
     for (; c < cols; c++) /* the same FMA order and reduction tree, one key at a time */
-        qk_keys(R, 1, dtype, d, q, ldq, mh_elem(k, dtype, (ptrdiff_t)c * ldk), ldk, s + c, lds);
+        qk_keys(R, 1, dtype, d, q, ldq, mh_dtype_at(k, dtype, (ptrdiff_t)c * ldk), ldk, s + c, lds);
 }
 
 #define QK_ROWS(R, J)                                                                         \
@@ -116,21 +116,21 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, size_t la
                                                     : _mm256_maskload_ps(orow + 8 * (J - 1), mlast));
     }
     for (size_t c = 0; c < cols; c++) {
-        const void* row = mh_elem(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
+        const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
         if (pf_bytes && c + PF_KEYS < cols) /* the whole row ahead, for this and the later chunks */
-            mh_prefetch_bytes(mh_elem(v, dtype, (ptrdiff_t)(c + PF_KEYS) * ldv), pf_bytes);
+            mh_prefetch_bytes(mh_dtype_at(v, dtype, (ptrdiff_t)(c + PF_KEYS) * ldv), pf_bytes);
         if (R <= 4) { /* R broadcasts, then each V vector is used as soon as it is loaded */
             __m256 pr[MAXR];
             for (int r = 0; r < R; r++) pr[r] = _mm256_broadcast_ss(p + (size_t)r * ldp + c);
             for (int j = 0; j < J; j++) {
-                const void* src = mh_elem(row, dtype, 8 * j);
+                const void* src = mh_dtype_at(row, dtype, 8 * j);
                 const __m256 vj = j < J - 1 ? mh_load8(src, dtype) : mh_load8_tail(src, dtype, last);
                 for (int r = 0; r < R; r++) acc[r][j] = _mm256_fmadd_ps(pr[r], vj, acc[r][j]);
             }
         } else { /* R = 5: the J V vectors first, then one broadcast at a time */
             __m256 vv[MAXJ];
-            for (int j = 0; j < J - 1; j++) vv[j] = mh_load8(mh_elem(row, dtype, 8 * j), dtype);
-            vv[J - 1] = mh_load8_tail(mh_elem(row, dtype, 8 * (J - 1)), dtype, last);
+            for (int j = 0; j < J - 1; j++) vv[j] = mh_load8(mh_dtype_at(row, dtype, 8 * j), dtype);
+            vv[J - 1] = mh_load8_tail(mh_dtype_at(row, dtype, 8 * (J - 1)), dtype, last);
             for (int r = 0; r < R; r++) {
                 const __m256 pr = _mm256_broadcast_ss(p + (size_t)r * ldp + c);
                 for (int j = 0; j < J; j++) acc[r][j] = _mm256_fmadd_ps(pr, vv[j], acc[r][j]);
@@ -150,7 +150,7 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, size_t la
 MH_INLINE void pv_rows(const int R, const int J, const mh_dtype dtype, size_t cols, size_t dv,
                        const float* p, size_t ldp, const void* v, ptrdiff_t ldv,
                        const float* alpha, float* o, size_t ldo) {
-    const size_t row_bytes = dv * (dtype == MH_DTYPE_F32 ? 4 : 2);
+    const size_t row_bytes = dv * mh_dtype_size(dtype);
     size_t d0 = 0;
     for (; d0 + 8 * (size_t)J <= dv; d0 += 8 * (size_t)J)
         pv_cols(R, J, dtype, 8, d0 ? 0 : row_bytes, cols, d0, p, ldp, v, ldv, alpha, o, ldo);

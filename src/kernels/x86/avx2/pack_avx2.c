@@ -34,12 +34,12 @@ MH_INLINE void pack_kt_8keys(const mh_dtype dtype, size_t c0, size_t cols, size_
     float* panel = dst + (c0 / NR) * d * NR + c0 % NR;
     const size_t nk = cols - c0 < 8 ? cols - c0 : 8;
     const void* rows[8];
-    for (size_t i = 0; i < nk; i++) rows[i] = mh_elem(k, dtype, (ptrdiff_t)(c0 + i) * ldk);
+    for (size_t i = 0; i < nk; i++) rows[i] = mh_dtype_at(k, dtype, (ptrdiff_t)(c0 + i) * ldk);
     size_t d0 = 0;
     if (nk == 8)
         for (; d0 + 8 <= d; d0 += 8) { /* the steady state: full 8 x 8 blocks */
             __m256 r[8];
-            for (int i = 0; i < 8; i++) r[i] = mh_load8(mh_elem(rows[i], dtype, (ptrdiff_t)d0), dtype);
+            for (int i = 0; i < 8; i++) r[i] = mh_load8(mh_dtype_at(rows[i], dtype, (ptrdiff_t)d0), dtype);
             transpose8(r);
             for (int i = 0; i < 8; i++) _mm256_storeu_ps(panel + (d0 + (size_t)i) * NR, r[i]);
         }
@@ -47,7 +47,7 @@ MH_INLINE void pack_kt_8keys(const mh_dtype dtype, size_t c0, size_t cols, size_
         const size_t nd = d - d0 < 8 ? d - d0 : 8;
         __m256 r[8];
         for (size_t i = 0; i < 8; i++)
-            r[i] = i < nk ? mh_load8_tail(mh_elem(rows[i], dtype, (ptrdiff_t)d0), dtype, nd)
+            r[i] = i < nk ? mh_load8_tail(mh_dtype_at(rows[i], dtype, (ptrdiff_t)d0), dtype, nd)
                           : _mm256_setzero_ps();
         transpose8(r);
         for (size_t i = 0; i < nd; i++) _mm256_storeu_ps(panel + (d0 + i) * NR, r[i]);
@@ -77,18 +77,18 @@ MH_INLINE void pack_v(const mh_dtype dtype, size_t cols, size_t dv, const void* 
                       float* dst) {
     const size_t full = dv / NR, n_panels = (dv + NR - 1) / NR;
     for (size_t c = 0; c < cols; c++) {
-        const void* row = mh_elem(v, dtype, (ptrdiff_t)c * ldv);
+        const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv);
         for (size_t p = 0; p < full; p++) {
             float* out = dst + (p * cols + c) * NR;
-            _mm256_storeu_ps(out, mh_load8(mh_elem(row, dtype, (ptrdiff_t)(p * NR)), dtype));
-            _mm256_storeu_ps(out + 8, mh_load8(mh_elem(row, dtype, (ptrdiff_t)(p * NR + 8)), dtype));
+            _mm256_storeu_ps(out, mh_load8(mh_dtype_at(row, dtype, (ptrdiff_t)(p * NR)), dtype));
+            _mm256_storeu_ps(out + 8, mh_load8(mh_dtype_at(row, dtype, (ptrdiff_t)(p * NR + 8)), dtype));
         }
         if (full < n_panels) { /* the last panel: columns past dv are zero */
             const size_t p = full, start = p * NR;
             float* out = dst + (p * cols + c) * NR;
             for (size_t j = 0; j < NR; j += 8) {
                 const size_t cnt = mh_lanes8(dv, start + j);
-                _mm256_storeu_ps(out + j, cnt ? mh_load8_tail(mh_elem(row, dtype, (ptrdiff_t)(start + j)), dtype, cnt)
+                _mm256_storeu_ps(out + j, cnt ? mh_load8_tail(mh_dtype_at(row, dtype, (ptrdiff_t)(start + j)), dtype, cnt)
                                               : _mm256_setzero_ps());
             }
         }

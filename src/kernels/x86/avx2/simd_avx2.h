@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "multihead.h"
+#include "util/dtype.h"
 
 #define MH_INLINE static inline __attribute__((always_inline))
 
@@ -21,10 +22,6 @@ MH_INLINE size_t mh_lanes8(size_t n, size_t start) {
 MH_INLINE __m256i mh_mask8(size_t cnt) {
     static const int32_t tbl[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
     return _mm256_loadu_si256((const __m256i*)(const void*)(tbl + 8 - cnt));
-}
-
-MH_INLINE const void* mh_elem(const void* base, mh_dtype dtype, ptrdiff_t index) {
-    return (const char*)base + index * (dtype == MH_DTYPE_F32 ? 4 : 2);
 }
 
 /* Eight 16-bit storage elements widened to f32 (f16 through F16C, bf16 by a shift). */

@@ -24,18 +24,18 @@ MH_INLINE void reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3, float* out, s
 
 MH_INLINE void qk_rows(const int R, size_t cols, size_t d, const float* q, size_t ldq, const void* k,
                        ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds) {
-    const size_t row_bytes = d * (dtype == MH_DTYPE_F32 ? 4 : 2);
+    const size_t row_bytes = d * mh_dtype_size(dtype);
     size_t c = 0;
     for (; c + 4 <= cols; c += 4) {
         for (size_t j = 0; j < 4; j++) /* may run past the tile: a prefetch never faults */
-            mh_prefetch_row(mh_elem(k, dtype, (ptrdiff_t)(c + MH_PREFETCH_ROWS + j) * ldk), row_bytes);
+            mh_prefetch_row(mh_dtype_at(k, dtype, (ptrdiff_t)(c + MH_PREFETCH_ROWS + j) * ldk), row_bytes);
         __m512 acc[MAXR][4];
         for (int r = 0; r < R; r++)
             for (int j = 0; j < 4; j++) acc[r][j] = _mm512_setzero_ps();
         for (size_t d0 = 0; d0 < d; d0 += 16) {
             const __mmask16 m = mh_mask16(d, d0);
             __m512 kv[4];
-            for (int j = 0; j < 4; j++) kv[j] = mh_load16(mh_elem(k, dtype, (ptrdiff_t)(c + (size_t)j) * ldk + (ptrdiff_t)d0), dtype, m);
+            for (int j = 0; j < 4; j++) kv[j] = mh_load16(mh_dtype_at(k, dtype, (ptrdiff_t)(c + (size_t)j) * ldk + (ptrdiff_t)d0), dtype, m);
             for (int r = 0; r < R; r++) {
                 const __m512 qv = _mm512_maskz_loadu_ps(m, q + (size_t)r * ldq + d0);
                 for (int j = 0; j < 4; j++) acc[r][j] = _mm512_fmadd_ps(qv, kv[j], acc[r][j]);
@@ -48,7 +48,7 @@ MH_INLINE void qk_rows(const int R, size_t cols, size_t d, const float* q, size_
         for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
         for (size_t d0 = 0; d0 < d; d0 += 16) {
             const __mmask16 m = mh_mask16(d, d0);
-            const __m512 kv = mh_load16(mh_elem(k, dtype, (ptrdiff_t)c * ldk + (ptrdiff_t)d0), dtype, m);
+            const __m512 kv = mh_load16(mh_dtype_at(k, dtype, (ptrdiff_t)c * ldk + (ptrdiff_t)d0), dtype, m);
             for (int r = 0; r < R; r++)
                 acc[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + (size_t)r * ldq + d0), kv, acc[r]);
         }
@@ -82,11 +82,11 @@ MH_INLINE void pv_rows(const int R, size_t cols, size_t dv, const float* p, size
         }
         for (size_t c = 0; c < cols; c++) {
             if (d0 == 0)
-                mh_prefetch_row(mh_elem(v, dtype, (ptrdiff_t)(c + MH_PREFETCH_ROWS) * ldv),
-                                dv * (dtype == MH_DTYPE_F32 ? 4 : 2));
+                mh_prefetch_row(mh_dtype_at(v, dtype, (ptrdiff_t)(c + MH_PREFETCH_ROWS) * ldv),
+                                dv * mh_dtype_size(dtype));
             __m512 vv[4];
-            const void* row = mh_elem(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
-            for (int j = 0; j < 4; j++) vv[j] = mh_load16(mh_elem(row, dtype, 16 * j), dtype, m[j]);
+            const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
+            for (int j = 0; j < 4; j++) vv[j] = mh_load16(mh_dtype_at(row, dtype, 16 * j), dtype, m[j]);
             for (int r = 0; r < R; r++) {
                 const __m512 pr = _mm512_set1_ps(p[(size_t)r * ldp + c]);
                 for (int j = 0; j < 4; j++) acc[r][j] = _mm512_fmadd_ps(pr, vv[j], acc[r][j]);

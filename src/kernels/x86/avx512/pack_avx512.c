@@ -40,7 +40,7 @@ void mh_pack_kt_64__avx512(size_t cols, size_t d, const void* k, ptrdiff_t ldk, 
             const __mmask16 dm = mh_mask16(d, d0);
             __m512 r[16];
             for (size_t i = 0; i < 16; i++)
-                r[i] = c0 + i < cols ? mh_load16(mh_elem(k, dtype, (ptrdiff_t)(c0 + i) * ldk + (ptrdiff_t)d0), dtype, dm)
+                r[i] = c0 + i < cols ? mh_load16(mh_dtype_at(k, dtype, (ptrdiff_t)(c0 + i) * ldk + (ptrdiff_t)d0), dtype, dm)
                                      : _mm512_setzero_ps();
             transpose16(r);
             const size_t nd = d - d0 < 16 ? d - d0 : 16;
@@ -57,13 +57,13 @@ void mh_pack_v_64__avx512(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, 
                           float* dst) {
     const size_t n_panels = (dv + NR - 1) / NR;
     for (size_t c = 0; c < cols; c++) {
-        const void* row = mh_elem(v, dtype, (ptrdiff_t)c * ldv);
+        const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv);
         for (size_t p = 0; p < n_panels; p++) {
             float* out = dst + (p * cols + c) * NR;
             for (size_t j = 0; j < NR; j += 16) {
                 const size_t start = p * NR + j;
                 const __mmask16 m = mh_mask16(dv, start);
-                _mm512_storeu_ps(out + j, m ? mh_load16(mh_elem(row, dtype, (ptrdiff_t)start), dtype, m)
+                _mm512_storeu_ps(out + j, m ? mh_load16(mh_dtype_at(row, dtype, (ptrdiff_t)start), dtype, m)
                                             : _mm512_setzero_ps());
             }
         }

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "multihead.h"
+#include "util/dtype.h"
 
 #define MH_INLINE static inline __attribute__((always_inline))
 
@@ -24,10 +25,6 @@ MH_INLINE __m512 mh_load16(const void* p, mh_dtype dtype, __mmask16 mask) {
             _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, p)), 16));
     default: return _mm512_maskz_loadu_ps(mask, p);
     }
-}
-
-MH_INLINE const void* mh_elem(const void* base, mh_dtype dtype, ptrdiff_t index) {
-    return (const char*)base + index * (dtype == MH_DTYPE_F32 ? 4 : 2);
 }
 
 /* Keys ahead to prefetch in the direct (decode) kernels: far enough to cover DRAM latency at
