@@ -18,6 +18,7 @@ mh_layer_weights LayerWeights::view() const {
         w.b_v = bv.data();
         w.b_o = bo.data();
     }
+    if (bind) bind(*this, nullptr, &w);
     return w;
 }
 
@@ -130,6 +131,7 @@ mh_layer_config layer_config(const VariantSpec& v, const LayerWeights& w) {
     c.kdim = w.kdim;
     c.vdim = w.vdim;
     c.bias = w.bias ? 1 : 0;
+    if (w.bind) w.bind(w, &c, nullptr);
     return c;
 }
 

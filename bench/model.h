@@ -26,6 +26,11 @@ struct LayerWeights {
     std::vector<float> wq, wk, wv, wo;  // [H*D, d], [Hkv*D, kdim], [Hkv*Dv, vdim], [d, H*Dv]
     std::vector<float> bq, bk, bv, bo;  // empty when !bias
     std::string source;                 // "seeded" or the file it came from
+    // Variant-specific parts (a MoH router, CollabHead mixing, DCMHA's weight generator, ...):
+    // the row's derive() fills `extra` and sets `bind`, which writes the variant's config fields
+    // (cfg) and points the weight view's variant fields at `extra` (view); either may be null.
+    std::vector<std::vector<float>> extra;
+    void (*bind)(const LayerWeights& w, mh_layer_config* cfg, mh_layer_weights* view) = nullptr;
 
     mh_layer_weights view() const;
 };

@@ -173,10 +173,41 @@ MH_API mh_status mh_attention(const mh_context* ctx, const mh_attn_problem* p,
 
 /* ------------------------------------------------------------------ layers */
 typedef enum mh_variant {
-    MH_VARIANT_MHA = 0, /* n_kv_heads == n_heads (0 = n_heads) */
-    MH_VARIANT_GQA = 1, /* n_heads % n_kv_heads == 0 */
-    MH_VARIANT_MQA = 2  /* n_kv_heads == 1 (0 = 1) */
+    MH_VARIANT_MHA = 0,     /* n_kv_heads == n_heads (0 = n_heads) */
+    MH_VARIANT_GQA = 1,     /* n_heads % n_kv_heads == 0 */
+    MH_VARIANT_MQA = 2,     /* n_kv_heads == 1 (0 = 1) */
+    MH_VARIANT_MOH = 3,     /* mixture-of-head attention: config.moh, router weights */
+    MH_VARIANT_OVERLAP = 4, /* overlapping heads (MOHSA): config.overlap */
+    MH_VARIANT_COLLAB = 5,  /* collaborative heads: config.collab_dim, collab weights */
+    MH_VARIANT_DCMHA = 6    /* dynamically composable MHA: config.dcmha, dcmha weights */
 } mh_variant;
+
+/* MoH (docs/variants.md, "MoH"): heads 0..shared_heads-1 always run; each token also runs the
+ * top_k of the routed heads shared_heads..H-1. */
+typedef enum mh_moh_router {
+    MH_MOH_ROUTER_LEARNED = 0, /* weighted gates from W_r, W_s, W_h on the layer input */
+    MH_MOH_ROUTER_NORM = 1     /* binary gates: top_k of ||q_h|| over the routed heads */
+} mh_moh_router;
+
+typedef struct mh_moh_config {
+    mh_moh_router router;
+    int shared_heads; /* h_s, 0..H */
+    int top_k;        /* K, 0..H - h_s */
+} mh_moh_config;
+
+/* DCMHA (docs/variants.md, "DCMHA"). */
+typedef enum mh_gelu {
+    MH_GELU_ERF = 0, /* exact GELU (PyTorch nn.GELU()) */
+    MH_GELU_TANH = 1 /* tanh approximation (JAX nn.gelu default) */
+} mh_gelu;
+
+typedef struct mh_dcmha_config {
+    int rank;           /* R, 0 = 2 */
+    int hidden;         /* C per group, 0 = 4 * H / groups */
+    int groups;         /* G, 0 = 1: composition is block-diagonal over G groups of H/G heads */
+    mh_gelu gelu;
+    int static_weights; /* 1: W_b pre and post are given */
+} mh_dcmha_config;
 
 typedef struct mh_layer_config {
     mh_variant variant;
@@ -193,6 +224,11 @@ typedef struct mh_layer_config {
     float softcap;             /* 0 = off */
     const float* alibi_slopes; /* [n_heads] or NULL */
     const float* sinks;        /* [n_heads] or NULL */
+    /* variant-specific; 0 = unused / the variant's default */
+    mh_moh_config moh;         /* MH_VARIANT_MOH */
+    int overlap;               /* MH_VARIANT_OVERLAP: o, dims borrowed from each neighbour */
+    int collab_dim;            /* MH_VARIANT_COLLAB: D~, the shared query/key width */
+    mh_dcmha_config dcmha;     /* MH_VARIANT_DCMHA */
 } mh_layer_config;
 
 /* PyTorch nn.Linear layout; copied and packed at create, the caller keeps ownership. */
@@ -205,6 +241,17 @@ typedef struct mh_layer_weights {
     const float* b_k; /* [Hkv*D]  */
     const float* b_v; /* [Hkv*Dv] */
     const float* b_o; /* [d_model] */
+    /* variant-specific (docs/api.md has every shape); NULL when unused */
+    const float* moh_w_router; /* MoH learned router W_r [H - shared_heads, d_model] */
+    const float* moh_w_shared; /* MoH learned router W_s [shared_heads, d_model] */
+    const float* moh_w_stage;  /* MoH learned router W_h [2, d_model] */
+    const float* collab_mix;   /* CollabHead M [H, D~] */
+    const float* collab_content; /* CollabHead C [H, d_model] */
+    const float* dcmha_w1;     /* DCMHA dynamic-weight hidden projection */
+    const float* dcmha_w2;     /* DCMHA hidden -> low-rank factors */
+    const float* dcmha_wd;     /* DCMHA gate projection */
+    const float* dcmha_wb_pre; /* DCMHA static pre-composition, static_weights only */
+    const float* dcmha_wb_post; /* DCMHA static post-composition, static_weights only */
 } mh_layer_weights;
 
 typedef struct mh_layer mh_layer;
@@ -218,6 +265,13 @@ MH_API void mh_layer_destroy(mh_layer* layer); /* accepts NULL */
 MH_API mh_status mh_layer_get_config(const mh_layer* layer, mh_layer_config* out);
 /* Bytes of packed weights the layer holds. */
 MH_API size_t mh_layer_weights_bytes(const mh_layer* layer);
+
+/* What a MoH layer's router chose in one call, A = shared_heads + top_k heads per token. */
+typedef struct mh_routing_record {
+    int32_t* heads; /* [B, N, A] the active heads of each token, ascending */
+    float* gates;   /* [B, N, A] their gates (1 with the norm router) */
+    int64_t* load;  /* [H] tokens of the call that ran each head */
+} mh_routing_record;
 
 /*
  * One forward call over a batch.
@@ -236,6 +290,7 @@ typedef struct mh_forward_args {
     const float* value;
     float* out;
     const mh_attn_options* opt; /* NULL = defaults (no mask) */
+    mh_routing_record* routing; /* MoH only: filled when not NULL */
 } mh_forward_args;
 
 /* For self-attention pass n_kv = n_q. */

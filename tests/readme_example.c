@@ -23,7 +23,7 @@ int main(void) {
     mh_layer_config cfg = mh_layer_config_default();
     cfg.variant = MH_VARIANT_GQA;
     cfg.d_model = D_MODEL, cfg.n_heads = HEADS, cfg.n_kv_heads = KV_HEADS, cfg.head_dim = HEAD_DIM;
-    mh_layer_weights w = {&wq[0][0], &wk[0][0], &wv[0][0], &wo[0][0], NULL, NULL, NULL, NULL};
+    mh_layer_weights w = {.w_q = &wq[0][0], .w_k = &wk[0][0], .w_v = &wv[0][0], .w_o = &wo[0][0]};
     mh_layer* layer;
     mh_status st = mh_layer_create(ctx, &cfg, &w, &layer); /* packs the weights */
     if (st != MH_OK) {
@@ -37,7 +37,8 @@ int main(void) {
 
     mh_attn_options opt = mh_attn_options_default();
     opt.causal = 1;
-    mh_forward_args args = {BATCH, TOKENS, 0, &x[0][0][0], NULL, NULL, &y[0][0][0], &opt};
+    mh_forward_args args = {.batch = BATCH, .n_q = TOKENS, .query = &x[0][0][0], .out = &y[0][0][0],
+                            .opt = &opt};
     st = mh_layer_forward(layer, &args, ws, bytes);
     printf("forward: %s on %s, y[1][9][0] = %.6f\n", mh_status_string(st),
            mh_isa_name(mh_context_isa(ctx)), y[1][9][0]);

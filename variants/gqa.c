@@ -54,6 +54,11 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     return st;
 }
 
+static void cache_layout(const mh_layer* L, mh_cache_layout* out) {
+    const mh_layer_config* c = &L->cfg;
+    *out = (mh_cache_layout){c->n_kv_heads, c->head_dim, c->n_kv_heads, c->head_dim_v, 0};
+}
+
 /* The workspace of one call: projected Q/K/V, the attention output and the core's scratch.
  *   q [B*N, H*D]   k [B*M, Hkv*D]   v [B*M, Hkv*Dv]   o [B*N, H*Dv] */
 typedef struct buffers {
@@ -157,9 +162,9 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, c
     cache->length = total;
 }
 
-const mh_variant_ops mh_variant_mha = {"mha", resolve_mha, create, destroy, forward_carve,
-                                       decode_carve, forward, decode};
-const mh_variant_ops mh_variant_gqa = {"gqa", resolve_gqa, create, destroy, forward_carve,
-                                       decode_carve, forward, decode};
-const mh_variant_ops mh_variant_mqa = {"mqa", resolve_mqa, create, destroy, forward_carve,
-                                       decode_carve, forward, decode};
+const mh_variant_ops mh_variant_mha = {"mha", resolve_mha, create, destroy, cache_layout,
+                                       forward_carve, decode_carve, forward, decode};
+const mh_variant_ops mh_variant_gqa = {"gqa", resolve_gqa, create, destroy, cache_layout,
+                                       forward_carve, decode_carve, forward, decode};
+const mh_variant_ops mh_variant_mqa = {"mqa", resolve_mqa, create, destroy, cache_layout,
+                                       forward_carve, decode_carve, forward, decode};

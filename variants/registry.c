@@ -8,6 +8,6 @@ const mh_variant_ops* mh_variant_lookup(mh_variant v) {
     case MH_VARIANT_MHA: return &mh_variant_mha;
     case MH_VARIANT_GQA: return &mh_variant_gqa;
     case MH_VARIANT_MQA: return &mh_variant_mqa;
+    default: return NULL; /* not (yet) built: mh_layer_create says MH_ERR_INVALID_ARGUMENT */
     }
-    return NULL;
 }

@@ -7,11 +7,10 @@
  */
 #ifndef MH_VARIANT_H
 #define MH_VARIANT_H
+#include "api/kv_cache.h"
 #include "core/gemm.h"
 #include "kernels/kernels.h"
 #include "util/workspace.h"
-
-struct mh_kv_cache;
 
 struct mh_layer {
     mh_layer_config cfg; /* resolved: every 0-means-default field filled in; alibi_slopes and
@@ -25,6 +24,8 @@ struct mh_layer {
     mh_packed_matrix wo; /* [d_model, H*Dv]   packed */
     float* alibi;        /* [H] or NULL */
     float* sinks;        /* [H] or NULL */
+    void* ext;           /* the variant's own state (router, mixing, ...), or NULL */
+    size_t ext_bytes;    /* bytes of weights held in ext, for mh_layer_weights_bytes */
 };
 
 typedef struct mh_variant_ops {
@@ -35,6 +36,8 @@ typedef struct mh_variant_ops {
      * leaves nothing allocated. */
     mh_status (*create)(mh_layer* layer, const mh_layer_weights* w);
     void (*destroy)(mh_layer* layer);
+    /* What the layer's KV cache holds per token (api/kv_cache.h). */
+    void (*cache_layout)(const mh_layer* layer, mh_cache_layout* out);
     /* Carve (or measure, with ws->base == NULL) the forward / decode workspace. */
     void (*forward_carve)(const mh_layer* layer, int batch, int n_q, int n_kv, mh_ws* ws);
     void (*decode_carve)(const mh_layer* layer, int batch, int n_new, mh_ws* ws);

@@ -102,7 +102,8 @@ static void measure(const mh_context* ctx, row* r, const float* wq, const float*
     cfg.variant = r->variant;
     cfg.d_model = D_MODEL, cfg.n_heads = HEADS, cfg.n_kv_heads = r->hkv, cfg.head_dim = HEAD_DIM;
     cfg.bias = 1;
-    mh_layer_weights w = {wq, pk, pv, wo, bq, pbk, pbv, bo};
+    mh_layer_weights w = {.w_q = wq, .w_k = pk, .w_v = pv, .w_o = wo, .b_q = bq, .b_k = pbk,
+                          .b_v = pbv, .b_o = bo};
     mh_layer* layer;
     r->ok = mh_layer_create(ctx, &cfg, &w, &layer) == MH_OK;
     if (!r->ok) return;
@@ -121,7 +122,7 @@ static void measure(const mh_context* ctx, row* r, const float* wq, const float*
     void* ws = ws_alloc(r->ws_fwd);
     mh_attn_options opt = mh_attn_options_default();
     opt.causal = 1;
-    mh_forward_args args = {1, N, N, x, NULL, NULL, y, &opt};
+    mh_forward_args args = {.batch = 1, .n_q = N, .n_kv = N, .query = x, .out = y, .opt = &opt};
     r->ok &= ws && mh_layer_forward(layer, &args, ws, r->ws_fwd) == MH_OK;
     for (size_t i = 0; i < (size_t)N * D_MODEL; i++) r->ok &= isfinite(y[i]) != 0;
     free(ws);

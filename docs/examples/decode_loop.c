@@ -136,7 +136,8 @@ int main(void) {
     cfg.variant = MH_VARIANT_GQA;
     cfg.d_model = D_MODEL, cfg.n_heads = HEADS, cfg.n_kv_heads = KV_HEADS, cfg.head_dim = HEAD_DIM;
     cfg.bias = 1;
-    mh_layer_weights w = {wq, wk, wv, wo, bq, bk, bv, bo};
+    mh_layer_weights w = {.w_q = wq, .w_k = wk, .w_v = wv, .w_o = wo, .b_q = bq, .b_k = bk,
+                          .b_v = bv, .b_o = bo};
     mh_layer* layer;
     mh_status st = mh_layer_create(ctx, &cfg, &w, &layer);
     if (st != MH_OK) return printf("FAIL: layer: %s\n", mh_status_string(st)), 1;
@@ -158,7 +159,8 @@ int main(void) {
         void* ws = aligned_alloc(64, (bytes + 63) / 64 * 64);
         mh_attn_options opt = mh_attn_options_default();
         opt.causal = 1;
-        mh_forward_args args = {BATCH, TOTAL, TOTAL, &xs[0][0][0], NULL, NULL, &ref[0][0][0], &opt};
+        mh_forward_args args = {.batch = BATCH, .n_q = TOTAL, .n_kv = TOTAL, .query = &xs[0][0][0],
+                                .out = &ref[0][0][0], .opt = &opt};
         st = ws ? mh_layer_forward(layer, &args, ws, bytes) : MH_ERR_OUT_OF_MEMORY;
         free(ws);
 

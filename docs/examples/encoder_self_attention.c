@@ -49,7 +49,7 @@ static mh_status forward(const mh_layer* layer, int batch, int n, const float* x
     if (st != MH_OK) return st;
     void* ws = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!ws) return MH_ERR_OUT_OF_MEMORY;
-    mh_forward_args args = {batch, n, n, x, NULL, NULL, y, opt};
+    mh_forward_args args = {.batch = batch, .n_q = n, .n_kv = n, .query = x, .out = y, .opt = opt};
     st = mh_layer_forward(layer, &args, ws, bytes);
     free(ws);
     return st;
@@ -76,7 +76,8 @@ int main(void) {
     cfg.variant = MH_VARIANT_GQA;
     cfg.d_model = D_MODEL, cfg.n_heads = HEADS, cfg.n_kv_heads = KV_HEADS, cfg.head_dim = HEAD_DIM;
     cfg.bias = 1;
-    mh_layer_weights w = {wq, wk, wv, wo, bq, bk, bv, bo};
+    mh_layer_weights w = {.w_q = wq, .w_k = wk, .w_v = wv, .w_o = wo, .b_q = bq, .b_k = bk,
+                          .b_v = bv, .b_o = bo};
     mh_layer* layer;
     st = mh_layer_create(ctx, &cfg, &w, &layer);
     check(st == MH_OK, "layer create");

@@ -31,22 +31,27 @@ mh_status mh_kv_cache_create(const mh_layer* layer, int batch, int capacity, mh_
     const mh_layer_config* cfg = &layer->cfg;
     if (cfg->kdim != cfg->d_model || cfg->vdim != cfg->d_model) return MH_ERR_UNSUPPORTED;
     mh_kv_cache c = {0};
-    size_t nk, nv, bk, bv;
+    size_t nk, nv, bk, bv, na = 0;
     c.batch = batch, c.capacity = capacity, c.dtype = dtype;
-    c.n_kv_heads = cfg->n_kv_heads, c.head_dim = cfg->head_dim, c.head_dim_v = cfg->head_dim_v;
-    if (!cache_strides(batch, capacity, c.n_kv_heads, c.head_dim, &c.k_stride_head,
-                       &c.k_stride_batch, &nk) ||
-        !cache_strides(batch, capacity, c.n_kv_heads, c.head_dim_v, &c.v_stride_head,
-                       &c.v_stride_batch, &nv) ||
-        !mh_mul_size(nk, mh_dtype_size(dtype), &bk) || !mh_mul_size(nv, mh_dtype_size(dtype), &bv))
+    layer->ops->cache_layout(layer, &c.layout);
+    const mh_cache_layout* l = &c.layout;
+    if (!cache_strides(batch, capacity, l->k_heads, l->k_dim, &c.k_stride_head, &c.k_stride_batch,
+                       &nk) ||
+        !cache_strides(batch, capacity, l->v_heads, l->v_dim, &c.v_stride_head, &c.v_stride_batch,
+                       &nv) ||
+        !mh_mul_size(nk, mh_dtype_size(dtype), &bk) || !mh_mul_size(nv, mh_dtype_size(dtype), &bv) ||
+        !mh_mul3_size((size_t)batch, (size_t)capacity, (size_t)l->aux_dim, &na) ||
+        !mh_mul_size(na, sizeof(float), &na))
         return MH_ERR_SIZE_OVERFLOW;
     mh_kv_cache* cache = malloc(sizeof *cache);
     c.k = mh_alloc(bk);
     c.v = mh_alloc(bv);
-    if (!cache || !c.k || !c.v) {
+    c.aux = na ? mh_alloc(na) : NULL;
+    if (!cache || !c.k || !c.v || (na && !c.aux)) {
         free(cache);
         mh_free(c.k);
         mh_free(c.v);
+        mh_free(c.aux);
         return MH_ERR_OUT_OF_MEMORY;
     }
     *cache = c;
@@ -58,6 +63,7 @@ void mh_kv_cache_destroy(mh_kv_cache* cache) {
     if (!cache) return;
     mh_free(cache->k);
     mh_free(cache->v);
+    mh_free(cache->aux);
     free(cache);
 }
 
@@ -71,7 +77,9 @@ int mh_kv_cache_capacity(const mh_kv_cache* cache) { return cache ? cache->capac
 
 size_t mh_kv_cache_bytes_per_token(const mh_kv_cache* c) {
     if (!c) return 0;
-    return (size_t)c->n_kv_heads * (size_t)(c->head_dim + c->head_dim_v) * mh_dtype_size(c->dtype);
+    const mh_cache_layout* l = &c->layout;
+    const size_t kv = (size_t)l->k_heads * (size_t)l->k_dim + (size_t)l->v_heads * (size_t)l->v_dim;
+    return kv * mh_dtype_size(c->dtype) + (size_t)l->aux_dim * sizeof(float);
 }
 
 /* dst row of `dim` elements of the cache dtype from an f32 row. */
@@ -84,11 +92,12 @@ static void store_row(const mh_kernels* k, mh_dtype dtype, void* dst, const floa
 }
 
 static void write_tensor(const mh_kv_cache* c, const mh_kernels* k, int n, const float* rows,
-                         void* base, int dim, ptrdiff_t stride_head, ptrdiff_t stride_batch) {
-    const size_t es = mh_dtype_size(c->dtype), width = (size_t)c->n_kv_heads * (size_t)dim;
+                         void* base, int heads, int dim, ptrdiff_t stride_head,
+                         ptrdiff_t stride_batch) {
+    const size_t es = mh_dtype_size(c->dtype), width = (size_t)heads * (size_t)dim;
     for (int b = 0; b < c->batch; b++)
         for (int t = 0; t < n; t++)
-            for (int h = 0; h < c->n_kv_heads; h++) {
+            for (int h = 0; h < heads; h++) {
                 const ptrdiff_t idx = b * stride_batch + h * stride_head +
                                       (ptrdiff_t)(c->length + t) * dim;
                 const float* src = rows + ((size_t)b * (size_t)n + (size_t)t) * width + (size_t)h * (size_t)dim;
@@ -98,13 +107,21 @@ static void write_tensor(const mh_kv_cache* c, const mh_kernels* k, int n, const
 
 void mh_kv_cache_write(mh_kv_cache* c, const mh_kernels* k, int n, const float* k_rows,
                        const float* v_rows) {
-    write_tensor(c, k, n, k_rows, c->k, c->head_dim, c->k_stride_head, c->k_stride_batch);
-    write_tensor(c, k, n, v_rows, c->v, c->head_dim_v, c->v_stride_head, c->v_stride_batch);
+    const mh_cache_layout* l = &c->layout;
+    write_tensor(c, k, n, k_rows, c->k, l->k_heads, l->k_dim, c->k_stride_head, c->k_stride_batch);
+    write_tensor(c, k, n, v_rows, c->v, l->v_heads, l->v_dim, c->v_stride_head, c->v_stride_batch);
+}
+
+void mh_kv_cache_write_aux(mh_kv_cache* c, int n, const float* aux_rows) {
+    const size_t w = (size_t)c->layout.aux_dim;
+    for (int b = 0; b < c->batch; b++)
+        memcpy(c->aux + ((size_t)b * (size_t)c->capacity + (size_t)c->length) * w,
+               aux_rows + (size_t)b * (size_t)n * w, (size_t)n * w * sizeof(float));
 }
 
 void mh_kv_cache_views(const mh_kv_cache* c, mh_tensor* k, mh_tensor* v) {
     k->data = c->k, k->stride_batch = c->k_stride_batch, k->stride_head = c->k_stride_head;
-    k->stride_token = c->head_dim;
+    k->stride_token = c->layout.k_dim;
     v->data = c->v, v->stride_batch = c->v_stride_batch, v->stride_head = c->v_stride_head;
-    v->stride_token = c->head_dim_v;
+    v->stride_token = c->layout.v_dim;
 }

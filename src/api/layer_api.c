@@ -105,7 +105,8 @@ mh_status mh_layer_get_config(const mh_layer* layer, mh_layer_config* out) {
 size_t mh_layer_weights_bytes(const mh_layer* layer) {
     if (!layer) return 0;
     size_t extra = (size_t)(!!layer->alibi + !!layer->sinks) * (size_t)layer->cfg.n_heads * sizeof(float);
-    return layer->wq.bytes + layer->wk.bytes + layer->wv.bytes + layer->wo.bytes + extra;
+    return layer->wq.bytes + layer->wk.bytes + layer->wv.bytes + layer->wo.bytes + extra +
+           layer->ext_bytes;
 }
 
 /* Measured workspace of a forward or decode (n_kv < 0 selects decode). */
@@ -139,6 +140,7 @@ mh_status mh_layer_forward_workspace_size(const mh_layer* layer, int batch, int 
 static mh_status check_forward(const mh_layer* L, const mh_forward_args* a) {
     const mh_layer_config* c = &L->cfg;
     if (a->batch <= 0 || a->n_q <= 0 || !a->query || !a->out) return MH_ERR_INVALID_ARGUMENT;
+    if (a->routing && c->variant != MH_VARIANT_MOH) return MH_ERR_INVALID_ARGUMENT;
     const int self = a->key == NULL;
     if (self != (a->value == NULL)) return MH_ERR_INVALID_ARGUMENT;
     if (self && (c->kdim != c->d_model || c->vdim != c->d_model)) return MH_ERR_INVALID_ARGUMENT;
@@ -182,8 +184,9 @@ mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache, int batch, 
     if (!layer || !cache || !x || !out || batch <= 0 || n_new <= 0) return MH_ERR_INVALID_ARGUMENT;
     const mh_layer_config* c = &layer->cfg;
     if (c->kdim != c->d_model || c->vdim != c->d_model) return MH_ERR_UNSUPPORTED;
-    if (batch != cache->batch || cache->n_kv_heads != c->n_kv_heads ||
-        cache->head_dim != c->head_dim || cache->head_dim_v != c->head_dim_v)
+    mh_cache_layout want;
+    layer->ops->cache_layout(layer, &want);
+    if (batch != cache->batch || memcmp(&want, &cache->layout, sizeof want) != 0)
         return MH_ERR_SHAPE_MISMATCH;
     if ((int64_t)cache->length + n_new > cache->capacity) return MH_ERR_CACHE_FULL;
     if (!rows_fit(batch, n_new, c->d_model)) return MH_ERR_SIZE_OVERFLOW;

@@ -251,7 +251,7 @@ static void run_layer_calls(int threads) {
     /* warm-up: the program's first parallel region (OpenMP creates its team here) */
     mh_attn_options causal = mh_attn_options_default();
     causal.causal = 1;
-    mh_forward_args a = {B, N, 0, x, NULL, NULL, y, &causal};
+    mh_forward_args a = {.batch = B, .n_q = N, .query = x, .out = y, .opt = &causal};
     check_status("warm-up forward", mh_layer_forward(f.layer, &a, ws_fw, fw_bytes), MH_OK);
     if (threads > 1 && !SLOW) {
         snprintf(what, sizeof what, "a %d-thread context started a worker thread (process has %d)",

@@ -587,7 +587,8 @@ static void layer_forward_op(input* in, rng* r, const layer_case* L, const mh_la
     const int use_opt = !one_in(in, 6); /* else opt = NULL: the defaults, no probabilities */
     if (!use_opt) free(probs), probs = NULL, opt.probs = NULL;
     int mut = one_in(in, 5) ? range(in, 1, FM_COUNT - 1) : FM_NONE;
-    mh_forward_args a = {B, N, M, xq, xk, xv, new_floats((size_t)B * N * d), use_opt ? &opt : NULL};
+    mh_forward_args a = {.batch = B, .n_q = N, .n_kv = M, .query = xq, .key = xk, .value = xv,
+                         .out = new_floats((size_t)B * N * d), .opt = use_opt ? &opt : NULL};
     mh_attn_options om = opt;
     mh_forward_args am = a;
     mh_status expect = MH_ERR_INVALID_ARGUMENT;
@@ -759,7 +760,8 @@ static void fuzz_layer(input* in) {
         fill_f32(&r, L.bq, (size_t)hd, 0.5f), fill_f32(&r, L.bo, (size_t)c->d_model, 0.5f);
         dyadic_bias(&r, L.bk, kvd), dyadic_bias(&r, L.bv, kvdv);
     }
-    mh_layer_weights w = {L.wq, L.wk, L.wv, L.wo, L.bq, L.bk, L.bv, L.bo};
+    mh_layer_weights w = {.w_q = L.wq, .w_k = L.wk, .w_v = L.wv, .w_o = L.wo, .b_q = L.bq,
+                          .b_k = L.bk, .b_v = L.bv, .b_o = L.bo};
 
     /* at most one deliberate error in the config */
     int mut = one_in(in, 8) ? range(in, 1, CM_COUNT - 1) : CM_NONE;

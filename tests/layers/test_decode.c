@@ -48,7 +48,7 @@ static void decode_equals_forward(const mh_context* ctx, test_rng* r, mh_variant
     rng_fill(r, x, n, -1, 1);
     mh_attn_options opt = mh_attn_options_default();
     opt.causal = 1;
-    mh_forward_args a = {B, T, 0, x, NULL, NULL, y_full, &opt};
+    mh_forward_args a = {.batch = B, .n_q = T, .query = x, .out = y_full, .opt = &opt};
     check_status("forward", run_forward(f.layer, &a), MH_OK);
 
     mh_kv_cache* cache = NULL;

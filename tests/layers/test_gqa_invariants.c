@@ -20,7 +20,7 @@ static float* forward(const mh_layer* L, const float* x, int causal) {
     float* out = malloc(sizeof(float) * B * N * D_MODEL);
     mh_attn_options opt = mh_attn_options_default();
     opt.causal = causal;
-    mh_forward_args a = {B, N, 0, x, NULL, NULL, out, &opt};
+    mh_forward_args a = {.batch = B, .n_q = N, .query = x, .out = out, .opt = &opt};
     check_status("forward", run_forward(L, &a), MH_OK);
     return out;
 }
@@ -63,7 +63,8 @@ static void repeat_interleave(const mh_context* ctx, test_rng* r, const float* x
         memcpy(bk + h * D, f.bk + (h / g) * D, sizeof(float) * D);
         memcpy(bv + h * D, f.bv + (h / g) * D, sizeof(float) * D);
     }
-    mh_layer_weights w = {f.wq, wk, wv, f.wo, f.bq, bk, bv, f.bo};
+    mh_layer_weights w = {.w_q = f.wq, .w_k = wk, .w_v = wv, .w_o = f.wo, .b_q = f.bq, .b_k = bk,
+                          .b_v = bv, .b_o = f.bo};
     mh_layer_config cm = config(MH_VARIANT_MHA, 0);
     mh_layer* mha = NULL;
     if (check_status("mha create", mh_layer_create(ctx, &cm, &w, &mha), MH_OK)) {

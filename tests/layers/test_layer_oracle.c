@@ -62,7 +62,8 @@ static void run_case(const mh_context* ctx, test_rng* r, mh_layer_config cfg, in
         opt.mask = mask, opt.mask_stride_row = Mk;
     }
     float* out = malloc(sizeof(float) * (size_t)B * N * d);
-    mh_forward_args a = {B, N, M, xq, cross ? xk : NULL, cross ? xv : NULL, out, &opt};
+    mh_forward_args a = {.batch = B, .n_q = N, .n_kv = M, .query = xq, .key = cross ? xk : NULL,
+                         .value = cross ? xv : NULL, .out = out, .opt = &opt};
     if (check_status(what, run_forward(f.layer, &a), MH_OK)) {
         double* want = malloc(sizeof(double) * (size_t)B * N * d);
         oracle_layer_forward(&f.cfg, &f.w, &a, want);

@@ -19,7 +19,7 @@ static float* layer_run(const mh_context* ctx, const layer_fixture* f, const mh_
     float* y = malloc(sizeof(float) * 2 * n);
     mh_attn_options opt = mh_attn_options_default();
     opt.causal = 1;
-    mh_forward_args a = {B, N, 0, x, NULL, NULL, y, &opt};
+    mh_forward_args a = {.batch = B, .n_q = N, .query = x, .out = y, .opt = &opt};
     check_status("forward", run_forward(L, &a), MH_OK);
     mh_kv_cache* cache = NULL;
     check_status("cache", mh_kv_cache_create(L, B, N, MH_DTYPE_F32, &cache), MH_OK);

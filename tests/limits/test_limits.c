@@ -249,7 +249,7 @@ static void huge_heads(const mh_context* ctx, int n_heads, int n_kv_heads) {
     rng_fill(&r, x, B * N * 3, -1, 1);
     mh_attn_options opt = mh_attn_options_default();
     opt.causal = 1;
-    mh_forward_args a = {B, N, 0, x, NULL, NULL, y, &opt};
+    mh_forward_args a = {.batch = B, .n_q = N, .query = x, .out = y, .opt = &opt};
     size_t fw = 0, dw = 0;
     mh_layer_forward_workspace_size(f.layer, B, N, N, &fw);
     mh_layer_decode_workspace_size(f.layer, B, 1, &dw);
@@ -298,7 +298,7 @@ static float* g_zeros; /* ZERO_FLOATS zeros: as much as any failing create below
 static void create_fails(const mh_context* ctx, const mh_layer_config* cfg, unsigned allowed,
                          const char* what) {
     const float* w = g_zeros;
-    mh_layer_weights wt = {w, w, w, w, NULL, NULL, NULL, NULL};
+    mh_layer_weights wt = {.w_q = w, .w_k = w, .w_v = w, .w_o = w};
     if (cfg->bias) wt.b_q = wt.b_k = wt.b_v = wt.b_o = w;
     mh_layer* out = SENTINEL;
     mh_status st = mh_layer_create(ctx, cfg, &wt, &out);
@@ -388,7 +388,7 @@ static void impossible_requests(const mh_context* ctx) {
     for (int i = 0; i < 64; i++) out[i] = poison[i] = -555.0f;
     char ws_buf[256 + 64];
     void* ws = (void*)(((uintptr_t)ws_buf + 63) & ~(uintptr_t)63);
-    mh_forward_args a = {INT_MAX, INT_MAX, 0, in, NULL, NULL, out, NULL};
+    mh_forward_args a = {.batch = INT_MAX, .n_q = INT_MAX, .query = in, .out = out};
     st = mh_layer_forward(f.layer, &a, ws, 256);
     check_true("forward of INT_MAX x INT_MAX tokens: fails cleanly", st == MH_ERR_SIZE_OVERFLOW);
     a.batch = 1, a.n_q = INT_MAX;
@@ -525,7 +525,7 @@ static void out_of_memory(const mh_context* ctx) {
         c.d_model = cases[i].d_model, c.n_heads = cases[i].n_heads, c.head_dim = cases[i].head_dim;
         c.kdim = cases[i].kdim, c.vdim = cases[i].kdim ? 1 : 0;
         if (cases[i].alibi) c.alibi_slopes = z;
-        mh_layer_weights w = {z, z, z, z, NULL, NULL, NULL, NULL};
+        mh_layer_weights w = {.w_q = z, .w_k = z, .w_v = z, .w_o = z};
         mh_layer* out = SENTINEL;
         const mh_status st = mh_layer_create(ctx, &c, &w, &out);
         char msg[240];

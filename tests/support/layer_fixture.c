@@ -31,7 +31,8 @@ mh_status fixture_make(layer_fixture* f, const mh_context* ctx, const mh_layer_c
         f->bv = random_matrix(r, 1, kvdv, amp);
         f->bo = random_matrix(r, 1, c.d_model, amp);
     }
-    mh_layer_weights w = {f->wq, f->wk, f->wv, f->wo, f->bq, f->bk, f->bv, f->bo};
+    mh_layer_weights w = {.w_q = f->wq, .w_k = f->wk, .w_v = f->wv, .w_o = f->wo, .b_q = f->bq,
+                          .b_k = f->bk, .b_v = f->bv, .b_o = f->bo};
     f->w = w;
     return mh_layer_create(ctx, cfg, &f->w, &f->layer);
 }

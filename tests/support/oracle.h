@@ -7,6 +7,13 @@
 #define MH_TEST_ORACLE_H
 #include "multihead.h"
 
+#ifdef __cplusplus
+extern "C" {
+#ifdef __cplusplus
+}
+#endif
+#endif
+
 /* Decodes one stored K/V element to double. */
 double oracle_load(const void* base, mh_dtype dtype, ptrdiff_t index);
 
@@ -24,4 +31,7 @@ void oracle_linear(const float* x, int rows, int in, const float* w, const float
 void oracle_layer_forward(const mh_layer_config* cfg, const mh_layer_weights* w,
                           const mh_forward_args* args, double* out);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -150,7 +150,7 @@ static int run_sequence(const shared* sh, int index, results* r) {
 
     mh_attn_options causal = mh_attn_options_default();
     causal.causal = 1;
-    mh_forward_args a = {s->B, s->N, 0, x, NULL, NULL, r->fwd, &causal};
+    mh_forward_args a = {.batch = s->B, .n_q = s->N, .query = x, .out = r->fwd, .opt = &causal};
     errors += mh_layer_forward(sh->layer, &a, ws, fw_bytes) != MH_OK;
 
     mh_attn_options masked = mh_attn_options_default();

@@ -29,7 +29,7 @@ int main(void) {
     mh_layer_config cfg = mh_layer_config_default();
     cfg.variant = MH_VARIANT_GQA;
     cfg.d_model = D, cfg.n_heads = H, cfg.n_kv_heads = HKV, cfg.head_dim = HD;
-    mh_layer_weights w = {wq, wk, wv, wo, NULL, NULL, NULL, NULL};
+    mh_layer_weights w = {.w_q = wq, .w_k = wk, .w_v = wv, .w_o = wo};
     mh_layer* layer = NULL;
     st = mh_layer_create(ctx, &cfg, &w, &layer);
     if (st != MH_OK) return fprintf(stderr, "layer: %s\n", mh_status_string(st)), 1;
@@ -40,7 +40,7 @@ int main(void) {
     if (!ws) return fprintf(stderr, "workspace: %s\n", mh_status_string(st)), 1;
     mh_attn_options opt = mh_attn_options_default();
     opt.causal = 1;
-    mh_forward_args args = {B, T, T, x, NULL, NULL, y, &opt};
+    mh_forward_args args = {.batch = B, .n_q = T, .n_kv = T, .query = x, .out = y, .opt = &opt};
     st = mh_layer_forward(layer, &args, ws, bytes);
 
     int finite = 1, nonzero = 0;
