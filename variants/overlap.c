@@ -41,13 +41,6 @@ static mh_status resolve(mh_layer_config* c) {
     return MH_OK;
 }
 
-static void destroy(mh_layer* L) {
-    mh_packed_matrix_free(&L->wq);
-    mh_packed_matrix_free(&L->wk);
-    mh_packed_matrix_free(&L->wv);
-    mh_packed_matrix_free(&L->wo);
-}
-
 static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     if (w->moh_w_router || w->moh_w_shared || w->moh_w_stage || w->collab_mix || w->collab_content ||
         w->dcmha_w1 || w->dcmha_w2 || w->dcmha_wd || w->dcmha_wb_pre || w->dcmha_wb_post)
@@ -58,7 +51,7 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_k, w->b_k, hd, c->kdim, &L->wk);
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_v, w->b_v, hd, c->vdim, &L->wv);
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_o, w->b_o, c->d_model, wide, &L->wo);
-    if (st != MH_OK) destroy(L);
+    if (st != MH_OK) mh_variant_free_projections(L);
     return st;
 }
 
@@ -133,13 +126,6 @@ static void project_padded(const mh_layer* L, size_t rows, const float* x, size_
     mh_gemm_packed(L->kernels, L->threads, rows, x, ldx, w, padded + o, width);
 }
 
-static mh_attn_options layer_options(const mh_layer* L, const mh_attn_options* call) {
-    mh_attn_options o = call ? *call : mh_attn_options_default();
-    o.window = L->cfg.window, o.softcap = L->cfg.softcap;
-    o.alibi_slopes = L->alibi, o.sinks = L->sinks;
-    return o;
-}
-
 static void out_projection(const mh_layer* L, size_t rows, const buffers* b, float* out) {
     mh_gemm_packed(L->kernels, L->threads, rows, b->o, (size_t)L->wo.k_in, &L->wo, out,
                    (size_t)L->cfg.d_model);
@@ -156,7 +142,7 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     project_padded(L, rows_kv, self ? a->query : a->key, (size_t)c->kdim, &L->wk, b.k);
     project_padded(L, rows_kv, self ? a->query : a->value, (size_t)c->vdim, &L->wv, b.v);
     const mh_attn_problem p = problem(L, B, N, M, &b);
-    const mh_attn_options opt = layer_options(L, a->opt);
+    const mh_attn_options opt = mh_variant_options(L, a->opt);
     mh_core_attention(L->kernels, L->threads, &p, &opt, 1, b.attn);
     out_projection(L, rows_q, &b, a->out);
 }
@@ -178,12 +164,12 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, c
     mh_kv_cache_views(cache, &p.k, &p.v);
     p.k.stride_head = p.v.stride_head = c->head_dim; /* windows within the one padded stream */
     p.k_dtype = p.v_dtype = cache->dtype;
-    mh_attn_options opt = layer_options(L, NULL);
+    mh_attn_options opt = mh_variant_options(L, NULL);
     opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
     mh_core_attention(L->kernels, L->threads, &p, &opt, 0, b.attn);
     out_projection(L, rows, &b, out);
     cache->length = total;
 }
 
-const mh_variant_ops mh_variant_overlap = {"overlap", resolve, create, destroy, cache_layout,
+const mh_variant_ops mh_variant_overlap = {"overlap", resolve, create, mh_variant_free_projections, cache_layout,
                                            forward_carve, decode_carve, forward, decode};
