@@ -9,6 +9,7 @@
  * heads). The KV cache keeps those padded K/V rows, one stream of H*D + 2o per token, so decode
  * views them in place too.
  */
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -32,9 +33,10 @@ static mh_status resolve(mh_layer_config* c) {
     /* Windows slide over all H heads of Q, K and V alike: one KV head per query head, D = Dv. */
     if (c->n_kv_heads != c->n_heads || c->head_dim_v != c->head_dim) return MH_ERR_INVALID_ARGUMENT;
     if (c->overlap < 0 || c->overlap > c->head_dim || foreign_config(c)) return MH_ERR_INVALID_ARGUMENT;
-    size_t hd, wide;
+    /* W' is [d, H*(D + 2o)]; the padded rows (H*D + 2o) are no wider */
+    size_t wide;
     if (!mh_mul_size((size_t)c->n_heads, (size_t)c->head_dim + 2 * (size_t)c->overlap, &wide) ||
-        wide > INT32_MAX || !mh_mul_size((size_t)c->n_heads, (size_t)c->head_dim, &hd))
+        wide > INT_MAX)
         return MH_ERR_SIZE_OVERFLOW;
     /* The paper's scale is unverified; default to timm's head_dim**-0.5 on the enlarged head. */
     if (c->scale == 0.0f) c->scale = 1.0f / sqrtf((float)(c->head_dim + 2 * c->overlap));

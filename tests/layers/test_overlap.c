@@ -365,6 +365,10 @@ static void bad_input(const mh_context* ctx, test_rng* r, const float* x) {
         check_status(bad[i].what, mh_layer_create(ctx, &bad[i].c, &f.w, &L), MH_ERR_INVALID_ARGUMENT);
         check_true("nothing written on a bad config", L == (mh_layer*)&f);
     }
+    mh_layer_config big = ok; /* H*(D + 2o) past INT_MAX (H*D fits): refused before any read */
+    big.n_heads = 1 << 16, big.head_dim = 1 << 14, big.overlap = 1 << 14;
+    mh_layer* Lb = NULL;
+    check_status("H*(D + 2o) overflows int", mh_layer_create(ctx, &big, &f.w, &Lb), MH_ERR_SIZE_OVERFLOW);
     mh_layer_weights w = f.w;
     const float mix[1] = {0};
     w.collab_mix = mix;
