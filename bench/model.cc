@@ -1,6 +1,9 @@
 #include "model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "bench_util.h"
 
@@ -53,25 +56,6 @@ LayerWeights random_mha_layer(int d_model, int n_heads, int head_dim, int kdim, 
 
 namespace {
 
-// rows [kv*dim, (kv+1)*dim) of the pooled matrix = mean over the group's base heads.
-std::vector<float> pool_rows(const std::vector<float>& m, int base_kv, int kv, int dim, size_t cols) {
-    const int g = base_kv / kv;
-    std::vector<float> out(static_cast<size_t>(kv) * dim * cols);
-    std::vector<double> acc(cols);
-    for (int j = 0; j < kv; j++) {
-        for (int r = 0; r < dim; r++) {
-            std::fill(acc.begin(), acc.end(), 0.0);
-            for (int h = j * g; h < (j + 1) * g; h++) {
-                const float* row = &m[(static_cast<size_t>(h) * dim + r) * cols];
-                for (size_t c = 0; c < cols; c++) acc[c] += row[c];
-            }
-            float* o = &out[(static_cast<size_t>(j) * dim + r) * cols];
-            for (size_t c = 0; c < cols; c++) o[c] = static_cast<float>(acc[c] / g);
-        }
-    }
-    return out;
-}
-
 // `want` K/V heads: fewer than the query heads (else it is MHA), no more than the base has,
 // pooling whole groups of base heads (want == base_kv: the base layer itself, e.g. a GQA layer
 // loaded from a file).
@@ -86,15 +70,46 @@ LayerWeights derive_pooled(const LayerWeights& base, int kv) { return pool_kv_he
 LayerWeights pool_kv_heads(const LayerWeights& base, int n_kv_heads) {
     LayerWeights w = base;
     if (n_kv_heads == base.n_kv_heads) return w;
+    mh_layer_config src = mh_layer_config_default();
+    src.variant = base.n_kv_heads == base.n_heads ? MH_VARIANT_MHA : MH_VARIANT_GQA;
+    src.d_model = base.d_model, src.kdim = base.kdim, src.vdim = base.vdim;
+    src.n_heads = base.n_heads, src.n_kv_heads = base.n_kv_heads;
+    src.head_dim = base.head_dim, src.head_dim_v = base.head_dim_v, src.bias = base.bias ? 1 : 0;
     w.n_kv_heads = n_kv_heads;
-    w.wk = pool_rows(base.wk, base.n_kv_heads, n_kv_heads, base.head_dim, static_cast<size_t>(base.kdim));
-    w.wv = pool_rows(base.wv, base.n_kv_heads, n_kv_heads, base.head_dim_v, static_cast<size_t>(base.vdim));
-    if (base.bias) {
-        w.bk = pool_rows(base.bk, base.n_kv_heads, n_kv_heads, base.head_dim, 1);
-        w.bv = pool_rows(base.bv, base.n_kv_heads, n_kv_heads, base.head_dim_v, 1);
-    }
+    const size_t kd = static_cast<size_t>(n_kv_heads) * base.head_dim, vd = static_cast<size_t>(n_kv_heads) * base.head_dim_v;
+    w.wk.assign(kd * base.kdim, 0.0f);
+    w.wv.assign(vd * base.vdim, 0.0f);
+    if (base.bias) w.bk.assign(kd, 0.0f), w.bv.assign(vd, 0.0f);
+    const mh_layer_weights view = base.view();
+    const mh_status s = mh_convert_mha_to_gqa(&src, &view, n_kv_heads, w.wk.data(), w.wv.data(),
+                                              base.bias ? w.bk.data() : nullptr, base.bias ? w.bv.data() : nullptr);
+    if (s != MH_OK) throw std::invalid_argument(std::string("mh_convert_mha_to_gqa: ") + mh_status_string(s));
     return w;
 }
+
+namespace {
+
+// Overlapping heads with o = D * Pct / 100: Q/K/V and the base layer's W_O carried over, W_O's
+// head h columns placed in the middle D columns of head h's block of W' [d, H*(D + 2o)], the
+// halo columns 0; the scale is the variant's default 1/sqrt(D + 2o).
+template <int Pct>
+LayerWeights derive_overlap(const LayerWeights& base, int) {
+    LayerWeights w = base;
+    const int H = base.n_heads, D = base.head_dim_v, o = D * Pct / 100, dw = D + 2 * o;
+    const size_t d = static_cast<size_t>(base.d_model);
+    w.wo.assign(d * static_cast<size_t>(H) * dw, 0.0f);
+    for (size_t r = 0; r < d; r++)
+        for (int h = 0; h < H; h++)
+            std::copy_n(&base.wo[(r * H + h) * D], D, &w.wo[(r * H + h) * dw + o]);
+    w.bind = [](const LayerWeights& lw, mh_layer_config* cfg, mh_layer_weights*) {
+        if (cfg) cfg->overlap = static_cast<int>(lw.wo.size() / static_cast<size_t>(lw.d_model) / lw.n_heads - lw.head_dim) / 2;
+    };
+    return w;
+}
+
+int mha_base_only(int h, int base_kv) { return base_kv == h ? h : 0; }
+
+}  // namespace
 
 const std::vector<VariantSpec>& variant_table() {
     // One row per variant. kv_heads returns 0 where the row does not apply (e.g. gqa8 at H = 8
@@ -108,6 +123,10 @@ const std::vector<VariantSpec>& variant_table() {
          [](int h, int base_kv) { return kv_exact(h, base_kv, 4); }, derive_pooled, 1.0, true},
         {"mqa", MH_VARIANT_MQA, "1 K/V head, the mean of all base K/V projection heads",
          [](int h, int base_kv) { return kv_exact(h, base_kv, 1); }, derive_pooled, 1.0, true},
+        {"overlap25", MH_VARIANT_OVERLAP, "overlapping heads, o = D/4; W' = W_O on each head's middle D columns",
+         mha_base_only, derive_overlap<25>, 1.0, false},
+        {"overlap50", MH_VARIANT_OVERLAP, "overlapping heads, o = D/2; W' = W_O on each head's middle D columns",
+         mha_base_only, derive_overlap<50>, 1.0, false},
     };
     return table;
 }

@@ -6,6 +6,7 @@
 
 #include "bench_util.h"
 #include "blas_baseline.h"
+#include "oracle_overlap.h"
 
 #if defined(MHB_HAVE_CBLAS)
 #include <cblas.h>
@@ -117,8 +118,39 @@ void ref_project(const float* x, int T, int in, const float* w, const float* b, 
             for (int o = 0; o < n_out; o++) y[static_cast<size_t>(t) * n_out + o] += b[o];
 }
 
+namespace {
+
+// Overlapping heads: the tests' double oracle (tests/support/oracle_overlap.c) on the requested
+// query rows, each as a one-query call over all keys (causal: at its own position).
+void overlap_rows(const mh_layer_config& cfg, const mh_layer_weights& w, const float* xq, int n_q, const float* xk,
+                  const float* xv, int n_kv, bool causal, const std::vector<int>& rows, std::vector<double>& out) {
+    mh_layer_config c = cfg;
+    if (c.scale == 0.0f) c.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim + 2 * c.overlap));
+    const size_t dm = static_cast<size_t>(cfg.d_model);
+    out.assign(rows.size() * dm, 0.0);
+    std::vector<float> q(rows.size() * dm);
+    for (size_t ri = 0; ri < rows.size(); ri++) std::copy_n(xq + static_cast<size_t>(rows[ri]) * dm, dm, &q[ri * dm]);
+    mh_attn_options opt = mh_attn_options_default();
+    mh_forward_args a{};
+    a.batch = 1, a.n_kv = n_kv, a.key = xk, a.value = xv, a.opt = &opt;
+    if (!causal) {  // queries are independent: all rows in one call
+        a.n_q = static_cast<int>(rows.size()), a.query = q.data();
+        oracle_overlap_forward(&c, &w, &a, out.data());
+        return;
+    }
+    opt.causal = 1;
+    for (size_t ri = 0; ri < rows.size(); ri++) {
+        opt.q_offset = n_kv - n_q + rows[ri];
+        a.n_q = 1, a.query = &q[ri * dm];
+        oracle_overlap_forward(&c, &w, &a, &out[ri * dm]);
+    }
+}
+
+}  // namespace
+
 void ref_layer_rows(const mh_layer_config& cfg, const mh_layer_weights& w, const float* xq, int n_q, const float* xk,
                     const float* xv, int n_kv, bool causal, const std::vector<int>& rows, std::vector<double>& out) {
+    if (cfg.variant == MH_VARIANT_OVERLAP) return overlap_rows(cfg, w, xq, n_q, xk, xv, n_kv, causal, rows, out);
     const int dm = cfg.d_model, H = cfg.n_heads, Hkv = cfg.n_kv_heads, D = cfg.head_dim;
     const int Dv = cfg.head_dim_v, group = H / Hkv;
     const int kw = Hkv * D, vw = Hkv * Dv, qw = H * D, ow = H * Dv;

@@ -266,6 +266,21 @@ MH_API mh_status mh_layer_get_config(const mh_layer* layer, mh_layer_config* out
 /* Bytes of packed weights the layer holds. */
 MH_API size_t mh_layer_weights_bytes(const mh_layer* layer);
 
+/*
+ * MHA -> GQA/MQA conversion (GQA paper): K/V head j of the result is the mean of the source's
+ * K/V heads j*g .. j*g + g - 1, g = (source K/V heads) / n_kv_heads, for W_K, W_V and their
+ * biases (W_Q, W_O and their biases carry over unchanged). The source is a layer of the GQA
+ * family (MHA, or a GQA/MQA layer pooled further) whose K/V head count is a multiple of
+ * n_kv_heads; only w->w_k, w_v, b_k, b_v are read. Writes, into caller buffers that must not
+ * overlap the source (nothing is allocated):
+ *   w_k [n_kv_heads*D, kdim]   w_v [n_kv_heads*Dv, vdim]
+ *   b_k [n_kv_heads*D]         b_v [n_kv_heads*Dv]        (when src->bias; else may be NULL)
+ * n_kv_heads equal to the source's K/V heads returns the source weights unchanged.
+ */
+MH_API mh_status mh_convert_mha_to_gqa(const mh_layer_config* src, const mh_layer_weights* w,
+                                       int n_kv_heads, float* w_k, float* w_v, float* b_k,
+                                       float* b_v);
+
 /* What a MoH layer's router chose in one call, A = shared_heads + top_k heads per token. */
 typedef struct mh_routing_record {
     int32_t* heads; /* [B, N, A] the active heads of each token, ascending */

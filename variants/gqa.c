@@ -35,13 +35,6 @@ static mh_status resolve_mqa(mh_layer_config* c) {
     return resolve_common(c);
 }
 
-static void destroy(mh_layer* L) {
-    mh_packed_matrix_free(&L->wq);
-    mh_packed_matrix_free(&L->wk);
-    mh_packed_matrix_free(&L->wv);
-    mh_packed_matrix_free(&L->wo);
-}
-
 static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     const mh_layer_config* c = &L->cfg;
     const int hd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
@@ -50,7 +43,7 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_k, w->b_k, kvd, c->kdim, &L->wk);
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_v, w->b_v, kvdv, c->vdim, &L->wv);
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_o, w->b_o, c->d_model, hdv, &L->wo);
-    if (st != MH_OK) destroy(L);
+    if (st != MH_OK) mh_variant_free_projections(L);
     return st;
 }
 
@@ -101,14 +94,6 @@ static void forward_carve(const mh_layer* L, int B, int N, int M, mh_ws* ws) {
     carve(L, B, N, M, 0, ws, &b);
 }
 
-/* The layer's model-level options over the call's per-call ones. */
-static mh_attn_options layer_options(const mh_layer* L, const mh_attn_options* call) {
-    mh_attn_options o = call ? *call : mh_attn_options_default();
-    o.window = L->cfg.window, o.softcap = L->cfg.softcap;
-    o.alibi_slopes = L->alibi, o.sinks = L->sinks;
-    return o;
-}
-
 static void out_projection(const mh_layer* L, size_t rows, const buffers* b, float* out) {
     const size_t hdv = (size_t)L->cfg.n_heads * (size_t)L->cfg.head_dim_v;
     mh_gemm_packed(L->kernels, L->threads, rows, b->o, hdv, &L->wo, out, (size_t)L->cfg.d_model);
@@ -128,7 +113,7 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     mh_gemm_packed(L->kernels, L->threads, rows_kv, xk, (size_t)c->kdim, &L->wk, b.k, (size_t)L->wk.n_out);
     mh_gemm_packed(L->kernels, L->threads, rows_kv, xv, (size_t)c->vdim, &L->wv, b.v, (size_t)L->wv.n_out);
     const mh_attn_problem p = problem(L, B, N, M, &b);
-    const mh_attn_options opt = layer_options(L, a->opt);
+    const mh_attn_options opt = mh_variant_options(L, a->opt);
     mh_core_attention(L->kernels, L->threads, &p, &opt, 1, b.attn);
     out_projection(L, rows_q, &b, a->out);
 }
@@ -155,16 +140,16 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, c
     mh_attn_problem p = problem(L, B, n, total, &b);
     mh_kv_cache_views(cache, &p.k, &p.v);
     p.k_dtype = p.v_dtype = cache->dtype;
-    mh_attn_options opt = layer_options(L, NULL);
+    mh_attn_options opt = mh_variant_options(L, NULL);
     opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
     mh_core_attention(L->kernels, L->threads, &p, &opt, 0, b.attn);
     out_projection(L, rows, &b, out);
     cache->length = total;
 }
 
-const mh_variant_ops mh_variant_mha = {"mha", resolve_mha, create, destroy, cache_layout,
+const mh_variant_ops mh_variant_mha = {"mha", resolve_mha, create, mh_variant_free_projections, cache_layout,
                                        forward_carve, decode_carve, forward, decode};
-const mh_variant_ops mh_variant_gqa = {"gqa", resolve_gqa, create, destroy, cache_layout,
+const mh_variant_ops mh_variant_gqa = {"gqa", resolve_gqa, create, mh_variant_free_projections, cache_layout,
                                        forward_carve, decode_carve, forward, decode};
-const mh_variant_ops mh_variant_mqa = {"mqa", resolve_mqa, create, destroy, cache_layout,
+const mh_variant_ops mh_variant_mqa = {"mqa", resolve_mqa, create, mh_variant_free_projections, cache_layout,
                                        forward_carve, decode_carve, forward, decode};

@@ -31,6 +31,7 @@ static mh_status check_config(const mh_layer_config* c) {
     if ((c->bias != 0 && c->bias != 1) || !isfinite(c->scale) || !(c->softcap >= 0.0f) ||
         isinf(c->softcap))
         return MH_ERR_INVALID_ARGUMENT;
+    if (c->overlap != 0 && c->variant != MH_VARIANT_OVERLAP) return MH_ERR_INVALID_ARGUMENT;
     return MH_OK;
 }
 

@@ -215,13 +215,16 @@ enum { B = 2, H = 8, HKV = 2, D = 32 };
  * small ones on a slow machine */
 static int N = 128, D_MODEL = 256, CAP = 160, SLOW = 0;
 
-static void run_layer_calls(int threads) {
+/* variant: MH_VARIANT_GQA (Hkv = HKV) or MH_VARIANT_OVERLAP (o = D/4 + 3, D + 2o = 54) */
+static void run_layer_calls(int threads, mh_variant variant) {
     char what[160];
     mh_context* ctx = test_context(threads);
     test_rng r;
     rng_seed(&r, 77 + (uint64_t)threads);
     mh_layer_config c = mh_layer_config_default();
-    c.variant = MH_VARIANT_GQA, c.d_model = D_MODEL, c.n_heads = H, c.n_kv_heads = HKV;
+    c.variant = variant, c.d_model = D_MODEL, c.n_heads = H;
+    c.n_kv_heads = variant == MH_VARIANT_GQA ? HKV : 0;
+    c.overlap = variant == MH_VARIANT_OVERLAP ? D / 4 + 3 : 0;
     c.head_dim = D, c.bias = 1;
     layer_fixture f;
     if (!check_status("create", fixture_make(&f, ctx, &c, &r, 0.1f), MH_OK)) exit(1);
@@ -378,9 +381,11 @@ int main(void) {
     if (SLOW) N = 40, D_MODEL = 64, CAP = 72;
     mh_context_destroy(ctx);
 
-    run_layer_calls(1);
+    run_layer_calls(1, MH_VARIANT_GQA);
+    run_layer_calls(1, MH_VARIANT_OVERLAP);
     run_core_calls(1);
-    run_layer_calls(2);
+    run_layer_calls(2, MH_VARIANT_GQA);
+    run_layer_calls(2, MH_VARIANT_OVERLAP);
     run_core_calls(2);
     return test_exit_code("test_no_alloc");
 }
