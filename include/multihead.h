@@ -329,6 +329,13 @@ MH_API mh_status mh_layer_decode_workspace_size(const mh_layer* layer, int batch
 MH_API mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache, int batch, int n_new,
                                  const float* x, float* out, void* workspace,
                                  size_t workspace_bytes);
+/* mh_layer_decode that also reports a MoH layer's routing of the n_new tokens (routing
+ * [B, n_new, A], load over this call); routing may be NULL. MH_ERR_INVALID_ARGUMENT when
+ * routing is given to a layer of another variant. */
+MH_API mh_status mh_layer_decode_routed(const mh_layer* layer, mh_kv_cache* cache, int batch,
+                                        int n_new, const float* x, float* out,
+                                        mh_routing_record* routing, void* workspace,
+                                        size_t workspace_bytes);
 
 #ifdef __cplusplus
 }
