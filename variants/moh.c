@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "api/kv_cache.h"
-#include "core/attention.h"
+#include "core/gathered.h"
 #include "moh.h"
 #include "moh_router.h"
 #include "util/alloc.h"
@@ -147,10 +147,7 @@ typedef struct buffers {
     float* logits;            /* [R, router_rows]  learned router */
     float* gate;              /* [R, H]  0 where the head does not run */
     unsigned char* sel;       /* [R, H]  1 where the head runs */
-    int64_t* seg;             /* [H*B + 1]  first gathered row of each (head, sequence) */
-    int32_t* row;             /* [R*H]  gathered row -> token row b*N + t */
-    int64_t* pos;             /* [R*H]  gathered row -> absolute position (forward) */
-    int64_t* q0;              /* [B]  position of each sequence's token 0 (forward) */
+    mh_gathered g;            /* the rows with a nonzero gate, per (head, sequence) */
     float* xg;                /* [R, d_model]  one head's gathered inputs (learned router) */
     float* q;                 /* [R, H*D]  dense Q (norm router, and decode) */
     float* qg;                /* [R*H, D]  gathered Q */
@@ -159,7 +156,7 @@ typedef struct buffers {
     float* og;                /* [R*H, Dv]  gathered head outputs, then gated */
     float* y;                 /* [R, d_model]  one head's out-projection rows */
     unsigned char* kv_active; /* [B, Hkv]  decode: KV heads some new token uses */
-    void* attn;
+    void* attn;               /* decode: the dense core's workspace */
 } buffers;
 
 /* The core's view of `heads` query heads per row over all KV heads' rows of K/V (pointers are
@@ -190,10 +187,6 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     b->logits = mh_ws_take(ws, R, (size_t)mh_moh_router_rows(c), sizeof(float));
     b->gate = mh_ws_take(ws, R, H, sizeof(float));
     b->sel = mh_ws_take(ws, R, H, 1);
-    b->seg = mh_ws_take(ws, H * (size_t)B + 1, 1, sizeof(int64_t));
-    b->row = mh_ws_take(ws, R, H, sizeof(int32_t));
-    b->pos = mh_ws_take(ws, R, H, sizeof(int64_t));
-    b->q0 = mh_ws_take(ws, (size_t)B, 1, sizeof(int64_t));
     if (learned(L)) b->xg = mh_ws_take(ws, R, d, sizeof(float));
     if (!learned(L) || is_decode) b->q = mh_ws_take(ws, R, H * D, sizeof(float));
     b->qg = mh_ws_take(ws, R, H * D, sizeof(float));
@@ -202,13 +195,13 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     if (is_decode) b->o = mh_ws_take(ws, R, H * Dv, sizeof(float));
     b->og = mh_ws_take(ws, R, H * Dv, sizeof(float));
     b->y = mh_ws_take(ws, R, d, sizeof(float));
+    const mh_attn_problem p = problem(L, B, N, M, c->n_heads);
     if (is_decode) {
         b->kv_active = mh_ws_take(ws, (size_t)B, (size_t)c->n_kv_heads, 1);
-        const mh_attn_problem p = problem(L, B, N, M, c->n_heads);
         b->attn = mh_core_attention_carve(L->kernels, L->threads, &p, 0, ws);
-    } else { /* one head's gathered rows of one sequence at a time: up to N of them */
-        const mh_attn_problem p = problem(L, 1, N, M, 1);
-        b->attn = mh_core_attention_carve_upto(L->kernels, L->threads, &p, 1, ws);
+        mh_gathered_carve_plan(&p, ws, &b->g);
+    } else {
+        mh_gathered_carve(L->kernels, L->threads, &p, 1, ws, &b->g);
     }
 }
 
@@ -227,25 +220,6 @@ static void route(const mh_layer* L, size_t R, const float* x, buffers* b) {
     }
 }
 
-/* Lists the rows that run each head (b->seg, b->row) and, when q0 is given ([B] position of
- * token 0 of each sequence), their positions. */
-static void plan(const mh_layer* L, int B, int N, const int64_t* q0, buffers* b) {
-    const int H = L->cfg.n_heads;
-    int64_t e = 0;
-    for (int h = 0; h < H; h++)
-        for (int s = 0; s < B; s++) {
-            b->seg[h * B + s] = e;
-            for (int t = 0; t < N; t++) {
-                const int32_t r = s * N + t;
-                if (!b->sel[(size_t)r * (size_t)H + (size_t)h]) continue;
-                b->row[e] = r;
-                if (q0) b->pos[e] = q0[s] + t;
-                e++;
-            }
-        }
-    b->seg[H * B] = e;
-}
-
 /* Gathered Q of every head: learned router, x rows through that head's W_Q rows only; norm
  * router, copied out of the dense Q. */
 static void gather_q(const mh_layer* L, int B, const float* x, buffers* b) {
@@ -253,14 +227,14 @@ static void gather_q(const mh_layer* L, int B, const float* x, buffers* b) {
     const moh_state* s = L->ext;
     const size_t d = (size_t)c->d_model, D = (size_t)c->head_dim, hd = (size_t)c->n_heads * D;
     for (int h = 0; h < c->n_heads; h++) {
-        const int64_t e0 = b->seg[h * B], n = b->seg[(h + 1) * B] - e0;
+        const int64_t e0 = b->g.seg[h * B], n = b->g.seg[(h + 1) * B] - e0;
         float* qg = b->qg + (size_t)e0 * D;
         if (!learned(L)) {
-            for (int64_t i = 0; i < n; i++) memcpy(qg + i * D, b->q + (size_t)b->row[e0 + i] * hd + (size_t)h * D, D * sizeof(float));
+            for (int64_t i = 0; i < n; i++) memcpy(qg + i * D, b->q + (size_t)b->g.row[e0 + i] * hd + (size_t)h * D, D * sizeof(float));
             continue;
         }
         if (n == 0) continue;
-        for (int64_t i = 0; i < n; i++) memcpy(b->xg + i * d, x + (size_t)b->row[e0 + i] * d, d * sizeof(float));
+        for (int64_t i = 0; i < n; i++) memcpy(b->xg + i * d, x + (size_t)b->g.row[e0 + i] * d, d * sizeof(float));
         mh_gemm_packed(L->kernels, L->threads, (size_t)n, b->xg, d, &s->wq_head[h], qg, D);
     }
 }
@@ -270,22 +244,18 @@ static void gather_q(const mh_layer* L, int B, const float* x, buffers* b) {
 static void project_out(const mh_layer* L, int B, size_t R, buffers* b, float* out) {
     const mh_layer_config* c = &L->cfg;
     const moh_state* s = L->ext;
-    const size_t d = (size_t)c->d_model, Dv = (size_t)c->head_dim_v, H = (size_t)c->n_heads;
+    const size_t d = (size_t)c->d_model, Dv = (size_t)c->head_dim_v;
     for (size_t r = 0; r < R; r++) {
         if (s->b_o) memcpy(out + r * d, s->b_o, d * sizeof(float));
         else memset(out + r * d, 0, d * sizeof(float));
     }
     for (int h = 0; h < c->n_heads; h++) {
-        const int64_t e0 = b->seg[h * B], n = b->seg[(h + 1) * B] - e0;
+        const int64_t e0 = b->g.seg[h * B], n = b->g.seg[(h + 1) * B] - e0;
         if (n == 0) continue;
-        float* og = b->og + (size_t)e0 * Dv;
-        for (int64_t i = 0; i < n; i++) {
-            const float g = b->gate[(size_t)b->row[e0 + i] * H + (size_t)h];
-            for (size_t j = 0; j < Dv; j++) og[(size_t)i * Dv + j] *= g;
-        }
+        const float* og = b->og + (size_t)e0 * Dv;
         mh_gemm_packed(L->kernels, L->threads, (size_t)n, og, Dv, &s->wo_head[h], b->y, d);
         for (int64_t i = 0; i < n; i++) {
-            float* dst = out + (size_t)b->row[e0 + i] * d;
+            float* dst = out + (size_t)b->g.row[e0 + i] * d;
             const float* src = b->y + (size_t)i * d;
             for (size_t j = 0; j < d; j++) dst[j] += src[j];
         }
@@ -313,33 +283,6 @@ static void forward_carve(const mh_layer* L, int B, int N, int M, mh_ws* ws) {
     carve(L, B, N, M, 0, ws, &b);
 }
 
-/* Attention of every head over its gathered rows, one sequence at a time. */
-static void attend_heads(const mh_layer* L, int B, int M, const mh_attn_options* call,
-                         buffers* b) {
-    const mh_layer_config* c = &L->cfg;
-    const size_t D = (size_t)c->head_dim, Dv = (size_t)c->head_dim_v;
-    const size_t kvd = (size_t)c->n_kv_heads * D, kvdv = (size_t)c->n_kv_heads * Dv;
-    const int group = c->n_heads / c->n_kv_heads;
-    for (int h = 0; h < c->n_heads; h++)
-        for (int s = 0; s < B; s++) {
-            const int64_t e0 = b->seg[h * B + s], n = b->seg[h * B + s + 1] - e0;
-            if (n == 0) continue;
-            const size_t kvh = (size_t)(h / group);
-            mh_attn_problem p = problem(L, 1, (int)n, M, 1);
-            p.q.data = b->qg + (size_t)e0 * D;
-            p.k.data = b->k + (size_t)s * (size_t)M * kvd + kvh * D;
-            p.v.data = b->v + (size_t)s * (size_t)M * kvdv + kvh * Dv;
-            p.o = b->og + (size_t)e0 * Dv;
-            mh_attn_options opt = *call;
-            opt.kv_len = call->kv_len ? call->kv_len + s : NULL;
-            opt.window = c->window, opt.softcap = c->softcap;
-            opt.alibi_slopes = L->alibi ? L->alibi + h : NULL;
-            opt.sinks = L->sinks ? L->sinks + h : NULL;
-            const mh_core_extra ex = {b->pos + e0, NULL};
-            mh_core_attention_ex(L->kernels, L->threads, &p, &opt, 1, b->attn, &ex);
-        }
-}
-
 static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace) {
     const mh_layer_config* c = &L->cfg;
     const int self = a->key == NULL, B = a->batch, N = a->n_q, M = self ? N : a->n_kv;
@@ -350,15 +293,16 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     const size_t R = (size_t)B * (size_t)N, rows_kv = (size_t)B * (size_t)M;
     if (!learned(L)) mh_gemm_packed(L->kernels, L->threads, R, a->query, (size_t)c->d_model, &L->wq, b.q, (size_t)L->wq.n_out);
     route(L, R, a->query, &b);
-    for (int s = 0; s < B; s++) { /* the core's rule for query positions (multihead.h) */
-        const int64_t kv_len = call.kv_len ? call.kv_len[s] : M;
-        b.q0[s] = call.q_offset == MH_Q_OFFSET_END ? kv_len - N : call.q_offset;
-    }
-    plan(L, B, N, b.q0, &b);
+    mh_attn_problem p = problem(L, B, N, M, c->n_heads);
+    p.k.data = b.k, p.v.data = b.v;
+    mh_attn_options opt = call;
+    opt.window = c->window, opt.softcap = c->softcap, opt.alibi_slopes = L->alibi, opt.sinks = L->sinks;
+    mh_gathered_plan(&p, &opt, b.gate, &b.g);
     mh_gemm_packed(L->kernels, L->threads, rows_kv, self ? a->query : a->key, (size_t)c->kdim, &L->wk, b.k, (size_t)L->wk.n_out);
     mh_gemm_packed(L->kernels, L->threads, rows_kv, self ? a->query : a->value, (size_t)c->vdim, &L->wv, b.v, (size_t)L->wv.n_out);
     gather_q(L, B, a->query, &b);
-    attend_heads(L, B, M, &call, &b);
+    mh_gathered_attend(L->kernels, L->threads, &p, &opt, 1, &b.g, b.qg, b.og);
+    mh_gathered_scale(&p, &b.g, b.gate, b.og);
     project_out(L, B, R, &b, a->out);
     if (a->routing) record(L, R, &b, a->routing);
 }
@@ -381,33 +325,34 @@ void mh_moh_decode_routed(const mh_layer* L, struct mh_kv_cache* cache, int B, i
     mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
     if (!learned(L)) mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wq, b.q, H * D);
     route(L, R, x, &b);
-    plan(L, B, n, NULL, &b);
+    const int total = cache->length + n;
+    mh_attn_problem p = problem(L, B, n, total, c->n_heads);
+    mh_attn_options opt = mh_attn_options_default();
+    opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
+    opt.window = c->window, opt.softcap = c->softcap, opt.alibi_slopes = L->alibi, opt.sinks = L->sinks;
+    mh_gathered_plan(&p, &opt, b.gate, &b.g);
     if (learned(L)) { /* only the running heads' Q rows, scattered into a zeroed dense Q */
         gather_q(L, B, x, &b);
         memset(b.q, 0, R * H * D * sizeof(float));
         for (size_t h = 0; h < H; h++)
-            for (int64_t e = b.seg[h * (size_t)B]; e < b.seg[(h + 1) * (size_t)B]; e++)
-                memcpy(b.q + (size_t)b.row[e] * H * D + h * D, b.qg + (size_t)e * D, D * sizeof(float));
+            for (int64_t e = b.g.seg[h * (size_t)B]; e < b.g.seg[(h + 1) * (size_t)B]; e++)
+                memcpy(b.q + (size_t)b.g.row[e] * H * D + h * D, b.qg + (size_t)e * D, D * sizeof(float));
     }
     const size_t group = H / (size_t)c->n_kv_heads;
     memset(b.kv_active, 0, (size_t)B * (size_t)c->n_kv_heads);
     for (size_t r = 0; r < R; r++)
         for (size_t h = 0; h < H; h++)
-            if (b.sel[r * H + h]) b.kv_active[(r / (size_t)n) * (size_t)c->n_kv_heads + h / group] = 1;
+            if (b.gate[r * H + h] != 0.0f) b.kv_active[(r / (size_t)n) * (size_t)c->n_kv_heads + h / group] = 1;
 
-    const int total = cache->length + n;
-    mh_attn_problem p = problem(L, B, n, total, c->n_heads);
     p.q.data = b.q, p.o = b.o;
     mh_kv_cache_views(cache, &p.k, &p.v);
     p.k_dtype = p.v_dtype = cache->dtype;
-    mh_attn_options opt = mh_attn_options_default();
-    opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
-    opt.window = c->window, opt.softcap = c->softcap, opt.alibi_slopes = L->alibi, opt.sinks = L->sinks;
     const mh_core_extra ex = {NULL, b.kv_active};
     mh_core_attention_ex(L->kernels, L->threads, &p, &opt, 0, b.attn, &ex);
     for (size_t h = 0; h < H; h++) /* the running heads' outputs, in the gathered order */
-        for (int64_t e = b.seg[h * (size_t)B]; e < b.seg[(h + 1) * (size_t)B]; e++)
-            memcpy(b.og + (size_t)e * Dv, b.o + (size_t)b.row[e] * H * Dv + h * Dv, Dv * sizeof(float));
+        for (int64_t e = b.g.seg[h * (size_t)B]; e < b.g.seg[(h + 1) * (size_t)B]; e++)
+            memcpy(b.og + (size_t)e * Dv, b.o + (size_t)b.g.row[e] * H * Dv + h * Dv, Dv * sizeof(float));
+    mh_gathered_scale(&p, &b.g, b.gate, b.og);
     project_out(L, B, R, &b, out);
     if (routing) record(L, R, &b, routing);
     cache->length = total;

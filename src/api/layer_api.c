@@ -142,6 +142,7 @@ static mh_status check_forward(const mh_layer* L, const mh_forward_args* a) {
     const mh_layer_config* c = &L->cfg;
     if (a->batch <= 0 || a->n_q <= 0 || !a->query || !a->out) return MH_ERR_INVALID_ARGUMENT;
     if (a->routing && c->variant != MH_VARIANT_MOH) return MH_ERR_INVALID_ARGUMENT;
+    if (a->opt && a->opt->head_gates) return MH_ERR_UNSUPPORTED; /* mh_attention only */
     /* MoH gathers each head's query rows, so per-row masks and probabilities do not apply */
     if (c->variant == MH_VARIANT_MOH && a->opt && (a->opt->mask || a->opt->probs))
         return MH_ERR_UNSUPPORTED;
