@@ -16,6 +16,7 @@ static void softmax_scaled(const double* l, int n, double scale, double* out) {
 
 /* sel[i] = 1 for the k largest v[i]; a stable descending sort's first k (ties: lower index). */
 static void top_k(const double* v, int n, int k, unsigned char* sel) {
+    if (n <= 0) return;
     memset(sel, 0, (size_t)n);
     for (int pick = 0; pick < k; pick++) {
         int best = -1;
@@ -114,4 +115,52 @@ void oracle_moh_forward(const mh_layer_config* cfg, const mh_layer_weights* w,
     if (g_out) memcpy(g_out, g, sizeof(double) * (size_t)rows * H);
     if (sel_out) memcpy(sel_out, sel, (size_t)rows * H);
     free(g), free(sel), free(o);
+}
+
+void oracle_moh_rows(const mh_layer_config* cfg, const mh_layer_weights* w, const float* x,
+                     const float* xkv, int m, int causal, const int* rows, int n_rows,
+                     int n, double* out) {
+    const int H = cfg->n_heads, Hkv = cfg->n_kv_heads, D = cfg->head_dim, Dv = cfg->head_dim_v;
+    const int d = cfg->d_model, group = H / Hkv;
+    const double scale = cfg->scale != 0.0f ? cfg->scale : 1.0 / sqrt((double)D);
+    double* k = malloc(sizeof(double) * (size_t)m * Hkv * D);
+    double* v = malloc(sizeof(double) * (size_t)m * Hkv * Dv);
+    double* q = malloc(sizeof(double) * (size_t)H * D);
+    double* o = malloc(sizeof(double) * (size_t)H * Dv);
+    double* s = malloc(sizeof(double) * (size_t)m);
+    double* g = malloc(sizeof(double) * (size_t)H);
+    unsigned char* sel = malloc((size_t)H);
+    oracle_linear(xkv, m, cfg->kdim, w->w_k, w->b_k, Hkv * D, k);
+    oracle_linear(xkv, m, cfg->vdim, w->w_v, w->b_v, Hkv * Dv, v);
+    for (int ri = 0; ri < n_rows; ri++) {
+        const int i = rows[ri], keys = causal ? m - n + i + 1 : m;
+        const float* xi = x + (size_t)i * d;
+        oracle_moh_gates(cfg, w, xi, 1, g, sel);
+        oracle_linear(xi, 1, d, w->w_q, w->b_q, H * D, q);
+        for (int h = 0; h < H; h++) { /* softmax(q_h K^T * scale) V, over the kept keys */
+            const double* kh = k + (size_t)(h / group) * D;
+            const double* vh = v + (size_t)(h / group) * Dv;
+            double mx = -INFINITY, sum = 0.0;
+            for (int j = 0; j < keys; j++) {
+                double dot = 0.0;
+                for (int e = 0; e < D; e++) dot += q[(size_t)h * D + e] * kh[(size_t)j * Hkv * D + e];
+                s[j] = dot * scale;
+                mx = fmax(mx, s[j]);
+            }
+            for (int j = 0; j < keys; j++) sum += s[j] = exp(s[j] - mx);
+            for (int e = 0; e < Dv; e++) {
+                double acc = 0.0;
+                for (int j = 0; j < keys; j++) acc += s[j] * vh[(size_t)j * Hkv * Dv + e];
+                o[(size_t)h * Dv + e] = acc / sum;
+            }
+        }
+        for (int j = 0; j < d; j++) {
+            double acc = w->b_o ? w->b_o[j] : 0.0;
+            for (int h = 0; h < H; h++)
+                for (int e = 0; e < Dv; e++)
+                    acc += g[h] * o[(size_t)h * Dv + e] * w->w_o[(size_t)j * H * Dv + (size_t)h * Dv + e];
+            out[(size_t)ri * d + j] = acc;
+        }
+    }
+    free(k), free(v), free(q), free(o), free(s), free(g), free(sel);
 }

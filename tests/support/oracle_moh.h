@@ -24,6 +24,14 @@ void oracle_moh_gates(const mh_layer_config* cfg, const mh_layer_weights* w, con
 void oracle_moh_forward(const mh_layer_config* cfg, const mh_layer_weights* w,
                         const mh_forward_args* args, double* out, double* g, unsigned char* sel);
 
+/* Rows `rows` [n_rows] of one sequence's MoH layer output: queries x [n, d_model], keys and
+ * values from xkv [m, kdim] (kdim == vdim; self-attention: xkv = x, m = n), query i at
+ * position m - n + i (causal: keys up to it), no options; out [n_rows, d_model]. The cheap
+ * form for long sequences (K/V projected once, Q and attention only at the rows). */
+void oracle_moh_rows(const mh_layer_config* cfg, const mh_layer_weights* w, const float* x,
+                     const float* xkv, int m, int causal, const int* rows, int n_rows,
+                     int n, double* out);
+
 #ifdef __cplusplus
 }
 #endif
