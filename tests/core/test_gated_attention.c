@@ -50,15 +50,7 @@ static void random_options(test_rng* r, const mh_attn_problem* p, gated_opts* c)
         c->kv_len[0] = M;
         c->opt.kv_len = c->kv_len;
     }
-    if (rng_int(r, 0, 3) == 0) c->opt.softcap = rng_uniform(r, 0.5f, 30.0f);
-    if (rng_int(r, 0, 3) == 0) {
-        for (int h = 0; h < H; h++) c->slopes[h] = powf(2.0f, -8.0f * (h + 1) / H);
-        c->opt.alibi_slopes = c->slopes;
-    }
-    if (rng_int(r, 0, 3) == 0) {
-        for (int h = 0; h < H; h++) c->sinks[h] = rng_uniform(r, -3.0f, 3.0f);
-        c->opt.sinks = c->sinks;
-    }
+    random_score_options(r, H, &c->opt, c->slopes, c->sinks);
 }
 
 static void run_case(const mh_context* ctx1, const mh_context* ctx2, test_rng* r, int B, int N,
