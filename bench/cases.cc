@@ -82,6 +82,7 @@
 #include "blas_baseline.h"
 #include "machine_limits.h"
 #include "model.h"
+#include "oracle_moh.h"
 #include "reference.h"
 
 namespace mhb {
@@ -436,6 +437,10 @@ private:
         }
         opt_ = mh_attn_options_default();
         opt_.causal = 1;
+        if (moh()) {
+            route_queries();
+            opt_.head_gates = gates_.data();
+        }
         if (c_.impl == Impl::Blas) {
             if (c_.kv_dtype != MH_DTYPE_F32) return fail("the openblas baseline reads f32 K/V only");
             const size_t n = blas_attention_scratch_floats(problems_[0]);
@@ -453,7 +458,7 @@ private:
         const double pairs = causal_pairs(N, M) * B;
         flops_ = pairs * H * active() * 4.0 * D;
         const double kv_read = static_cast<double>(B) * M * static_cast<double>(kv_bytes_per_token_);
-        bytes_ = decode ? kv_read : kv_read + 2.0 * static_cast<double>(nq) * sizeof(float);
+        bytes_ = decode ? kv_read * kv_read_fraction_ : kv_read + 2.0 * static_cast<double>(nq) * sizeof(float);
         working_set_bytes_ = 2.0 * static_cast<double>(copy_bytes) + 2.0 * static_cast<double>(nq) * sizeof(float);
 
         // One untimed call (also the warm-up), checked against the oracle.
@@ -477,7 +482,8 @@ private:
                 for (size_t hi = 0; hi < nh; hi++)
                     for (int d = 0; d < D; d++) {
                         const size_t oi = ((static_cast<size_t>(b) * N + static_cast<size_t>(rows[ri])) * H + static_cast<size_t>(heads[hi])) * D + d;
-                        acc.add(o[oi], ref[((static_cast<size_t>(b) * nr + ri) * nh + hi) * D + d]);
+                        const double g = moh() ? gates_[oi / static_cast<size_t>(D)] : 1.0;
+                        acc.add(o[oi], g * ref[((static_cast<size_t>(b) * nr + ri) * nh + hi) * D + d]);
                     }
         err_ = acc.result();
         checked_fraction_ = static_cast<double>(nh * nr) / (static_cast<double>(H) * N);
@@ -485,7 +491,38 @@ private:
         return true;
     }
 
+    bool moh() const { return variant_->family == MH_VARIANT_MOH; }
+
+    // MoH on the bare core: head_gates [B, N, H] from the row's seeded learned router applied
+    // to each query row Q[b, t, :, :] (as if d_model = H*D), by the MoH oracle; the fraction of
+    // (sequence, K/V head) pairs that some query uses scales the decode bytes read.
+    void route_queries() {
+        const int B = c_.batch, N = c_.n_q, H = c_.n_heads, D = c_.head_dim, g = H / kv_;
+        LayerWeights stub;  // dimensions only: the router reads the rows, not the base weights
+        stub.d_model = stub.kdim = stub.vdim = H * D;
+        stub.n_heads = H, stub.n_kv_heads = kv_, stub.head_dim = stub.head_dim_v = D;
+        const LayerWeights r = variant_->derive(stub, kv_);
+        const mh_layer_config cfg = layer_config(*variant_, r);
+        const mh_layer_weights view = r.view();
+        const size_t rows = static_cast<size_t>(B) * N;
+        std::vector<double> gd(rows * H);
+        std::vector<unsigned char> sel(rows * H);
+        oracle_moh_gates(&cfg, &view, q_.as<float>(), static_cast<int>(rows), gd.data(), sel.data());
+        gates_.assign(gd.begin(), gd.end());
+        size_t used = 0;
+        for (int b = 0; b < B; b++)
+            for (int kvh = 0; kvh < kv_; kvh++) {
+                bool any = false;
+                for (int t = 0; t < N && !any; t++)
+                    for (int h = kvh * g; h < (kvh + 1) * g; h++) any |= gates_[(static_cast<size_t>(b) * N + t) * H + h] != 0.0f;
+                used += any;
+            }
+        kv_read_fraction_ = static_cast<double>(used) / (static_cast<double>(B) * kv_);
+    }
+
     AlignedBuffer q_, k_, v_, o_, ws_;
+    std::vector<float> gates_;
+    double kv_read_fraction_ = 1.0;
     std::vector<mh_attn_problem> problems_;
     size_t next_copy_ = 0;
     mh_attn_options opt_{};
@@ -532,6 +569,20 @@ protected:
     double weight_float_bytes() const {
         return 4.0 * static_cast<double>(w_.wq.size() + w_.wk.size() + w_.wv.size() + w_.wo.size() + w_.bq.size() +
                                          w_.bk.size() + w_.bv.size() + w_.bo.size());
+    }
+
+    // The double oracle at `rows` of sequence 0 (self-attention: xkv = xq): the harness's own
+    // for the GQA family, the test suite's MoH oracle for MoH.
+    void layer_rows(const float* xq, int n, const float* xkv, int m, bool causal, const std::vector<int>& rows,
+                    std::vector<double>& out) const {
+        if (cfg_.variant != MH_VARIANT_MOH) {
+            ref_layer_rows(cfg_, w_.view(), xq, n, xkv, xkv, m, causal, rows, out);
+            return;
+        }
+        const mh_layer_weights view = w_.view();
+        out.assign(rows.size() * static_cast<size_t>(cfg_.d_model), 0.0);
+        oracle_moh_rows(&cfg_, &view, xq, xkv, m, causal ? 1 : 0, rows.data(), static_cast<int>(rows.size()), n,
+                        out.data());
     }
 
     LayerWeights w_;
@@ -614,7 +665,7 @@ private:
         if (!call()) return false;
         const std::vector<int> rows = spread(N, 32);
         std::vector<double> ref;
-        ref_layer_rows(cfg_, w_.view(), xq_.data(), N, xk(), xk(), M, false, rows, ref);
+        layer_rows(xq_.data(), N, xk(), M, false, rows, ref);
         ErrorAccumulator acc;
         const float* out = out_.as<float>();
         for (size_t ri = 0; ri < rows.size(); ri++)
@@ -708,7 +759,7 @@ private:
 
         // out_ holds the output of the last prompt token (position M - 1) of every sequence.
         std::vector<double> ref;
-        ref_layer_rows(cfg_, w_.view(), x_.data(), M, x_.data(), x_.data(), M, true, {M - 1}, ref);
+        layer_rows(x_.data(), M, x_.data(), M, true, {M - 1}, ref);
         ErrorAccumulator acc;
         for (int c = 0; c < dm; c++) acc.add(out_.as<float>()[c], ref[static_cast<size_t>(c)]);
         err_ = acc.result();
@@ -899,6 +950,8 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
     for (int n : {512, 1024, 2048}) s.variants(make(P, "", llm, n, n, F32, false));
     s.variants(make(P, "", llm, 4096, 4096, F32, false), {"mha", "gqa8"});
     s.add(make(P, "gqa8", llm, 2048, 2048, F16, false));  // K/V storage type in prefill
+    // MoH's core against MHA's at MoH's reference shape (H 16, D 64: d_model 1024)
+    s.variants(make(P, "", Shape{16, 64, 0}, 2048, 2048, F32, false), {"mha", "moh50", "moh75", "moh88"});
 
     // 2. decode against caches of 1K to 32K tokens (attention core, cache layout, cold)
     for (mh_dtype dt : {F16, F32})

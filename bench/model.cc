@@ -65,6 +65,44 @@ int kv_exact(int n_heads, int base_kv, int want) {
 
 LayerWeights derive_pooled(const LayerWeights& base, int kv) { return pool_kv_heads(base, kv); }
 
+// MoH rows: the base MHA layer plus a seeded learned router (W_r, W_s, W_h uniform in
+// +-1/sqrt(d_model), like the base weights), H*Shared/16 shared heads and H*Active/16 heads
+// active per token in all. extra = {W_r [E, d], W_s [h_s, d] (h_s > 1), W_h [2, d]}.
+template <int Shared, int Active>
+void bind_moh(const LayerWeights& w, mh_layer_config* cfg, mh_layer_weights* view) {
+    const int hs = w.n_heads * Shared / 16, k = w.n_heads * Active / 16 - hs;
+    if (cfg) {
+        cfg->variant = MH_VARIANT_MOH;
+        cfg->moh.router = MH_MOH_ROUTER_LEARNED;
+        cfg->moh.shared_heads = hs;
+        cfg->moh.top_k = k;
+    }
+    if (view) {
+        view->moh_w_router = w.extra[0].data();
+        view->moh_w_shared = hs > 1 ? w.extra[1].data() : nullptr;
+        view->moh_w_stage = w.extra[2].data();
+    }
+}
+
+template <int Shared, int Active>
+LayerWeights derive_moh(const LayerWeights& base, int) {
+    LayerWeights w = base;
+    const int hs = base.n_heads * Shared / 16;
+    const size_t d = static_cast<size_t>(base.d_model);
+    const size_t rows[3] = {static_cast<size_t>(base.n_heads - hs), static_cast<size_t>(hs > 1 ? hs : 0), 2};
+    Rng rng(0x4d6f48);
+    w.extra.resize(3);
+    for (int i = 0; i < 3; i++) {
+        w.extra[i].resize(rows[i] * d);
+        rng.fill(w.extra[i].data(), w.extra[i].size(), static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))));
+    }
+    w.bind = bind_moh<Shared, Active>;
+    return w;
+}
+
+// MoH derives from an MHA base only (its K/V heads are the base's).
+int kv_moh(int h, int base_kv) { return base_kv == h && h % 16 == 0 ? h : 0; }
+
 }  // namespace
 
 LayerWeights pool_kv_heads(const LayerWeights& base, int n_kv_heads) {
@@ -127,6 +165,12 @@ const std::vector<VariantSpec>& variant_table() {
          mha_base_only, derive_overlap<25>, 1.0, false},
         {"overlap50", MH_VARIANT_OVERLAP, "overlapping heads, o = D/2; W' = W_O on each head's middle D columns",
          mha_base_only, derive_overlap<50>, 1.0, false},
+        {"moh50", MH_VARIANT_MOH, "MoH, learned router (seeded): H/8 shared + top 3H/8 of the rest, 50% of heads",
+         kv_moh, derive_moh<2, 8>, 0.5, true},
+        {"moh75", MH_VARIANT_MOH, "MoH, learned router (seeded): H/4 shared + top H/2 of the rest, 75% of heads",
+         kv_moh, derive_moh<4, 12>, 0.75, true},
+        {"moh88", MH_VARIANT_MOH, "MoH, learned router (seeded): H/4 shared + top 5H/8 of the rest, 87.5% of heads",
+         kv_moh, derive_moh<4, 14>, 0.875, true},
     };
     return table;
 }

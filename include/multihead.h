@@ -138,6 +138,11 @@ typedef struct mh_attn_options {
     const float* alibi_slopes;  /* [H] or NULL */
     const float* sinks;         /* [H] or NULL: one extra logit per head */
     float* probs;               /* [B, H, N, M] out, or NULL: softmax probabilities per head */
+    /* [B, N, H] per-(token, head) gates, or NULL = off (mh_attention only). A (token, head)
+     * with gate 0 is skipped (no Q.K, softmax or P.V work; its output row is written as
+     * zeros); any other row's output is multiplied by its gate. Gates must be finite
+     * (MH_ERR_INVALID_ARGUMENT); mask and probs are MH_ERR_UNSUPPORTED with gates. */
+    const float* head_gates;
 } mh_attn_options;
 
 /* All zero, q_offset = MH_Q_OFFSET_END. */
@@ -344,6 +349,13 @@ MH_API mh_status mh_layer_decode_workspace_size(const mh_layer* layer, int batch
 MH_API mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache, int batch, int n_new,
                                  const float* x, float* out, void* workspace,
                                  size_t workspace_bytes);
+/* mh_layer_decode that also reports a MoH layer's routing of the n_new tokens (routing
+ * [B, n_new, A], load over this call); routing may be NULL. MH_ERR_INVALID_ARGUMENT when
+ * routing is given to a layer of another variant. */
+MH_API mh_status mh_layer_decode_routed(const mh_layer* layer, mh_kv_cache* cache, int batch,
+                                        int n_new, const float* x, float* out,
+                                        mh_routing_record* routing, void* workspace,
+                                        size_t workspace_bytes);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,7 @@
 
 extern const mh_variant_ops mh_variant_mha, mh_variant_gqa, mh_variant_mqa;
 extern const mh_variant_ops mh_variant_overlap;
+extern const mh_variant_ops mh_variant_moh;
 
 const mh_variant_ops* mh_variant_lookup(mh_variant v) {
     switch (v) {
@@ -10,6 +11,7 @@ const mh_variant_ops* mh_variant_lookup(mh_variant v) {
     case MH_VARIANT_GQA: return &mh_variant_gqa;
     case MH_VARIANT_MQA: return &mh_variant_mqa;
     case MH_VARIANT_OVERLAP: return &mh_variant_overlap;
+    case MH_VARIANT_MOH: return &mh_variant_moh;
     default: return NULL; /* not (yet) built: mh_layer_create says MH_ERR_INVALID_ARGUMENT */
     }
 }

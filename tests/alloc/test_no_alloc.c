@@ -215,6 +215,48 @@ enum { B = 2, H = 8, HKV = 2, D = 32 };
  * small ones on a slow machine */
 static int N = 128, D_MODEL = 256, CAP = 160, SLOW = 0;
 
+/* MoH (both routers, on the fixture's GQA weights): forward with a routing record, decode
+ * with one, allocate nothing. */
+static void run_moh_calls(int threads, const mh_context* ctx, const layer_fixture* f, const float* x, float* y) {
+    char what[160];
+    float* router = calloc((size_t)(H + 2) * D_MODEL, sizeof(float)); /* W_r, W_s, W_h rows */
+    for (size_t i = 0; i < (size_t)(H + 2) * D_MODEL; i++) router[i] = 0.01f * (float)(i % 13);
+    int32_t* heads = malloc(sizeof(int32_t) * B * N * H);
+    float* gates = malloc(sizeof(float) * B * N * H);
+    int64_t load[H];
+    mh_routing_record rec = {heads, gates, load};
+    for (int norm = 0; norm < 2; norm++) {
+        mh_layer_config c = f->cfg;
+        c.variant = MH_VARIANT_MOH;
+        c.moh = norm ? (mh_moh_config){MH_MOH_ROUTER_NORM, 4, 2} : (mh_moh_config){MH_MOH_ROUTER_LEARNED, 2, 3};
+        mh_layer_weights w = f->w;
+        if (!norm) w.moh_w_router = router, w.moh_w_shared = router, w.moh_w_stage = router;
+        mh_layer* L = NULL;
+        if (!check_status("create MoH", mh_layer_create(ctx, &c, &w, &L), MH_OK)) continue;
+        size_t fw_bytes, dec_bytes;
+        mh_layer_forward_workspace_size(L, B, N, N, &fw_bytes);
+        mh_layer_decode_workspace_size(L, B, N, &dec_bytes);
+        void *ws_fw = ws_alloc(fw_bytes), *ws_dec = ws_alloc(dec_bytes);
+        mh_kv_cache* cache = NULL;
+        check_status("MoH cache", mh_kv_cache_create(L, B, CAP, MH_DTYPE_F16, &cache), MH_OK);
+        mh_attn_options causal = mh_attn_options_default();
+        causal.causal = 1;
+        mh_forward_args a = {.batch = B, .n_q = N, .query = x, .out = y, .opt = &causal, .routing = &rec};
+        snprintf(what, sizeof what, "%d thread(s): MoH (%s router) forward and decode allocate nothing",
+                 threads, norm ? "norm" : "learned");
+        start_counting();
+        mh_status st = mh_layer_forward(L, &a, ws_fw, fw_bytes);
+        if (st == MH_OK) st = mh_layer_decode_routed(L, cache, B, N, x, y, &rec, ws_dec, dec_bytes);
+        if (st == MH_OK) st = mh_layer_decode_routed(L, cache, B, 1, x, y, &rec, ws_dec, dec_bytes);
+        const long calls = stop_counting(what);
+        check_status("MoH calls", st, MH_OK), check_true(what, calls == 0);
+        free(ws_fw), free(ws_dec);
+        mh_kv_cache_destroy(cache);
+        mh_layer_destroy(L);
+    }
+    free(router), free(heads), free(gates);
+}
+
 /* variant: MH_VARIANT_GQA (Hkv = HKV) or MH_VARIANT_OVERLAP (o = D/4 + 3, D + 2o = 54) */
 static void run_layer_calls(int threads, mh_variant variant) {
     char what[160];
@@ -288,6 +330,8 @@ static void run_layer_calls(int threads, mh_variant variant) {
         calls = stop_counting(what);
         check_status("decode", st, MH_OK), check_true(what, calls == 0);
     }
+    if (variant == MH_VARIANT_GQA) run_moh_calls(threads, ctx, &f, x, y);
+
     /* error returns allocate nothing either */
     snprintf(what, sizeof what, "%d thread(s): failing calls allocate nothing", threads);
     start_counting();
