@@ -124,9 +124,9 @@ const std::vector<VariantSpec>& variant_table() {
         {"mqa", MH_VARIANT_MQA, "1 K/V head, the mean of all base K/V projection heads",
          [](int h, int base_kv) { return kv_exact(h, base_kv, 1); }, derive_pooled, 1.0, true},
         {"overlap25", MH_VARIANT_OVERLAP, "overlapping heads, o = D/4; W' = W_O on each head's middle D columns",
-         mha_base_only, derive_overlap<25>, 1.0, false},
+         mha_base_only, derive_overlap<25>, 1.0, true, 25},
         {"overlap50", MH_VARIANT_OVERLAP, "overlapping heads, o = D/2; W' = W_O on each head's middle D columns",
-         mha_base_only, derive_overlap<50>, 1.0, false},
+         mha_base_only, derive_overlap<50>, 1.0, true, 50},
     };
     return table;
 }
