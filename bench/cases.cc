@@ -21,6 +21,7 @@
 //                 active head, counting only the pairs causality keeps (causal prefill: about
 //                 half of N*M). Projections: 2*rows*in*out each (Q and O over the N queries, K
 //                 and V over the M key/value rows). Softmax, scaling, bias: not counted.
+//                 Overlapping heads: Dqk = Dv = D + 2o, and W' has H*(D + 2o) inputs.
 //   pct_peak      gflops as % of the measured multiply-add peak for the case's ISA and thread
 //                 count (machine_limits.cc); the openblas baseline against the best ISA's peak.
 //   gbps          bytes / s. decode: the bytes a token must read, K/V of every cached key
@@ -39,7 +40,8 @@
 //   weights_bytes mh_layer_weights_bytes (the openblas baseline: its float weights); 0 on the
 //                 attention core, which has no weights.
 //   kv_bytes_per_token  K+V bytes one token adds to a cache: Hkv*(Dqk+Dv)*sizeof(kvdtype)
-//                 (mh_kv_cache_bytes_per_token for decode through the layer).
+//                 (mh_kv_cache_bytes_per_token for decode through the layer; overlapping
+//                 heads: 2*(H*D + 2o)*sizeof(kvdtype), the padded rows the cache holds).
 //   workspace_bytes  what the *_workspace_size call asked for (openblas: its scratch).
 //   peak_rss_bytes  RSS growth of the case: the peak resident set (VmHWM, reset through
 //                 /proc/self/clear_refs when the case starts) minus the resident set before its
@@ -147,6 +149,12 @@ double rel_l2(const std::vector<float>& got, const std::vector<float>& ref) {
 
 // ------------------------------------------------------------------ models
 bool is_layer_api(const CaseSpec& c) { return c.d_model > 0; }
+
+// Overlapping heads' halo o for the case's variant and D (0 for disjoint heads).
+int case_halo(const CaseSpec& c) {
+    const VariantSpec* v = find_variant(c.variant);
+    return v ? c.head_dim * v->halo_pct / 100 : 0;
+}
 
 // The base layer of a layer-API case: the --weights file, or a seeded MHA layer of the case's
 // shape (no bias, as LLaMA-style layers; cached).
@@ -327,6 +335,10 @@ protected:
 // prefill: N = M queries, causal, K/V token-major [B, M, Hkv, D] as projections produce them.
 // decode: one query at position M - 1 over M keys, K/V head-major [B, Hkv, M, D] with a padded
 // head stride (the library's KV cache layout), rotated over copies beyond the LLC (cold).
+// Overlapping heads (halo o > 0) read what the layer hands its core: Q/K/V rows of width
+// H*D + 2o (MHA's rows at offset o, zero halos), head h's window the D + 2o elements from h*D
+// (head stride D); decode K/V one padded stream per token [B, M, H*D + 2o] (the layer's cache);
+// the output [B, N, H, D + 2o]. Its fidelity compares each head's middle D outputs with MHA's.
 class CoreFixture : public Fixture {
 public:
     using Fixture::Fixture;
@@ -362,12 +374,16 @@ private:
     bool do_setup() override {
         if (c_.impl == Impl::Library && !make_context()) return false;
         const int B = c_.batch, N = c_.n_q, M = c_.n_kv, H = c_.n_heads, Hkv = kv_, D = c_.head_dim;
-        const int g = H / Hkv;
+        const int g = H / Hkv, o = case_halo(c_), Dw = D + 2 * o;  // Dw: the head width the core sees
         const bool decode = c_.mode == Mode::Decode;
         const size_t es = dtype_size(c_.kv_dtype);
-        const ptrdiff_t hs = static_cast<ptrdiff_t>(M) * D + kHeadPad;  // decode head stride
-        const size_t kv_elems = decode ? static_cast<size_t>(B) * Hkv * static_cast<size_t>(hs)
-                                       : static_cast<size_t>(B) * M * Hkv * D;
+        // K/V views (o > 0: one padded stream per token, windows at head stride D).
+        const ptrdiff_t kvw = static_cast<ptrdiff_t>(Hkv) * D + 2 * o;  // a K/V row
+        const ptrdiff_t streams = o > 0 ? 1 : Hkv, sdim = o > 0 ? kvw : D;
+        const ptrdiff_t hs = static_cast<ptrdiff_t>(M) * sdim + kHeadPad;  // decode stream stride
+        const ptrdiff_t kv_sb = decode ? streams * hs : M * kvw, kv_st = decode ? sdim : kvw;
+        const ptrdiff_t kv_sh = decode && o == 0 ? hs : D;
+        const size_t kv_elems = static_cast<size_t>(B) * static_cast<size_t>(kv_sb);
         const size_t copy_bytes = kv_elems * es;  // one of K or V
         size_t ncopies = 1;
         const double llc = static_cast<double>(machine_limits().llc_bytes);
@@ -393,7 +409,7 @@ private:
         for (int t = 0; t < 2; t++) {
             uint8_t* dst = static_cast<uint8_t*>(t == 0 ? k_.data() : v_.data());
             const uint64_t seed = t == 0 ? kSeedK : kSeedV;
-            if (decode) std::memset(dst, 0, copy_bytes);  // the pads
+            if (decode || o > 0) std::memset(dst, 0, copy_bytes);  // the pads and halos
             for (int b = 0; b < B; b++)
                 for (int j = 0; j < M; j++)
                     for (int kvh = 0; kvh < Hkv; kvh++) {
@@ -402,38 +418,34 @@ private:
                             hash_fill(row.data(), static_cast<size_t>(D), seed, ((static_cast<uint64_t>(b) * M + j) * H + h) * D, true);
                         if (g > 1)
                             for (float& x : row) x /= static_cast<float>(g);
-                        const size_t off = decode ? (static_cast<size_t>(b) * Hkv + kvh) * static_cast<size_t>(hs) + static_cast<size_t>(j) * D
-                                                  : ((static_cast<size_t>(b) * M + j) * Hkv + kvh) * D;
-                        store_as(c_.kv_dtype, row.data(), dst + off * es, static_cast<size_t>(D));
+                        const ptrdiff_t off = b * kv_sb + j * kv_st + kvh * kv_sh + o;
+                        store_as(c_.kv_dtype, row.data(), dst + static_cast<size_t>(off) * es, static_cast<size_t>(D));
                     }
             for (size_t ci = 1; ci < ncopies; ci++) std::memcpy(copy_at(t, ci), dst, copy_bytes);
         }
-        const size_t nq = static_cast<size_t>(B) * N * H * D;
+        // Q rows [B*N, H*D + 2o] (MHA's values at offset o), O [B, N, H, Dw]
+        const ptrdiff_t qw = static_cast<ptrdiff_t>(H) * D + 2 * o;
+        const size_t rows_q = static_cast<size_t>(B) * N, hd = static_cast<size_t>(H) * D;
+        const size_t nq = rows_q * static_cast<size_t>(qw), nout = rows_q * H * static_cast<size_t>(Dw);
         q_ = AlignedBuffer(nq * sizeof(float));
-        o_ = AlignedBuffer(nq * sizeof(float));
-        hash_fill(q_.as<float>(), nq, kSeedQ, 0);
+        o_ = AlignedBuffer(nout * sizeof(float));
+        if (o > 0) std::memset(q_.data(), 0, nq * sizeof(float));
+        for (size_t r = 0; r < rows_q; r++) hash_fill(q_.as<float>() + r * static_cast<size_t>(qw) + o, hd, kSeedQ, r * hd);
 
         problems_.resize(ncopies);
         for (size_t ci = 0; ci < ncopies; ci++) {
             mh_attn_problem& p = problems_[ci];
             p = mh_attn_problem{};
             p.batch = B, p.n_q = N, p.n_kv = M, p.n_heads = H, p.n_kv_heads = Hkv;
-            p.head_dim_qk = p.head_dim_v = D;
-            p.q = {q_.data(), static_cast<ptrdiff_t>(N) * H * D, static_cast<ptrdiff_t>(H) * D, D};
-            const void* kd = copy_at(0, ci);
-            const void* vd = copy_at(1, ci);
-            if (decode) {
-                p.k = {kd, Hkv * hs, D, hs};
-                p.v = {vd, Hkv * hs, D, hs};
-            } else {
-                p.k = {kd, static_cast<ptrdiff_t>(M) * Hkv * D, static_cast<ptrdiff_t>(Hkv) * D, D};
-                p.v = {vd, static_cast<ptrdiff_t>(M) * Hkv * D, static_cast<ptrdiff_t>(Hkv) * D, D};
-            }
+            p.head_dim_qk = p.head_dim_v = Dw;
+            p.q = {q_.data(), N * qw, qw, D};
+            p.k = {copy_at(0, ci), kv_sb, kv_st, kv_sh};
+            p.v = {copy_at(1, ci), kv_sb, kv_st, kv_sh};
             p.k_dtype = p.v_dtype = c_.kv_dtype;
             p.o = o_.as<float>();
-            p.o_stride_batch = static_cast<ptrdiff_t>(N) * H * D;
-            p.o_stride_token = static_cast<ptrdiff_t>(H) * D;
-            p.o_stride_head = D;
+            p.o_stride_batch = static_cast<ptrdiff_t>(N) * H * Dw;
+            p.o_stride_token = static_cast<ptrdiff_t>(H) * Dw;
+            p.o_stride_head = Dw;
         }
         opt_ = mh_attn_options_default();
         opt_.causal = 1;
@@ -443,6 +455,7 @@ private:
         }
         if (c_.impl == Impl::Blas) {
             if (c_.kv_dtype != MH_DTYPE_F32) return fail("the openblas baseline reads f32 K/V only");
+            if (o > 0) return fail("the openblas baseline reads disjoint heads only");
             const size_t n = blas_attention_scratch_floats(problems_[0]);
             ws_ = AlignedBuffer(n * sizeof(float));
             workspace_bytes_ = n * sizeof(float);
@@ -454,18 +467,19 @@ private:
             workspace_bytes_ = ws;
             ws_ = AlignedBuffer(ws);
         }
-        kv_bytes_per_token_ = static_cast<size_t>(Hkv) * 2 * D * es;
+        kv_bytes_per_token_ = 2 * static_cast<size_t>(kvw) * es;  // o > 0: with the 4o halo zeros
         const double pairs = causal_pairs(N, M) * B;
-        flops_ = pairs * H * active() * 4.0 * D;
+        flops_ = pairs * H * active() * 4.0 * Dw;
         const double kv_read = static_cast<double>(B) * M * static_cast<double>(kv_bytes_per_token_);
-        bytes_ = decode ? kv_read * kv_read_fraction_ : kv_read + 2.0 * static_cast<double>(nq) * sizeof(float);
-        working_set_bytes_ = 2.0 * static_cast<double>(copy_bytes) + 2.0 * static_cast<double>(nq) * sizeof(float);
+        const double q_o_bytes = static_cast<double>(nq + nout) * sizeof(float);
+        bytes_ = decode ? kv_read * kv_read_fraction_ : kv_read + q_o_bytes;
+        working_set_bytes_ = 2.0 * static_cast<double>(copy_bytes) + q_o_bytes;
 
         // One untimed call (also the warm-up), checked against the oracle.
         if (!call(0)) return false;
         next_copy_ = problems_.size() > 1 ? 1 : 0;  // copy 0 was just read
         std::vector<int> heads = spread(H, H), rows = spread(N, N);
-        const double per_head_row = static_cast<double>(M) * 2.0 * D;
+        const double per_head_row = static_cast<double>(M) * 2.0 * Dw;
         if (B * per_head_row * H * N > kOracleBudgetMacs) {
             heads = {0, H / 3, (2 * H) / 3, H - 1};
             std::sort(heads.begin(), heads.end());
@@ -475,19 +489,25 @@ private:
         std::vector<double> ref;
         ref_attention(problems_[0], true, heads, rows, ref);
         ErrorAccumulator acc;
-        const float* o = o_.as<float>();
+        const float* out = o_.as<float>();
         const size_t nh = heads.size(), nr = rows.size();
         for (int b = 0; b < B; b++)
             for (size_t ri = 0; ri < nr; ri++)
                 for (size_t hi = 0; hi < nh; hi++)
-                    for (int d = 0; d < D; d++) {
-                        const size_t oi = ((static_cast<size_t>(b) * N + static_cast<size_t>(rows[ri])) * H + static_cast<size_t>(heads[hi])) * D + d;
-                        const double g = moh() ? gates_[oi / static_cast<size_t>(D)] : 1.0;
-                        acc.add(o[oi], g * ref[((static_cast<size_t>(b) * nr + ri) * nh + hi) * D + d]);
+                    for (int d = 0; d < Dw; d++) {
+                        const size_t oi = ((static_cast<size_t>(b) * N + static_cast<size_t>(rows[ri])) * H + static_cast<size_t>(heads[hi])) * Dw + d;
+                        const double g = moh() ? gates_[oi / static_cast<size_t>(Dw)] : 1.0;
+                        acc.add(out[oi], g * ref[((static_cast<size_t>(b) * nr + ri) * nh + hi) * Dw + d]);
                     }
         err_ = acc.result();
         checked_fraction_ = static_cast<double>(nh * nr) / (static_cast<double>(H) * N);
-        set_fidelity(o, nq);
+        if (o == 0) {
+            set_fidelity(out, nout);
+        } else {  // each head's middle D outputs, where MHA's head sits
+            std::vector<float> mid(rows_q * hd);
+            for (size_t r = 0; r < rows_q * H; r++) std::copy_n(out + r * Dw + o, D, &mid[r * D]);
+            set_fidelity(mid.data(), mid.size());
+        }
         return true;
     }
 
@@ -556,15 +576,16 @@ protected:
     }
 
     // FLOPs of the four projections for `rows` query rows and `kv_rows` key/value rows.
+    // Overlapping heads: W' reads H*(Dv + 2o), and the core's heads are D + 2o wide.
     double projection_flops(double rows, double kv_rows) const {
         const double H = w_.n_heads, Hkv = w_.n_kv_heads, D = w_.head_dim, Dv = w_.head_dim_v;
         return 2.0 * rows * w_.d_model * H * D * active()  // Q (MoH: active heads only)
                + 2.0 * kv_rows * w_.kdim * Hkv * D          // K
                + 2.0 * kv_rows * w_.vdim * Hkv * Dv         // V
-               + 2.0 * rows * H * Dv * w_.d_model * active();  // O
+               + 2.0 * rows * H * (Dv + 2.0 * cfg_.overlap) * w_.d_model * active();  // O
     }
     double attention_flops(double pairs) const {
-        return pairs * w_.n_heads * active() * (2.0 * w_.head_dim + 2.0 * w_.head_dim_v);
+        return pairs * w_.n_heads * active() * (2.0 * (w_.head_dim + 2 * cfg_.overlap) + 2.0 * (w_.head_dim_v + 2 * cfg_.overlap));
     }
     double weight_float_bytes() const {
         return 4.0 * static_cast<double>(w_.wq.size() + w_.wk.size() + w_.wv.size() + w_.wo.size() + w_.bq.size() +
@@ -656,7 +677,7 @@ private:
             workspace_bytes_ = ws;
             ws_ = AlignedBuffer(ws);
         }
-        kv_bytes_per_token_ = static_cast<size_t>(w_.n_kv_heads) * (w_.head_dim + w_.head_dim_v) * sizeof(float);
+        kv_bytes_per_token_ = (static_cast<size_t>(w_.n_kv_heads) * (w_.head_dim + w_.head_dim_v) + 4 * static_cast<size_t>(cfg_.overlap)) * sizeof(float);
         flops_ = B * (projection_flops(N, M) + attention_flops(static_cast<double>(N) * M));
         const double in_bytes = 4.0 * (static_cast<double>(nx) + static_cast<double>(xkv_.size()));
         bytes_ = weight_float_bytes() + in_bytes + 4.0 * static_cast<double>(nx);
@@ -1058,7 +1079,7 @@ int repetitions(const SuiteOptions& o) { return o.repetitions > 0 ? o.repetition
 namespace {
 // A rough time per call, from the useful FLOPs and a modest rate per implementation.
 double estimated_seconds(const CaseSpec& c) {
-    const double H = c.n_heads, D = c.head_dim, N = c.n_q, M = c.n_kv, B = c.batch;
+    const double H = c.n_heads, D = c.head_dim + 2 * case_halo(c), N = c.n_q, M = c.n_kv, B = c.batch;
     double flops = B * causal_pairs(c.n_q, c.n_kv) * H * 4 * D;
     if (c.mode == Mode::Layer || c.mode == Mode::Cross) {
         const double dm = c.d_model;
