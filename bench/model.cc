@@ -87,9 +87,11 @@ LayerWeights derive_pooled(const LayerWeights& base, int kv) { return pool_kv_he
 // C[h, :] = W_K^{h'}^T b_Q^{h'} with h' = h mod H/4 (zero without biases); V and O unchanged.
 // A compressed layer (no fine-tuning), so its fidelity to the base layer is low by design.
 void bind_collab(const LayerWeights& w, mh_layer_config* cfg, mh_layer_weights* view) {
-    cfg->variant = MH_VARIANT_COLLAB;
-    cfg->n_kv_heads = 0;
-    cfg->collab_dim = static_cast<int>(w.wq.size()) / w.d_model;
+    if (cfg) {
+        cfg->variant = MH_VARIANT_COLLAB;
+        cfg->n_kv_heads = 0;
+        cfg->collab_dim = static_cast<int>(w.wq.size()) / w.d_model;
+    }
     if (!view) return;
     view->b_q = view->b_k = nullptr;
     view->collab_mix = w.extra[0].data();
