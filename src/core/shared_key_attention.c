@@ -22,8 +22,6 @@
 
 #define MAX_SPLIT 8
 #define SPLIT_KEYS 1024
-/* Decode blocks of up to this many rows read K in place (as in core/attention.c). */
-#define DIRECT_MAX_ROWS 16
 
 typedef struct scratch {
     float* q;     /* [rows][D~]                 mixed, pre-scaled queries */
@@ -117,7 +115,9 @@ static void task_setup(const mh_kernels* k, const mh_shared_key_problem* p, cons
     c->i0 = (ti % n_qt) * tq;
     c->tq = min_size(tq, (size_t)p->n_q - c->i0);
     c->rows = (size_t)p->n_heads * c->tq;
-    c->direct_qk = c->rows < k->attn_direct_rows || (c->tq == 1 && c->rows <= DIRECT_MAX_ROWS);
+    /* Decode's H rows share every key: packing the tile once (converted to f32) and one GEMM
+     * beat the direct kernel, which reconverts each key for every chunk of rows it takes. */
+    c->direct_qk = c->rows < k->attn_direct_rows;
     c->direct_pv = c->tq < k->attn_direct_rows;
     const int64_t kv_len = opt->kv_len ? opt->kv_len[c->b] : p->n_kv;
     const int64_t q0 = opt->q_offset == MH_Q_OFFSET_END ? kv_len - p->n_q : opt->q_offset;

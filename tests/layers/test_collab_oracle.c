@@ -99,7 +99,7 @@ int main(void) {
     c.variant = MH_VARIANT_COLLAB, c.d_model = 128, c.n_heads = 8, c.head_dim = 16, c.collab_dim = 32, c.bias = 1;
     run_case(ctx, &r, c, 2, 77, 77, 0, 0, id++);        /* prefill: several query tiles, GEMM */
     run_case(ctx, &r, c, 1, 1, 2500, 1, 0, id++);       /* one query, 2500 keys: split */
-    c.n_heads = 20;                                     /* decode rows > 16: packed K */
+    c.n_heads = 20;                                     /* decode, 20 rows: packed K, GEMM */
     run_case(ctx, &r, c, 2, 1, 300, 1, 0, id++);
     mh_context_destroy(ctx);
     return test_exit_code("test_collab_oracle");
