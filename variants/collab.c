@@ -15,6 +15,7 @@
 #include "api/kv_cache.h"
 #include "core/shared_key_attention.h"
 #include "util/alloc.h"
+#include "layer_common.h"
 #include "variant.h"
 
 /* The layer's own state beyond wq/wk/wv/wo (wq, wk are W~_Q, W~_K [D~, in]). */
@@ -120,14 +121,6 @@ static void forward_carve(const mh_layer* L, int B, int N, int M, mh_ws* ws) {
     carve(L, B, N, M, ws, &b);
 }
 
-/* The layer's model-level options over the call's per-call ones. */
-static mh_attn_options layer_options(const mh_layer* L, const mh_attn_options* call) {
-    mh_attn_options o = call ? *call : mh_attn_options_default();
-    o.window = L->cfg.window, o.softcap = L->cfg.softcap;
-    o.alibi_slopes = L->alibi, o.sinks = L->sinks;
-    return o;
-}
-
 /* k~, the content bias and V of `rows` key/value input rows. */
 static void project_kv(const mh_layer* L, size_t rows, const float* xk, const float* xv, const buffers* b) {
     const mh_layer_config* c = &L->cfg;
@@ -135,11 +128,6 @@ static void project_kv(const mh_layer* L, size_t rows, const float* xk, const fl
     mh_gemm_packed(L->kernels, L->threads, rows, xk, (size_t)c->kdim, &L->wk, b->k, (size_t)c->collab_dim);
     mh_gemm_packed(L->kernels, L->threads, rows, xk, (size_t)c->kdim, &s->content, b->cb, (size_t)c->n_heads);
     mh_gemm_packed(L->kernels, L->threads, rows, xv, (size_t)c->vdim, &L->wv, b->v, (size_t)L->wv.n_out);
-}
-
-static void out_projection(const mh_layer* L, size_t rows, const buffers* b, float* out) {
-    const size_t hdv = (size_t)L->cfg.n_heads * (size_t)L->cfg.head_dim_v;
-    mh_gemm_packed(L->kernels, L->threads, rows, b->o, hdv, &L->wo, out, (size_t)L->cfg.d_model);
 }
 
 static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace) {
@@ -153,9 +141,9 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
                    (size_t)c->collab_dim);
     project_kv(L, (size_t)B * (size_t)M, self ? a->query : a->key, self ? a->query : a->value, &b);
     const mh_shared_key_problem p = problem(L, B, N, M, &b);
-    const mh_attn_options opt = layer_options(L, a->opt);
+    const mh_attn_options opt = mh_layer_options(L, a->opt);
     mh_shared_key_attention(L->kernels, L->threads, &p, &opt, b.attn);
-    out_projection(L, rows_q, &b, a->out);
+    mh_layer_out_projection(L, rows_q, b.o, a->out);
 }
 
 /* Decode sizes its buffers for the new tokens only; the core reads K/V/bias from the cache. */
@@ -183,10 +171,10 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, c
     p.k = kview.data, p.k_stride_batch = kview.stride_batch;
     p.k_dtype = p.v_dtype = cache->dtype;
     p.bias = cache->aux, p.bias_stride_batch = (ptrdiff_t)cache->capacity * c->n_heads;
-    mh_attn_options opt = layer_options(L, NULL);
+    mh_attn_options opt = mh_layer_options(L, NULL);
     opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
     mh_shared_key_attention(L->kernels, L->threads, &p, &opt, b.attn);
-    out_projection(L, rows, &b, out);
+    mh_layer_out_projection(L, rows, b.o, out);
     cache->length = total;
 }
 

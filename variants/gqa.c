@@ -11,6 +11,7 @@
 
 #include "api/kv_cache.h"
 #include "core/attention.h"
+#include "layer_common.h"
 #include "variant.h"
 
 static mh_status resolve_common(mh_layer_config* c) {
@@ -101,19 +102,6 @@ static void forward_carve(const mh_layer* L, int B, int N, int M, mh_ws* ws) {
     carve(L, B, N, M, 0, ws, &b);
 }
 
-/* The layer's model-level options over the call's per-call ones. */
-static mh_attn_options layer_options(const mh_layer* L, const mh_attn_options* call) {
-    mh_attn_options o = call ? *call : mh_attn_options_default();
-    o.window = L->cfg.window, o.softcap = L->cfg.softcap;
-    o.alibi_slopes = L->alibi, o.sinks = L->sinks;
-    return o;
-}
-
-static void out_projection(const mh_layer* L, size_t rows, const buffers* b, float* out) {
-    const size_t hdv = (size_t)L->cfg.n_heads * (size_t)L->cfg.head_dim_v;
-    mh_gemm_packed(L->kernels, L->threads, rows, b->o, hdv, &L->wo, out, (size_t)L->cfg.d_model);
-}
-
 static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace) {
     const mh_layer_config* c = &L->cfg;
     const int self = a->key == NULL, B = a->batch, N = a->n_q, M = self ? N : a->n_kv;
@@ -128,9 +116,9 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     mh_gemm_packed(L->kernels, L->threads, rows_kv, xk, (size_t)c->kdim, &L->wk, b.k, (size_t)L->wk.n_out);
     mh_gemm_packed(L->kernels, L->threads, rows_kv, xv, (size_t)c->vdim, &L->wv, b.v, (size_t)L->wv.n_out);
     const mh_attn_problem p = problem(L, B, N, M, &b);
-    const mh_attn_options opt = layer_options(L, a->opt);
+    const mh_attn_options opt = mh_layer_options(L, a->opt);
     mh_core_attention(L->kernels, L->threads, &p, &opt, 1, b.attn);
-    out_projection(L, rows_q, &b, a->out);
+    mh_layer_out_projection(L, rows_q, b.o, a->out);
 }
 
 /* Decode needs no K/V buffers of the cache's length: new K/V rows go to k/v, then the cache. */
@@ -155,10 +143,10 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, c
     mh_attn_problem p = problem(L, B, n, total, &b);
     mh_kv_cache_views(cache, &p.k, &p.v);
     p.k_dtype = p.v_dtype = cache->dtype;
-    mh_attn_options opt = layer_options(L, NULL);
+    mh_attn_options opt = mh_layer_options(L, NULL);
     opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
     mh_core_attention(L->kernels, L->threads, &p, &opt, 0, b.attn);
-    out_projection(L, rows, &b, out);
+    mh_layer_out_projection(L, rows, b.o, out);
     cache->length = total;
 }
 
