@@ -998,6 +998,7 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
     if (self_ok) {
         for (int m : {1024, 4096}) s.variants(make(DEC, "", enc, 1, m, F16, true));
         s.add(make(DEC, "gqa4", enc, 1, 4096, F32, true));
+        for (const char* v : {"mha", "collab"}) s.add(make(DEC, v, enc, 1, 32768, F16, true));  // CollabHead's shared keys at length
     }
 
     // 5. cross-attention: decoder queries over an encoder output of another length

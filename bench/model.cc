@@ -103,6 +103,46 @@ LayerWeights derive_moh(const LayerWeights& base, int) {
 // MoH derives from an MHA base only (its K/V heads are the base's).
 int kv_moh(int h, int base_kv) { return base_kv == h && h % 16 == 0 ? h : 0; }
 
+// CollabHead at D~ = H*D/4 from the base MHA layer: W~_Q, W~_K are the first D~ rows of the
+// base W_Q, W_K (heads 0 .. H/4 - 1), each head mixes its own D-wide block of them cyclically
+// (m_h = one-hot on block h mod H/4), the content bias is the exact one of those heads,
+// C[h, :] = W_K^{h'}^T b_Q^{h'} with h' = h mod H/4 (zero without biases); V and O unchanged.
+// A compressed layer (no fine-tuning), so its fidelity to the base layer is low by design.
+void bind_collab(const LayerWeights& w, mh_layer_config* cfg, mh_layer_weights* view) {
+    if (cfg) {
+        cfg->variant = MH_VARIANT_COLLAB;
+        cfg->n_kv_heads = 0;
+        cfg->collab_dim = static_cast<int>(w.wq.size()) / w.d_model;
+    }
+    if (!view) return;
+    view->b_q = view->b_k = nullptr;
+    view->collab_mix = w.extra[0].data();
+    view->collab_content = w.extra[1].data();
+}
+
+LayerWeights derive_collab(const LayerWeights& base, int) {
+    LayerWeights w = base;
+    const size_t H = static_cast<size_t>(base.n_heads), D = static_cast<size_t>(base.head_dim);
+    const size_t blocks = H / 4, Dt = blocks * D, dm = static_cast<size_t>(base.d_model), kd = static_cast<size_t>(base.kdim);
+    w.wq.assign(base.wq.begin(), base.wq.begin() + static_cast<ptrdiff_t>(Dt * dm));
+    w.wk.assign(base.wk.begin(), base.wk.begin() + static_cast<ptrdiff_t>(Dt * kd));
+    w.bq.clear(), w.bk.clear();
+    std::vector<float> mix(H * Dt, 0.0f), content(H * kd, 0.0f);
+    for (size_t h = 0; h < H; h++) {
+        const size_t hb = h % blocks;
+        for (size_t d = 0; d < D; d++) mix[h * Dt + hb * D + d] = 1.0f;
+        for (size_t j = 0; base.bias && j < kd; j++) {
+            double acc = 0;
+            for (size_t d = 0; d < D; d++) acc += static_cast<double>(base.bq[hb * D + d]) * base.wk[(hb * D + d) * kd + j];
+            content[h * kd + j] = static_cast<float>(acc);
+        }
+    }
+    w.n_kv_heads = base.n_heads;
+    w.extra = {mix, content};
+    w.bind = bind_collab;
+    return w;
+}
+
 }  // namespace
 
 LayerWeights pool_kv_heads(const LayerWeights& base, int n_kv_heads) {
@@ -171,6 +211,8 @@ const std::vector<VariantSpec>& variant_table() {
          kv_moh, derive_moh<4, 12>, 0.75, true},
         {"moh88", MH_VARIANT_MOH, "MoH, learned router (seeded): H/4 shared + top 5H/8 of the rest, 87.5% of heads",
          kv_moh, derive_moh<4, 14>, 0.875, true},
+        {"collab", MH_VARIANT_COLLAB, "CollabHead at D~ = H*D/4: W~_Q, W~_K = first H/4 base heads, cyclic one-hot mixing",
+         [](int h, int base_kv) { return base_kv == h && h % 4 == 0 ? h : 0; }, derive_collab, 1.0, false},
     };
     return table;
 }

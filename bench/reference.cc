@@ -7,6 +7,7 @@
 #include "bench_util.h"
 #include "blas_baseline.h"
 #include "oracle_overlap.h"
+#include "oracle_collab.h"
 
 #if defined(MHB_HAVE_CBLAS)
 #include <cblas.h>
@@ -146,11 +147,39 @@ void overlap_rows(const mh_layer_config& cfg, const mh_layer_weights& w, const f
     }
 }
 
+// CollabHead rows from the test oracle (tests/support/oracle_collab.c): the requested query
+// rows against the first R keys as one cross-attention call, causality as an additive mask.
+void collab_rows(const mh_layer_config& cfg, const mh_layer_weights& w, const float* xq, int n_q,
+                        const float* xk, const float* xv, int n_kv, bool causal, const std::vector<int>& rows,
+                        std::vector<double>& out) {
+    const int dm = cfg.d_model, nr = static_cast<int>(rows.size());
+    int R = n_kv;
+    if (causal) {
+        int last = 0;
+        for (int r : rows) last = std::max(last, r);
+        R = std::max(1, std::min(n_kv, n_kv - n_q + last + 1));
+    }
+    std::vector<float> q(static_cast<size_t>(nr) * dm), mask(static_cast<size_t>(nr) * R, 0.0f);
+    for (int i = 0; i < nr; i++) {
+        std::copy(xq + static_cast<size_t>(rows[i]) * dm, xq + static_cast<size_t>(rows[i] + 1) * dm, q.begin() + static_cast<size_t>(i) * dm);
+        for (int j = n_kv - n_q + rows[i] + 1; causal && j < R; j++) mask[static_cast<size_t>(i) * R + j] = -INFINITY;
+    }
+    mh_layer_config c = cfg;
+    if (c.scale == 0.0f) c.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    mh_attn_options opt = mh_attn_options_default();
+    opt.q_offset = 0, opt.mask = mask.data(), opt.mask_stride_row = R;
+    mh_forward_args a = {};
+    a.batch = 1, a.n_q = nr, a.n_kv = R, a.query = q.data(), a.key = xk, a.value = xv, a.opt = &opt;
+    out.assign(static_cast<size_t>(nr) * dm, 0.0);
+    oracle_collab_forward(&c, &w, &a, ORACLE_MIX_QUERY, out.data(), nullptr);
+}
+
 }  // namespace
 
 void ref_layer_rows(const mh_layer_config& cfg, const mh_layer_weights& w, const float* xq, int n_q, const float* xk,
                     const float* xv, int n_kv, bool causal, const std::vector<int>& rows, std::vector<double>& out) {
     if (cfg.variant == MH_VARIANT_OVERLAP) return overlap_rows(cfg, w, xq, n_q, xk, xv, n_kv, causal, rows, out);
+    if (cfg.variant == MH_VARIANT_COLLAB) return collab_rows(cfg, w, xq, n_q, xk, xv, n_kv, causal, rows, out);
     const int dm = cfg.d_model, H = cfg.n_heads, Hkv = cfg.n_kv_heads, D = cfg.head_dim;
     const int Dv = cfg.head_dim_v, group = H / Hkv;
     const int kw = Hkv * D, vw = Hkv * Dv, qw = H * D, ow = H * Dv;

@@ -320,6 +320,23 @@ MH_API mh_status mh_layer_forward_workspace_size(const mh_layer* layer, int batc
 MH_API mh_status mh_layer_forward(const mh_layer* layer, const mh_forward_args* args,
                                   void* workspace, size_t workspace_bytes);
 
+/* ------------------------------------------------------------------ conversions */
+/*
+ * CollabHead from an MHA layer, exact (docs/variants.md, "CollabHead"): D~ = H*D, W~_Q = W_Q,
+ * W~_K = W_K, block one-hot mixing M[h, h*D : h*D + D] = 1, content bias C[h, :] = W_K^h^T b_Q^h,
+ * b_K dropped (the softmax ignores it), W_V, b_V, W_O, b_O unchanged. Nothing is allocated:
+ *   mix     [H, H*D] written
+ *   content [H, kdim] written (zeros when the MHA has no bias)
+ *   collab  the CollabHead config (variant MH_VARIANT_COLLAB, collab_dim = H*D, n_kv_heads 0,
+ *           scale, kdim, vdim and model-level options as in the MHA config)
+ *   collab_weights  points at the MHA's own w_q, w_k, w_v, w_o, b_v, b_o (reused, not
+ *           copied: keep them alive until mh_layer_create) and at mix and content.
+ * mha may be MH_VARIANT_MHA, or GQA/MQA with n_kv_heads == n_heads. On error nothing is written.
+ */
+MH_API mh_status mh_collab_from_mha(const mh_layer_config* mha, const mh_layer_weights* mha_weights,
+                                    float* mix, float* content, mh_layer_config* collab,
+                                    mh_layer_weights* collab_weights);
+
 /* ------------------------------------------------------------------ KV cache and decode */
 /*
  * A KV cache for one layer: [batch, capacity] tokens of K and V for every KV head.

@@ -166,11 +166,6 @@ static void project(const mh_layer* L, size_t rows, const float* x, size_t ldx,
     mh_gemm_packed(L->kernels, L->threads, rows, x, ldx, w, y + o, width);
 }
 
-static void out_projection(const mh_layer* L, size_t rows, const buffers* b, float* out) {
-    mh_gemm_packed(L->kernels, L->threads, rows, b->o, (size_t)L->wo.k_in, &L->wo, out,
-                   (size_t)L->cfg.d_model);
-}
-
 static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace) {
     const mh_layer_config* c = &L->cfg;
     const int self = a->key == NULL, B = a->batch, N = a->n_q, M = self ? N : a->n_kv;
@@ -184,7 +179,7 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     const mh_attn_problem p = problem(L, B, N, M, &b);
     const mh_attn_options opt = mh_variant_options(L, a->opt);
     mh_core_attention(L->kernels, L->threads, &p, &opt, 1, b.attn);
-    out_projection(L, rows_q, &b, a->out);
+    mh_variant_out_projection(L, rows_q, b.o, a->out);
 }
 
 /* Decode needs no K/V buffers of the cache's length: new K/V rows go to k/v, then the cache. */
@@ -214,7 +209,7 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, c
     mh_attn_options opt = mh_variant_options(L, NULL);
     opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
     mh_core_attention(L->kernels, L->threads, &p, &opt, 0, b.attn);
-    out_projection(L, rows, &b, out);
+    mh_variant_out_projection(L, rows, b.o, out);
     cache->length = total;
 }
 

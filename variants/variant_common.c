@@ -14,3 +14,8 @@ mh_attn_options mh_variant_options(const mh_layer* L, const mh_attn_options* cal
     o.alibi_slopes = L->alibi, o.sinks = L->sinks;
     return o;
 }
+
+void mh_variant_out_projection(const mh_layer* L, size_t rows, const float* o, float* out) {
+    mh_gemm_packed(L->kernels, L->threads, rows, o, (size_t)L->wo.k_in, &L->wo, out,
+                   (size_t)L->cfg.d_model);
+}

@@ -38,7 +38,9 @@ static mh_status check_config(const mh_layer_config* c) {
 
 static mh_status check_weights(const mh_layer_config* c, const mh_layer_weights* w) {
     if (!w->w_q || !w->w_k || !w->w_v || !w->w_o) return MH_ERR_INVALID_ARGUMENT;
-    const int have = w->b_q != NULL, all = have && w->b_k && w->b_v && w->b_o;
+    /* CollabHead's shared query/key projections have no bias: b_q, b_k stay NULL */
+    const int qk = c->variant == MH_VARIANT_COLLAB ? !w->b_q && !w->b_k : w->b_q && w->b_k;
+    const int all = qk && w->b_v && w->b_o;
     const int none = !w->b_q && !w->b_k && !w->b_v && !w->b_o;
     if (c->bias ? !all : !none) return MH_ERR_INVALID_ARGUMENT;
     if (!fits_int((size_t)c->n_heads, (size_t)c->head_dim) ||

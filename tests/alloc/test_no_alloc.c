@@ -37,6 +37,7 @@
 #include <dlfcn.h>
 
 #include "check.h"
+#include "collab_fixture.h"
 #include "layer_fixture.h"
 #include "problem.h"
 
@@ -396,6 +397,50 @@ static void run_core_calls(int threads) {
     mh_context_destroy(ctx);
 }
 
+/* CollabHead: forward with every option and probabilities, then a bf16-cache decode long
+ * enough for the split over the keys (1100 + 2 tokens). */
+static void run_collab_calls(int threads) {
+    char what[160];
+    enum { CH = 8, CM = 1102 };
+    mh_context* ctx = test_context(threads);
+    test_rng r;
+    rng_seed(&r, 606 + (uint64_t)threads);
+    float slopes[CH], sinks[CH];
+    for (int h = 0; h < CH; h++) slopes[h] = 0.01f * (float)(h + 1), sinks[h] = 0.1f * (float)h;
+    mh_layer_config c = mh_layer_config_default();
+    c.variant = MH_VARIANT_COLLAB, c.d_model = 64, c.n_heads = CH, c.head_dim = 16, c.collab_dim = 32;
+    c.bias = 1, c.window = 40, c.softcap = 20.0f, c.alibi_slopes = slopes, c.sinks = sinks;
+    collab_fixture f;
+    if (!check_status("collab create", collab_make(&f, ctx, &c, &r, 0.1f), MH_OK)) exit(1);
+    const int n = 48;
+    float *x = malloc(sizeof(float) * CM * 64), *y = malloc(sizeof(float) * CM * 64);
+    float* probs = malloc(sizeof(float) * CH * n * n);
+    rng_fill(&r, x, (size_t)CM * 64, -1, 1);
+    size_t fw_bytes, dec_bytes, dec1_bytes;
+    check_status("forward ws", mh_layer_forward_workspace_size(f.layer, 1, n, n, &fw_bytes), MH_OK);
+    check_status("decode ws", mh_layer_decode_workspace_size(f.layer, 1, CM - 2, &dec_bytes), MH_OK);
+    check_status("decode1 ws", mh_layer_decode_workspace_size(f.layer, 1, 1, &dec1_bytes), MH_OK);
+    void *ws_fw = ws_alloc(fw_bytes), *ws_dec = ws_alloc(dec_bytes), *ws_dec1 = ws_alloc(dec1_bytes);
+    mh_kv_cache* cache = NULL;
+    check_status("cache", mh_kv_cache_create(f.layer, 1, CM, MH_DTYPE_BF16, &cache), MH_OK);
+    mh_attn_options opt = mh_attn_options_default();
+    opt.causal = 1, opt.probs = probs;
+    mh_forward_args a = {.batch = 1, .n_q = n, .query = x, .out = y, .opt = &opt};
+    check_status("warm-up", mh_layer_forward(f.layer, &a, ws_fw, fw_bytes), MH_OK);
+    snprintf(what, sizeof what, "%d thread(s): CollabHead forward and decode allocate nothing", threads);
+    start_counting();
+    mh_status st = mh_layer_forward(f.layer, &a, ws_fw, fw_bytes);
+    if (st == MH_OK) st = mh_layer_decode(f.layer, cache, 1, CM - 2, x, y, ws_dec, dec_bytes);
+    for (int t = 0; t < 2 && st == MH_OK; t++)
+        st = mh_layer_decode(f.layer, cache, 1, 1, x + (size_t)t * 64, y, ws_dec1, dec1_bytes);
+    long calls = stop_counting(what);
+    check_status("collab calls", st, MH_OK), check_true(what, calls == 0);
+    free(x), free(y), free(probs), free(ws_fw), free(ws_dec), free(ws_dec1);
+    mh_kv_cache_destroy(cache);
+    collab_free(&f);
+    mh_context_destroy(ctx);
+}
+
 int main(void) {
     if (!install_counter()) {
         fprintf(stderr, "skipped: no way to count allocator calls on this platform\n");
@@ -427,9 +472,11 @@ int main(void) {
 
     run_layer_calls(1, MH_VARIANT_GQA);
     run_layer_calls(1, MH_VARIANT_OVERLAP);
+    run_collab_calls(1);
     run_core_calls(1);
     run_layer_calls(2, MH_VARIANT_GQA);
     run_layer_calls(2, MH_VARIANT_OVERLAP);
+    run_collab_calls(2);
     run_core_calls(2);
     return test_exit_code("test_no_alloc");
 }
