@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 
 sys.dont_write_bytecode = True  # no __pycache__ in tests/data
-from gen_torch_vectors import write_file  # noqa: E402  (the shared file writer)
+from gen_torch_vectors import torch_setup, write_file  # noqa: E402  (shared with it)
 
 SEED = 20250117
 LEARNED, NORM = 0, 1
@@ -170,10 +170,7 @@ def moh_case(fname, router, H, hs, K, Hkv=None, B=2, N=5, d=16, D=4, bias=True, 
 
 
 def main():
-    torch.manual_seed(SEED)
-    torch.set_default_dtype(torch.float32)
-    torch.set_num_threads(1)
-    print("torch", torch.__version__)
+    torch_setup(SEED)
     # learned router, weighted gates (3.2)
     moh_case("moh_a_learned.bin", LEARNED, H=6, hs=2, K=2)
     moh_case("moh_b_learned_hs0.bin", LEARNED, H=4, hs=0, K=2, bias=False)

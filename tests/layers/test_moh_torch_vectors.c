@@ -181,6 +181,16 @@ static void run_case(const moh_case* c, int num_threads, double* max_out, double
     free(rec.heads), free(rec.gates), free(rec.load);
 }
 
+/* Every case of one file, with 1 thread and with all threads. */
+static void check_file(const tv_file* f, const char* name) {
+    moh_case c;
+    if (!case_read(f, name, &c)) return;
+    double max_out = 0, max_gate = 0;
+    const int threads[2] = {1, 0}; /* the caller only; all processors */
+    for (int t = 0; t < 2; t++) run_case(&c, threads[t], &max_out, &max_gate);
+    printf("%-30s max |err| out %.3g, gates %.3g\n", name, max_out, max_gate);
+}
+
 int main(void) {
     static const char* const cases[] = {
         "moh_a_learned.bin",            /* H 6, h_s 2, K 2, bias */
@@ -192,29 +202,5 @@ int main(void) {
         "moh_g_norm_gqa.bin",           /* norm router, H 8, Hkv 2, h_s 4, K 2 */
         "moh_h_norm_gqa_causal.bin",    /* the same, causal, no bias */
     };
-    mh_isa isa;
-    if (mh_isa_default(&isa) == MH_ERR_ISA_UNAVAILABLE) return 77; /* MH_ISA: not on this machine */
-    const char* dir = getenv("MH_TEST_DATA");
-    if (!check_true("MH_TEST_DATA is set (the tests/data directory)", dir && *dir))
-        return test_exit_code("test_moh_torch_vectors");
-
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        tv_file* f = malloc(sizeof *f);
-        char what[1200];
-        snprintf(what, sizeof what, "load %s/%s", dir, cases[k]);
-        if (!check_true(what, f && tv_load(f, dir, cases[k]))) {
-            free(f);
-            continue;
-        }
-        moh_case c;
-        if (case_read(f, cases[k], &c)) {
-            double max_out = 0, max_gate = 0;
-            const int threads[2] = {1, 0}; /* the caller only; all processors */
-            for (int t = 0; t < 2; t++) run_case(&c, threads[t], &max_out, &max_gate);
-            printf("%-30s max |err| out %.3g, gates %.3g\n", cases[k], max_out, max_gate);
-        }
-        tv_free(f);
-        free(f);
-    }
-    return test_exit_code("test_moh_torch_vectors");
+    return tv_run_files("test_moh_torch_vectors", cases, sizeof cases / sizeof cases[0], check_file);
 }

@@ -231,6 +231,21 @@ static void run_case(const tv_case* c, int num_threads, int with_probs, double* 
     free(probs);
 }
 
+/* The case of one file, with 1 thread and all threads, with and without probabilities. */
+static void check_file(const tv_file* f, const char* name) {
+    tv_case c;
+    if (tv_case_read(f, name, &c)) {
+        double max_out = 0, max_probs = 0;
+        const int threads[2] = {1, 0}; /* the caller only; all processors */
+        for (int t = 0; t < 2; t++)
+            for (int with_probs = 0; with_probs < 2; with_probs++)
+                run_case(&c, threads[t], with_probs, &max_out, &max_probs);
+        printf("%-28s max |err| out %.3g, probs %.3g\n", name, max_out, max_probs);
+    }
+    free(c.exp_out);
+    free(c.exp_probs);
+}
+
 int main(void) {
     static const char* const cases[] = {
         "torch_a_mha_bias.bin",       /* MHA, bias, self-attention; per-head probs */
@@ -242,33 +257,5 @@ int main(void) {
         "torch_f_gqa_bias.bin",       /* GQA H=6 Hkv=2 D=4 d_model=12, bias, causal */
         "torch_f_gqa_nobias.bin",     /* the same without biases */
     };
-    mh_isa isa;
-    if (mh_isa_default(&isa) == MH_ERR_ISA_UNAVAILABLE) return 77; /* MH_ISA: not on this machine */
-    const char* dir = getenv("MH_TEST_DATA");
-    if (!check_true("MH_TEST_DATA is set (the tests/data directory)", dir && *dir))
-        return test_exit_code("test_torch_vectors");
-
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        tv_file* f = malloc(sizeof *f);
-        char what[1200];
-        snprintf(what, sizeof what, "load %s/%s", dir, cases[k]);
-        if (!check_true(what, f && tv_load(f, dir, cases[k]))) {
-            free(f);
-            continue;
-        }
-        tv_case c;
-        if (tv_case_read(f, cases[k], &c)) {
-            double max_out = 0, max_probs = 0;
-            const int threads[2] = {1, 0}; /* the caller only; all processors */
-            for (int t = 0; t < 2; t++)
-                for (int with_probs = 0; with_probs < 2; with_probs++)
-                    run_case(&c, threads[t], with_probs, &max_out, &max_probs);
-            printf("%-28s max |err| out %.3g, probs %.3g\n", cases[k], max_out, max_probs);
-        }
-        free(c.exp_out);
-        free(c.exp_probs);
-        tv_free(f);
-        free(f);
-    }
-    return test_exit_code("test_torch_vectors");
+    return tv_run_files("test_torch_vectors", cases, sizeof cases / sizeof cases[0], check_file);
 }

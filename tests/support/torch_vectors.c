@@ -1,6 +1,9 @@
 /* Reader of the PyTorch reference-vector files (format in torch_vectors.h). */
 #include "torch_vectors.h"
 
+#include "check.h"
+#include "multihead.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,3 +142,23 @@ const float* tv_f32(const tv_file* f, const char* name, int ndim, int d0, int d1
     return (const float*)tv_tensor(f, name, 0, ndim, dims, ok);
 }
 
+
+int tv_run_files(const char* test, const char* const* names, size_t n,
+                 void (*fn)(const tv_file* f, const char* name)) {
+    mh_isa isa;
+    if (mh_isa_default(&isa) == MH_ERR_ISA_UNAVAILABLE) return 77; /* MH_ISA: not on this machine */
+    const char* dir = getenv("MH_TEST_DATA");
+    if (!check_true("MH_TEST_DATA is set (the tests/data directory)", dir && *dir))
+        return test_exit_code(test);
+    for (size_t k = 0; k < n; k++) {
+        tv_file* f = malloc(sizeof *f);
+        char what[1200];
+        snprintf(what, sizeof what, "load %s/%s", dir, names[k]);
+        if (check_true(what, f && tv_load(f, dir, names[k]))) {
+            fn(f, names[k]);
+            tv_free(f);
+        }
+        free(f);
+    }
+    return test_exit_code(test);
+}

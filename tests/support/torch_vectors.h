@@ -48,4 +48,10 @@ const void* tv_tensor(const tv_file* f, const char* name, int dtype, int ndim, c
 const float* tv_f32(const tv_file* f, const char* name, int ndim, int d0, int d1, int d2, int d3,
                     int* ok);
 
+/* The body of a vector test: 77 if MH_ISA names an ISA this machine lacks; else fn on each
+ * file of names, read from $MH_TEST_DATA (unset, missing or malformed: a failure, not a skip),
+ * and the test's exit code (test_exit_code(test)). */
+int tv_run_files(const char* test, const char* const* names, size_t n,
+                 void (*fn)(const tv_file* f, const char* name));
+
 #endif
