@@ -243,11 +243,16 @@ def gqa_case(fname, bias, B=3, N=7, d_model=12, H=6, Hkv=2, D=4, causal=True):
     write_file(fname, ents)
 
 
-def main():
-    torch.manual_seed(SEED)
+def torch_setup(seed):
+    """Deterministic float32 torch on one thread (shared with gen_moh_vectors.py)."""
+    torch.manual_seed(seed)
     torch.set_default_dtype(torch.float32)
     torch.set_num_threads(1)
     print("torch", torch.__version__)
+
+
+def main():
+    torch_setup(SEED)
     mha_case("torch_a_mha_bias.bin", E=16, H=4, B=3, N=5, bias=True)
     mha_case("torch_b_mha_nobias.bin", E=16, H=4, B=3, N=5, bias=False)
     mha_case("torch_c_cross_kvdim.bin", E=16, H=4, B=3, N=5, M=7, kdim=10, vdim=7)

@@ -5,15 +5,7 @@
  * regenerate); the directory comes from the environment variable MH_TEST_DATA (ctest sets it).
  * A missing or malformed file is a failure, not a skip.
  *
- * File format ("MHTVEC01"), every integer and float little-endian:
- *     char   magic[8] = "MHTVEC01"
- *     uint32 n_entries
- *     n_entries times:
- *         uint32 name_len; char name[name_len]   (ASCII, no NUL)
- *         uint32 dtype                           (0 = float32, 1 = int32)
- *         uint32 ndim                            (0..4; 0 = scalar, one element)
- *         uint32 dims[ndim]
- *         4-byte data[prod(dims)]                (row-major)
+ * File format: tests/support/torch_vectors.h.
  * Entries: int32 scalars batch, n_q, n_kv, d_model, n_heads, n_kv_heads, head_dim, kdim, vdim,
  * bias, causal, q_offset (-1 = MH_Q_OFFSET_END), self_attn; float32 w_q/w_k/w_v/w_o
  * (nn.Linear layout [out, in]), b_q/b_k/b_v/b_o (when bias), query [B,N,d_model],
@@ -36,158 +28,9 @@
 
 #include "check.h"
 #include "multihead.h"
+#include "torch_vectors.h"
 
 #define TOL 1e-5
-#define MAX_ENTRIES 64
-#define MAX_NAME 32
-
-typedef struct tv_entry {
-    char name[MAX_NAME];
-    int dtype; /* 0 = f32, 1 = i32 */
-    int ndim;
-    int dims[4];
-    size_t count;
-    void* data; /* float* or int32_t*, host order */
-} tv_entry;
-
-typedef struct tv_file {
-    char path[1024];
-    int n;
-    tv_entry e[MAX_ENTRIES];
-} tv_file;
-
-static uint32_t le32(const unsigned char* p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void tv_free(tv_file* f) {
-    for (int i = 0; i < f->n; i++) free(f->e[i].data);
-    f->n = 0;
-}
-
-/* Reads the next little-endian uint32; 0 if the buffer is exhausted. */
-static int take_u32(const unsigned char* buf, size_t len, size_t* off, uint32_t* v) {
-    if (len - *off < 4) return 0;
-    *v = le32(buf + *off);
-    *off += 4;
-    return 1;
-}
-
-static int tv_parse_entry(tv_entry* e, const unsigned char* buf, size_t len, size_t* off) {
-    uint32_t nl, dt, nd;
-    if (!take_u32(buf, len, off, &nl) || nl == 0 || nl >= MAX_NAME || len - *off < nl) return 0;
-    memcpy(e->name, buf + *off, nl);
-    e->name[nl] = '\0';
-    *off += nl;
-    if (!take_u32(buf, len, off, &dt) || !take_u32(buf, len, off, &nd) || dt > 1 || nd > 4)
-        return 0;
-    e->dtype = (int)dt;
-    e->ndim = (int)nd;
-    e->count = 1;
-    for (uint32_t d = 0; d < nd; d++) {
-        uint32_t v;
-        if (!take_u32(buf, len, off, &v) || v == 0 || v > (1u << 20)) return 0;
-        e->dims[d] = (int)v;
-        e->count *= v;
-    }
-    if (e->count > (1u << 24) || (len - *off) / 4 < e->count) return 0;
-    e->data = malloc(4 * e->count);
-    if (!e->data) return 0;
-    for (size_t i = 0; i < e->count; i++) {
-        uint32_t u = le32(buf + *off + 4 * i);
-        if (dt == 0) memcpy((float*)e->data + i, &u, 4); /* IEEE binary32 bits */
-        else ((int32_t*)e->data)[i] = (int32_t)u;
-    }
-    *off += 4 * e->count;
-    return 1;
-}
-
-static int tv_parse(tv_file* f, const unsigned char* buf, size_t len, size_t* off) {
-    uint32_t n;
-    if (len < 8 || memcmp(buf, "MHTVEC01", 8) != 0) return 0;
-    *off = 8;
-    if (!take_u32(buf, len, off, &n) || n > MAX_ENTRIES) return 0;
-    for (uint32_t k = 0; k < n; k++) {
-        if (!tv_parse_entry(&f->e[f->n], buf, len, off)) {
-            free(f->e[f->n].data);
-            f->e[f->n].data = NULL;
-            return 0;
-        }
-        f->n++;
-    }
-    return *off == len;
-}
-
-/* Returns 1 on success; prints why otherwise. */
-static int tv_load(tv_file* f, const char* dir, const char* name) {
-    memset(f, 0, sizeof *f);
-    snprintf(f->path, sizeof f->path, "%s/%s", dir, name);
-    FILE* fp = fopen(f->path, "rb");
-    if (!fp) {
-        fprintf(stderr, "cannot open %s (run tests/data/gen_torch_vectors.py)\n", f->path);
-        return 0;
-    }
-    unsigned char* buf = NULL;
-    long size = -1;
-    if (fseek(fp, 0, SEEK_END) == 0) size = ftell(fp);
-    if (size > 0 && fseek(fp, 0, SEEK_SET) == 0) {
-        buf = malloc((size_t)size);
-        if (buf && fread(buf, 1, (size_t)size, fp) != (size_t)size) {
-            free(buf);
-            buf = NULL;
-        }
-    }
-    fclose(fp);
-    if (!buf) {
-        fprintf(stderr, "cannot read %s\n", f->path);
-        return 0;
-    }
-    size_t off = 0;
-    int ok = tv_parse(f, buf, (size_t)size, &off);
-    free(buf);
-    if (!ok) {
-        fprintf(stderr, "%s: malformed test vector file (near byte %zu)\n", f->path, off);
-        tv_free(f);
-    }
-    return ok;
-}
-
-static const tv_entry* tv_find(const tv_file* f, const char* name) {
-    for (int i = 0; i < f->n; i++)
-        if (strcmp(f->e[i].name, name) == 0) return &f->e[i];
-    return NULL;
-}
-
-/* An int32 scalar; clears *ok and returns -1 if absent. */
-static int tv_int(const tv_file* f, const char* name, int* ok) {
-    const tv_entry* e = tv_find(f, name);
-    if (!e || e->dtype != 1 || e->ndim != 0) {
-        fprintf(stderr, "%s: missing int32 scalar '%s'\n", f->path, name);
-        *ok = 0;
-        return -1;
-    }
-    return ((const int32_t*)e->data)[0];
-}
-
-/* A tensor of the given dtype and shape; NULL (and *ok cleared) if absent or shaped otherwise. */
-static const void* tv_tensor(const tv_file* f, const char* name, int dtype, int ndim,
-                             const int* dims, int* ok) {
-    const tv_entry* e = tv_find(f, name);
-    int good = e && e->dtype == dtype && e->ndim == ndim;
-    for (int d = 0; good && d < ndim; d++) good = e->dims[d] == dims[d];
-    if (!good) {
-        fprintf(stderr, "%s: missing or misshaped tensor '%s'\n", f->path, name);
-        *ok = 0;
-        return NULL;
-    }
-    return e->data;
-}
-
-static const float* tv_f32(const tv_file* f, const char* name, int ndim, int d0, int d1, int d2,
-                           int d3, int* ok) {
-    int dims[4] = {d0, d1, d2, d3};
-    return (const float*)tv_tensor(f, name, 0, ndim, dims, ok);
-}
 
 /* One case, read and checked for consistency. Pointers point into the tv_file. */
 typedef struct tv_case {
@@ -388,6 +231,21 @@ static void run_case(const tv_case* c, int num_threads, int with_probs, double* 
     free(probs);
 }
 
+/* The case of one file, with 1 thread and all threads, with and without probabilities. */
+static void check_file(const tv_file* f, const char* name) {
+    tv_case c;
+    if (tv_case_read(f, name, &c)) {
+        double max_out = 0, max_probs = 0;
+        const int threads[2] = {1, 0}; /* the caller only; all processors */
+        for (int t = 0; t < 2; t++)
+            for (int with_probs = 0; with_probs < 2; with_probs++)
+                run_case(&c, threads[t], with_probs, &max_out, &max_probs);
+        printf("%-28s max |err| out %.3g, probs %.3g\n", name, max_out, max_probs);
+    }
+    free(c.exp_out);
+    free(c.exp_probs);
+}
+
 int main(void) {
     static const char* const cases[] = {
         "torch_a_mha_bias.bin",       /* MHA, bias, self-attention; per-head probs */
@@ -399,33 +257,5 @@ int main(void) {
         "torch_f_gqa_bias.bin",       /* GQA H=6 Hkv=2 D=4 d_model=12, bias, causal */
         "torch_f_gqa_nobias.bin",     /* the same without biases */
     };
-    mh_isa isa;
-    if (mh_isa_default(&isa) == MH_ERR_ISA_UNAVAILABLE) return 77; /* MH_ISA: not on this machine */
-    const char* dir = getenv("MH_TEST_DATA");
-    if (!check_true("MH_TEST_DATA is set (the tests/data directory)", dir && *dir))
-        return test_exit_code("test_torch_vectors");
-
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        tv_file* f = malloc(sizeof *f);
-        char what[1200];
-        snprintf(what, sizeof what, "load %s/%s", dir, cases[k]);
-        if (!check_true(what, f && tv_load(f, dir, cases[k]))) {
-            free(f);
-            continue;
-        }
-        tv_case c;
-        if (tv_case_read(f, cases[k], &c)) {
-            double max_out = 0, max_probs = 0;
-            const int threads[2] = {1, 0}; /* the caller only; all processors */
-            for (int t = 0; t < 2; t++)
-                for (int with_probs = 0; with_probs < 2; with_probs++)
-                    run_case(&c, threads[t], with_probs, &max_out, &max_probs);
-            printf("%-28s max |err| out %.3g, probs %.3g\n", cases[k], max_out, max_probs);
-        }
-        free(c.exp_out);
-        free(c.exp_probs);
-        tv_free(f);
-        free(f);
-    }
-    return test_exit_code("test_torch_vectors");
+    return tv_run_files("test_torch_vectors", cases, sizeof cases / sizeof cases[0], check_file);
 }
