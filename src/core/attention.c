@@ -14,6 +14,7 @@
 
 #include "core/parallel.h"
 #include "core/score.h"
+#include "core/split_kv.h"
 #include "util/dtype.h"
 
 typedef struct scratch {
@@ -43,28 +44,11 @@ static size_t block_rows(const mh_kernels* k, const mh_attn_problem* p) {
     return group_size(p) * q_tile(k, p);
 }
 
-/* Decode-shaped calls (one query tile) split each task's key range into up to MAX_SPLIT
- * chunks of at least SPLIT_KEYS keys, so a single KV head can use every thread. The split
- * depends only on the shapes, never on the thread count, and chunks are merged in order. */
-#define MAX_SPLIT 8
-#define SPLIT_KEYS 1024
-
+/* Decode-shaped calls (one query tile) split each task's key range (core/split_kv.h), so a
+ * single KV head can use every thread. */
 static size_t n_query_tiles(const mh_kernels* k, const mh_attn_problem* p) {
     const size_t tq = q_tile(k, p);
     return ((size_t)p->n_q + tq - 1) / tq;
-}
-
-/* Chunks per task this call uses (the workspace always has room for MAX_SPLIT when the call
- * is decode-shaped, so its size does not depend on M). */
-static size_t n_splits(const mh_kernels* k, const mh_attn_problem* p, const mh_attn_options* opt) {
-    if (n_query_tiles(k, p) != 1 || opt->probs) return 1;
-    const size_t n = (size_t)p->n_kv / SPLIT_KEYS;
-    return n < 1 ? 1 : n > MAX_SPLIT ? MAX_SPLIT : n;
-}
-
-/* Floats of one chunk's partial state: m, l and the unnormalised output, per row. */
-static size_t partial_floats(const mh_kernels* k, const mh_attn_problem* p) {
-    return block_rows(k, p) * ((size_t)p->head_dim_v + 2);
 }
 
 static void carve_scratch(const mh_kernels* k, const mh_attn_problem* p, mh_ws* ws, scratch* sc) {
@@ -130,8 +114,8 @@ static void core_layout(const mh_kernels* k, int threads, const mh_attn_problem*
     out->scratch = mh_ws_take(ws, (size_t)threads, out->per_thread, 1);
     size_t heads = 0;
     if (!mh_mul_size((size_t)p->batch, (size_t)p->n_kv_heads, &heads)) ws->overflow = 1;
-    if (n_query_tiles(k, p) == 1) /* room for split-KV partial states (see n_splits) */
-        out->partials = mh_ws_take(ws, heads * MAX_SPLIT, partial_floats(k, p), sizeof(float));
+    if (n_query_tiles(k, p) == 1) /* room for split-KV partial states */
+        out->partials = mh_split_take(ws, heads, block_rows(k, p), (size_t)p->head_dim_v);
     if (use_prepack(k, p, prepack_ok)) {
         size_t tiles = 0;
         if (!mh_mul_size(heads, n_kv_tiles(k, p), &tiles)) ws->overflow = 1;
@@ -166,19 +150,6 @@ typedef struct task {
     int b, kvh;
     size_t i0, nr;
 } task;
-
-/* The range of keys any row of the block may keep, before per-element masking. */
-static void key_range(const mh_attn_options* opt, int64_t kv_len, int64_t p_first, int64_t p_last,
-                      int64_t* j_begin, int64_t* j_end) {
-    int64_t jb = 0, je = kv_len;
-    if (opt->causal && p_last + 1 < je) je = p_last + 1;
-    if (opt->window > 0) {
-        if (p_first - opt->window + 1 > jb) jb = p_first - opt->window + 1;
-        if (!opt->causal && p_last + opt->window < je) je = p_last + opt->window;
-    }
-    *j_begin = jb;
-    *j_end = je;
-}
 
 /* Decode blocks (one query per head) of up to this many rows (query heads sharing a KV head)
  * stay on the direct kernels, in chunks: streaming K/V once beats packing it for a GEMM that
@@ -308,7 +279,7 @@ static void task_setup(const mh_kernels* k, const mh_attn_problem* p, const mh_a
         blk.mask = opt->mask + t->b * opt->mask_stride_batch + c->h0 * opt->mask_stride_head +
                    (ptrdiff_t)t->i0 * opt->mask_stride_row;
     c->blk = blk;
-    key_range(opt, kv_len, blk.p_first, mh_score_pos(&blk, t->nr - 1), &c->j_begin, &c->j_end);
+    mh_score_key_range(&blk, kv_len, &c->j_begin, &c->j_end);
     c->kbase = mh_dtype_at(p->k.data, p->k_dtype, t->b * p->k.stride_batch + t->kvh * p->k.stride_head);
     c->vbase = mh_dtype_at(p->v.data, p->v_dtype, t->b * p->v.stride_batch + t->kvh * p->v.stride_head);
 }
@@ -370,50 +341,21 @@ static void prepack_tile(const mh_kernels* k, const mh_attn_problem* p, const co
  * leaves the final m and l behind for the probabilities. A row that kept no key (m = -inf)
  * gets zeros. acc rows are dv apart. */
 static void finish(const mh_attn_problem* p, const mh_attn_options* opt, const task_ctx* c,
-                   float* m, float* l, float* acc_base) {
+                   float* m, float* l, const float* acc_base) {
     const size_t dv = (size_t)p->head_dim_v;
     const float* sinks = opt->sinks ? opt->sinks + c->h0 : NULL;
     for (size_t r = 0; r < c->rows; r++) {
         const size_t hh = r / c->t.nr, ii = r % c->t.nr;
         float* dst = p->o + c->t.b * p->o_stride_batch + (ptrdiff_t)(c->t.i0 + ii) * p->o_stride_token +
                      (ptrdiff_t)(c->h0 + (int)hh) * p->o_stride_head;
-        float* acc = acc_base + r * dv;
+        const float* acc = acc_base + r * dv;
         if (m[r] == -INFINITY) {
             memset(dst, 0, dv * sizeof(float));
             continue;
         }
-        if (sinks && sinks[hh] > m[r]) { /* the sink becomes the max: rescale */
-            const float a = expf(m[r] - sinks[hh]);
-            for (size_t d = 0; d < dv; d++) acc[d] *= a;
-            l[r] *= a;
-            m[r] = sinks[hh];
-        }
-        if (sinks) l[r] += expf(sinks[hh] - m[r]);
+        const float a = sinks ? mh_fold_sink(&m[r], &l[r], sinks[hh]) : 1.0f;
         const float inv_l = 1.0f / l[r];
-        for (size_t d = 0; d < dv; d++) dst[d] = acc[d] * inv_l;
-    }
-}
-
-/* Partial state of chunk `ci` of task `ti`: [m rows][l rows][acc rows x dv]. */
-static float* partial_at(float* partials, size_t per_partial, size_t ti, size_t ci) {
-    return partials + (ti * MAX_SPLIT + ci) * per_partial;
-}
-
-/* Merges the chunks of one task in order into chunk 0 (log-sum-exp rescaling). */
-static void merge(const mh_attn_problem* p, size_t rows, size_t n_split, float* base, size_t per_partial) {
-    const size_t dv = (size_t)p->head_dim_v;
-    float *m = base, *l = base + rows, *acc = base + 2 * rows;
-    for (size_t ci = 1; ci < n_split; ci++) {
-        const float* pm = base + ci * per_partial;
-        const float *pl = pm + rows, *pacc = pm + 2 * rows;
-        for (size_t r = 0; r < rows; r++) {
-            if (pm[r] == -INFINITY) continue;
-            const float mx = pm[r] > m[r] ? pm[r] : m[r];
-            const float a = expf(m[r] - mx), b = expf(pm[r] - mx); /* a = 0 when m[r] = -inf */
-            for (size_t d = 0; d < dv; d++) acc[r * dv + d] = acc[r * dv + d] * a + pacc[r * dv + d] * b;
-            l[r] = l[r] * a + pl[r] * b;
-            m[r] = mx;
-        }
+        for (size_t d = 0; d < dv; d++) dst[d] = acc[d] * a * inv_l;
     }
 }
 
@@ -426,7 +368,7 @@ typedef struct call {
     core_ws cw;
     size_t n_pack;    /* K/V tiles to prepack (0 = none) */
     size_t n_tasks;   /* (batch, KV head, query tile) tasks */
-    size_t n_split;   /* key chunks per task (split-KV decode) */
+    mh_split_kv split; /* key chunks per task (split-KV decode) and their partial states */
     float scale;
     long next_item;   /* the dynamic schedule's counter */
 } call;
@@ -440,26 +382,20 @@ static void run_item(call* c, size_t item, scratch* sc) {
     const mh_kernels* k = c->k;
     const mh_attn_problem* p = c->p;
     const mh_attn_options* opt = c->opt;
-    const size_t ti = item / c->n_split, ci = item % c->n_split, dv = (size_t)p->head_dim_v;
+    const size_t ti = item / c->split.n_split, ci = item % c->split.n_split;
     task_ctx t;
     task_setup(k, p, opt, c->ex, ti, &t);
     if (!task_active(c, &t)) return;
-    if (c->n_split == 1) {
+    if (c->split.n_split == 1) {
         attend(k, p, &c->cw, &t, c->scale, t.j_begin, t.j_end, sc);
         finish(p, opt, &t, sc->m, sc->l, sc->o);
         if (opt->probs) write_probs(k, p, opt, &t.blk, &t.t, t.kbase, t.j_begin, t.j_end, sc);
         return;
     }
-    const int64_t span = t.j_end > t.j_begin ? t.j_end - t.j_begin : 0;
-    const int64_t tk = (int64_t)k->attn_kv_tile, n_split = (int64_t)c->n_split;
-    const int64_t chunk = ((span + n_split - 1) / n_split + tk - 1) / tk * tk;
-    const int64_t lo = t.j_begin + (int64_t)ci * chunk;
-    const int64_t hi = lo + chunk < t.j_end ? lo + chunk : t.j_end;
-    attend(k, p, &c->cw, &t, c->scale, lo, hi > lo ? hi : lo, sc);
-    float* part = partial_at(c->cw.partials, partial_floats(k, p), ti, ci);
-    memcpy(part, sc->m, t.rows * sizeof(float));
-    memcpy(part + t.rows, sc->l, t.rows * sizeof(float));
-    memcpy(part + 2 * t.rows, sc->o, t.rows * dv * sizeof(float));
+    int64_t lo, hi;
+    mh_split_chunk(&c->split, ci, t.j_begin, t.j_end, k->attn_kv_tile, &lo, &hi);
+    attend(k, p, &c->cw, &t, c->scale, lo, hi, sc);
+    mh_split_store(&c->split, ti, ci, sc->m, sc->l, sc->o);
 }
 
 /* One worker: prepack its share of K/V tiles, then take items until none is left (dynamic:
@@ -474,17 +410,15 @@ static void worker(void* arg, int tid, int nth) {
         for (size_t i = (size_t)tid; i < c->n_pack; i += (size_t)nth) prepack_tile(c->k, c->p, &c->cw, i);
         mh_barrier(nth);
     }
-    const size_t n_items = c->n_tasks * c->n_split;
+    const size_t n_items = c->n_tasks * c->split.n_split;
     for (long item; (item = mh_next_item(&c->next_item)) < (long)n_items;) run_item(c, (size_t)item, &sc);
-    if (c->n_split == 1) return;
+    if (c->split.n_split == 1) return;
     mh_barrier(nth);
-    const size_t per_partial = partial_floats(c->k, c->p);
     for (size_t ti = (size_t)tid; ti < c->n_tasks; ti += (size_t)nth) {
         task_ctx t;
         task_setup(c->k, c->p, c->opt, c->ex, ti, &t);
         if (!task_active(c, &t)) continue;
-        float* base = partial_at(c->cw.partials, per_partial, ti, 0);
-        merge(c->p, t.rows, c->n_split, base, per_partial);
+        float* base = mh_split_merge(&c->split, ti);
         finish(c->p, c->opt, &t, base, base + t.rows, base + 2 * t.rows);
     }
 }
@@ -504,10 +438,11 @@ void mh_core_attention_ex(const mh_kernels* k, int threads, const mh_attn_proble
     mh_ws layout = mh_ws_begin(ws_base);
     core_layout(k, threads, p, prepack_ok, &layout, &c.cw);
     c.n_tasks = (size_t)p->batch * (size_t)p->n_kv_heads * n_query_tiles(k, p);
-    c.n_split = n_splits(k, p, opt);
+    c.split = mh_split_plan(c.cw.partials, block_rows(k, p), (size_t)p->head_dim_v,
+                            mh_split_count(n_query_tiles(k, p), opt, p->n_kv));
     c.n_pack = c.cw.kt_all ? (size_t)p->batch * (size_t)p->n_kv_heads * n_kv_tiles(k, p) : 0;
     c.scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim_qk);
     const double flops = 2.0 * (double)p->batch * p->n_q * p->n_kv * p->n_heads *
                          (p->head_dim_qk + p->head_dim_v); /* upper bound (ignores masks) */
-    mh_parallel(mh_workers(threads, c.n_tasks * c.n_split, flops), worker, &c);
+    mh_parallel(mh_workers(threads, c.n_tasks * c.split.n_split, flops), worker, &c);
 }

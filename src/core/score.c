@@ -22,6 +22,18 @@ int mh_score_rows_dropped(const mh_score_block* blk, size_t r0, size_t m, int64_
     return mh_score_pos(blk, last_ii) < j0;
 }
 
+void mh_score_key_range(const mh_score_block* blk, int64_t kv_len, int64_t* j_begin, int64_t* j_end) {
+    const int64_t p_first = mh_score_pos(blk, 0), p_last = mh_score_pos(blk, blk->rows_per_head - 1);
+    int64_t jb = 0, je = kv_len;
+    if (blk->causal && p_last + 1 < je) je = p_last + 1;
+    if (blk->window > 0) {
+        if (p_first - blk->window + 1 > jb) jb = p_first - blk->window + 1;
+        if (!blk->causal && p_last + blk->window < je) je = p_last + blk->window;
+    }
+    *j_begin = jb;
+    *j_end = je;
+}
+
 void mh_score_tile(const mh_score_block* blk, float* s, size_t lds, int64_t j0, size_t cols) {
     const int partial = mh_score_tile_partial(blk, j0, cols);
     const float cap = blk->softcap;

@@ -7,8 +7,8 @@
  * key tile, so each K tile is read once for all heads; the content bias bias[j][h] is added
  * per (head, key); P.V runs per head on that head's values.
  *
- * Decode-shaped calls (one query tile) split the keys into up to MAX_SPLIT chunks merged in
- * order, so one sequence can use several threads. Every split and every task's arithmetic
+ * Decode-shaped calls (one query tile) split the keys into chunks merged in order
+ * (core/split_kv.h), so one sequence can use several threads. Every split and every task's arithmetic
  * depends only on the shapes, never on the thread count: results are bitwise identical.
  */
 #include "core/shared_key_attention.h"
@@ -18,10 +18,8 @@
 
 #include "core/parallel.h"
 #include "core/score.h"
+#include "core/split_kv.h"
 #include "util/dtype.h"
-
-#define MAX_SPLIT 8
-#define SPLIT_KEYS 1024
 
 typedef struct scratch {
     float* q;     /* [rows][D~]                 mixed, pre-scaled queries */
@@ -49,16 +47,6 @@ static size_t n_query_tiles(const mh_kernels* k, const mh_shared_key_problem* p)
     return ((size_t)p->n_q + tq - 1) / tq;
 }
 
-static size_t n_splits(const mh_kernels* k, const mh_shared_key_problem* p, const mh_attn_options* opt) {
-    if (n_query_tiles(k, p) != 1 || opt->probs) return 1;
-    const size_t n = (size_t)p->n_kv / SPLIT_KEYS;
-    return n < 1 ? 1 : n > MAX_SPLIT ? MAX_SPLIT : n;
-}
-
-static size_t partial_floats(const mh_kernels* k, const mh_shared_key_problem* p) {
-    return block_rows(k, p) * ((size_t)p->head_dim_v + 2);
-}
-
 static void carve_scratch(const mh_kernels* k, const mh_shared_key_problem* p, mh_ws* ws, scratch* sc) {
     const size_t rows = block_rows(k, p), tk = k->attn_kv_tile, nr = k->gemm_nr;
     const size_t dqk = (size_t)p->dim_qk, dv = (size_t)p->head_dim_v;
@@ -76,7 +64,7 @@ static void carve_scratch(const mh_kernels* k, const mh_shared_key_problem* p, m
 typedef struct sk_ws {
     unsigned char* scratch; /* [threads][per_thread] */
     size_t per_thread;
-    float* partials;        /* [B][MAX_SPLIT][partial_floats], decode-shaped calls only */
+    float* partials;        /* mh_split_take's, decode-shaped calls only */
 } sk_ws;
 
 static void layout(const mh_kernels* k, int threads, const mh_shared_key_problem* p, mh_ws* ws, sk_ws* out) {
@@ -87,7 +75,7 @@ static void layout(const mh_kernels* k, int threads, const mh_shared_key_problem
     if (measure.overflow || !mh_align_size(measure.used, MH_WS_ALIGN, &out->per_thread)) ws->overflow = 1;
     out->scratch = mh_ws_take(ws, (size_t)threads, out->per_thread, 1);
     if (n_query_tiles(k, p) == 1)
-        out->partials = mh_ws_take(ws, (size_t)p->batch * MAX_SPLIT, partial_floats(k, p), sizeof(float));
+        out->partials = mh_split_take(ws, (size_t)p->batch, block_rows(k, p), (size_t)p->head_dim_v);
 }
 
 void* mh_shared_key_attention_carve(const mh_kernels* k, int threads, const mh_shared_key_problem* p,
@@ -126,15 +114,7 @@ static void task_setup(const mh_kernels* k, const mh_shared_key_problem* p, cons
                           opt->mask_stride_row, NULL};
     if (opt->mask) blk.mask = opt->mask + c->b * opt->mask_stride_batch + (ptrdiff_t)c->i0 * opt->mask_stride_row;
     c->blk = blk;
-    /* the key range any row may keep (causal / window / kv_len); the score step masks the rest */
-    const int64_t p_last = blk.p_first + (int64_t)c->tq - 1;
-    int64_t jb = 0, je = kv_len;
-    if (opt->causal && p_last + 1 < je) je = p_last + 1;
-    if (opt->window > 0) {
-        if (blk.p_first - opt->window + 1 > jb) jb = blk.p_first - opt->window + 1;
-        if (!opt->causal && p_last + opt->window < je) je = p_last + opt->window;
-    }
-    c->j_begin = jb, c->j_end = je;
+    mh_score_key_range(&blk, kv_len, &c->j_begin, &c->j_end);
     c->kbase = mh_dtype_at(p->k, p->k_dtype, c->b * p->k_stride_batch);
     c->vbase = mh_dtype_at(p->v.data, p->v_dtype, c->b * p->v.stride_batch);
     c->bias = p->bias + c->b * p->bias_stride_batch;
@@ -233,13 +213,7 @@ static void finish(const mh_shared_key_problem* p, const mh_attn_options* opt, c
             memset(dst, 0, dv * sizeof(float));
             continue;
         }
-        float a = 1.0f;
-        if (opt->sinks && opt->sinks[h] > m[r]) { /* the sink becomes the max: rescale */
-            a = expf(m[r] - opt->sinks[h]);
-            l[r] *= a;
-            m[r] = opt->sinks[h];
-        }
-        if (opt->sinks) l[r] += expf(opt->sinks[h] - m[r]);
+        const float a = opt->sinks ? mh_fold_sink(&m[r], &l[r], opt->sinks[h]) : 1.0f;
         const float scale = a / l[r];
         for (size_t d = 0; d < dv; d++) dst[d] = acc[d] * scale;
     }
@@ -266,56 +240,30 @@ static void write_probs(const mh_kernels* k, const mh_shared_key_problem* p, con
     }
 }
 
-/* Merges the key chunks of one task in order into chunk 0 ([m rows][l rows][acc rows x dv]). */
-static void merge(size_t rows, size_t dv, size_t n_split, float* base, size_t per_partial) {
-    float *m = base, *l = base + rows, *acc = base + 2 * rows;
-    for (size_t ci = 1; ci < n_split; ci++) {
-        const float* pm = base + ci * per_partial;
-        const float *pl = pm + rows, *pacc = pm + 2 * rows;
-        for (size_t r = 0; r < rows; r++) {
-            if (pm[r] == -INFINITY) continue;
-            const float mx = pm[r] > m[r] ? pm[r] : m[r];
-            const float a = expf(m[r] - mx), b = expf(pm[r] - mx);
-            for (size_t d = 0; d < dv; d++) acc[r * dv + d] = acc[r * dv + d] * a + pacc[r * dv + d] * b;
-            l[r] = l[r] * a + pl[r] * b;
-            m[r] = mx;
-        }
-    }
-}
-
 typedef struct call {
     const mh_kernels* k;
     const mh_shared_key_problem* p;
     const mh_attn_options* opt;
     sk_ws w;
-    size_t n_tasks, n_split;
+    size_t n_tasks;
+    mh_split_kv split;
     long next_item;
 } call;
 
-static float* partial_at(const call* c, size_t ti, size_t ci) {
-    return c->w.partials + (ti * MAX_SPLIT + ci) * partial_floats(c->k, c->p);
-}
-
 static void run_item(call* c, size_t item, scratch* sc) {
-    const size_t ti = item / c->n_split, ci = item % c->n_split;
+    const size_t ti = item / c->split.n_split, ci = item % c->split.n_split;
     task_ctx t;
     task_setup(c->k, c->p, c->opt, ti, &t);
-    if (c->n_split == 1) {
+    if (c->split.n_split == 1) {
         attend(c->k, c->p, &t, t.j_begin, t.j_end, sc);
         finish(c->p, c->opt, &t, sc->m, sc->l, sc->o);
         if (c->opt->probs) write_probs(c->k, c->p, c->opt, &t, sc);
         return;
     }
-    const int64_t span = t.j_end > t.j_begin ? t.j_end - t.j_begin : 0;
-    const int64_t tk = (int64_t)c->k->attn_kv_tile, n_split = (int64_t)c->n_split;
-    const int64_t chunk = ((span + n_split - 1) / n_split + tk - 1) / tk * tk;
-    const int64_t lo = t.j_begin + (int64_t)ci * chunk;
-    const int64_t hi = lo + chunk < t.j_end ? lo + chunk : t.j_end;
-    attend(c->k, c->p, &t, lo, hi > lo ? hi : lo, sc);
-    float* part = partial_at(c, ti, ci);
-    memcpy(part, sc->m, t.rows * sizeof(float));
-    memcpy(part + t.rows, sc->l, t.rows * sizeof(float));
-    memcpy(part + 2 * t.rows, sc->o, t.rows * (size_t)c->p->head_dim_v * sizeof(float));
+    int64_t lo, hi;
+    mh_split_chunk(&c->split, ci, t.j_begin, t.j_end, c->k->attn_kv_tile, &lo, &hi);
+    attend(c->k, c->p, &t, lo, hi, sc);
+    mh_split_store(&c->split, ti, ci, sc->m, sc->l, sc->o);
 }
 
 static void worker(void* arg, int tid, int nth) {
@@ -323,15 +271,14 @@ static void worker(void* arg, int tid, int nth) {
     mh_ws ws = mh_ws_begin(c->w.scratch + (size_t)tid * c->w.per_thread);
     scratch sc;
     carve_scratch(c->k, c->p, &ws, &sc);
-    const size_t n_items = c->n_tasks * c->n_split;
+    const size_t n_items = c->n_tasks * c->split.n_split;
     for (long item; (item = mh_next_item(&c->next_item)) < (long)n_items;) run_item(c, (size_t)item, &sc);
-    if (c->n_split == 1) return;
+    if (c->split.n_split == 1) return;
     mh_barrier(nth);
     for (size_t ti = (size_t)tid; ti < c->n_tasks; ti += (size_t)nth) {
         task_ctx t;
         task_setup(c->k, c->p, c->opt, ti, &t);
-        float* base = partial_at(c, ti, 0);
-        merge(t.rows, (size_t)c->p->head_dim_v, c->n_split, base, partial_floats(c->k, c->p));
+        float* base = mh_split_merge(&c->split, ti);
         finish(c->p, c->opt, &t, base, base + t.rows, base + 2 * t.rows);
     }
 }
@@ -344,8 +291,9 @@ void mh_shared_key_attention(const mh_kernels* k, int threads, const mh_shared_k
     mh_ws ws = mh_ws_begin(ws_base);
     layout(k, threads, p, &ws, &c.w);
     c.n_tasks = (size_t)p->batch * n_query_tiles(k, p);
-    c.n_split = n_splits(k, p, opt);
+    c.split = mh_split_plan(c.w.partials, block_rows(k, p), (size_t)p->head_dim_v,
+                            mh_split_count(n_query_tiles(k, p), opt, p->n_kv));
     const double flops = 2.0 * (double)p->batch * p->n_q * p->n_kv * p->n_heads *
                          (p->dim_qk + p->head_dim_v); /* upper bound (ignores masks) */
-    mh_parallel(mh_workers(threads, c.n_tasks * c.n_split, flops), worker, &c);
+    mh_parallel(mh_workers(threads, c.n_tasks * c.split.n_split, flops), worker, &c);
 }

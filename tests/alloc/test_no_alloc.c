@@ -37,7 +37,6 @@
 #include <dlfcn.h>
 
 #include "check.h"
-#include "collab_fixture.h"
 #include "layer_fixture.h"
 #include "problem.h"
 
@@ -410,8 +409,8 @@ static void run_collab_calls(int threads) {
     mh_layer_config c = mh_layer_config_default();
     c.variant = MH_VARIANT_COLLAB, c.d_model = 64, c.n_heads = CH, c.head_dim = 16, c.collab_dim = 32;
     c.bias = 1, c.window = 40, c.softcap = 20.0f, c.alibi_slopes = slopes, c.sinks = sinks;
-    collab_fixture f;
-    if (!check_status("collab create", collab_make(&f, ctx, &c, &r, 0.1f), MH_OK)) exit(1);
+    layer_fixture f;
+    if (!check_status("collab create", fixture_make(&f, ctx, &c, &r, 0.1f), MH_OK)) exit(1);
     const int n = 48;
     float *x = malloc(sizeof(float) * CM * 64), *y = malloc(sizeof(float) * CM * 64);
     float* probs = malloc(sizeof(float) * CH * n * n);
@@ -437,7 +436,7 @@ static void run_collab_calls(int threads) {
     check_status("collab calls", st, MH_OK), check_true(what, calls == 0);
     free(x), free(y), free(probs), free(ws_fw), free(ws_dec), free(ws_dec1);
     mh_kv_cache_destroy(cache);
-    collab_free(&f);
+    fixture_free(&f);
     mh_context_destroy(ctx);
 }
 

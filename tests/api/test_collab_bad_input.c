@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "check.h"
-#include "collab_fixture.h"
 #include "layer_fixture.h"
 #include "problem.h"
 
@@ -27,7 +26,7 @@ static void expect_create(const mh_context* ctx, const char* what, const mh_laye
     check_true(what, L == before);
 }
 
-static void bad_create(const mh_context* ctx, const collab_fixture* f) {
+static void bad_create(const mh_context* ctx, const layer_fixture* f) {
     mh_layer_config c = config();
     c.collab_dim = 0;
     expect_create(ctx, "collab_dim 0", &c, &f->w, MH_ERR_INVALID_ARGUMENT);
@@ -53,7 +52,7 @@ static void bad_create(const mh_context* ctx, const collab_fixture* f) {
     expect_create(ctx, "no W~_K", &c, &w, MH_ERR_INVALID_ARGUMENT);
 }
 
-static void bad_cache(const mh_context* ctx, const collab_fixture* f, test_rng* r) {
+static void bad_cache(const mh_context* ctx, const layer_fixture* f, test_rng* r) {
     mh_layer_config cm = mh_layer_config_default();
     cm.d_model = D_MODEL, cm.n_heads = H, cm.head_dim = D, cm.bias = 1;
     layer_fixture m;
@@ -112,8 +111,8 @@ int main(void) {
     test_rng r;
     rng_seed(&r, 6);
     mh_layer_config c = config();
-    collab_fixture f;
-    if (check_status("valid create", collab_make(&f, ctx, &c, &r, 0.5f), MH_OK)) {
+    layer_fixture f;
+    if (check_status("valid create", fixture_make(&f, ctx, &c, &r, 0.5f), MH_OK)) {
         mh_layer_config got;
         mh_layer_get_config(f.layer, &got);
         check_true("resolved: Dv = D, kdim = vdim = d_model, scale 1/sqrt(D), n_kv_heads 0",
@@ -121,7 +120,7 @@ int main(void) {
                        got.scale == 0.5f && got.n_kv_heads == 0 && got.collab_dim == DT);
         bad_create(ctx, &f);
         bad_cache(ctx, &f, &r);
-        collab_free(&f);
+        fixture_free(&f);
     }
     bad_conversion(ctx, &r);
     mh_context_destroy(ctx);

@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "check.h"
-#include "collab_fixture.h"
 #include "layer_fixture.h"
 #include "oracle.h"
 #include "oracle_collab.h"
@@ -79,8 +78,8 @@ static void conversion(const mh_context* ctx, test_rng* r, const float* x) {
 /* 3 */
 static void mixing_side(const mh_context* ctx, test_rng* r, const float* x) {
     mh_layer_config c = collab_config(H, 10);
-    collab_fixture f;
-    if (!check_status("collab create", collab_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
+    layer_fixture f;
+    if (!check_status("collab create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
     mh_attn_options opt = mh_attn_options_default();
     opt.causal = 1;
     mh_forward_args a = {.batch = B, .n_q = N, .query = x, .opt = &opt};
@@ -94,14 +93,14 @@ static void mixing_side(const mh_context* ctx, test_rng* r, const float* x) {
     float* y = forward(f.layer, x, B, N, 1, NULL);
     check_close("layer == key-mixed oracle", y, wk, n, TOL(H * D, N), 2e-6);
     free(wq), free(wk), free(y);
-    collab_free(&f);
+    fixture_free(&f);
 }
 
 /* 4 */
 static void identical_rows(const mh_context* ctx, test_rng* r, const float* x) {
     mh_layer_config c = collab_config(H, 9);
-    collab_fixture f;
-    if (!check_status("collab create", collab_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
+    layer_fixture f;
+    if (!check_status("collab create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
     for (int h = 1; h < H; h++) {
         memcpy(f.mix + h * 9, f.mix, sizeof(float) * 9);
         memcpy(f.content + h * D_MODEL, f.content, sizeof(float) * D_MODEL);
@@ -116,7 +115,7 @@ static void identical_rows(const mh_context* ctx, test_rng* r, const float* x) {
             check_close_f32("identical mixing rows: identical maps", probs + (b * H + h) * per_head,
                             probs + b * H * per_head, per_head, 1e-6);
     free(probs);
-    collab_free(&f);
+    fixture_free(&f);
 }
 
 /* 5 */
@@ -124,8 +123,8 @@ static void single_head(const mh_context* ctx, test_rng* r, const float* x) {
     enum { DT = 11 };
     mh_layer_config c = collab_config(1, DT);
     c.head_dim = DT; /* default scale 1/sqrt(D~) on both sides */
-    collab_fixture f;
-    if (!check_status("collab create", collab_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
+    layer_fixture f;
+    if (!check_status("collab create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
     for (int i = 0; i < DT; i++) f.mix[i] = 1.0f;
     memset(f.content, 0, sizeof(float) * D_MODEL);
     mh_layer_destroy(f.layer);
@@ -143,74 +142,55 @@ static void single_head(const mh_context* ctx, test_rng* r, const float* x) {
         free(yc), free(ym);
     }
     mh_layer_destroy(lm);
-    collab_free(&f);
+    fixture_free(&f);
 }
 
 /* 6 */
-static void decode_chunks(const mh_layer* L, mh_kv_cache* cache, const float* x, float* y, const int* chunks) {
-    float* xc = malloc(sizeof(float) * B * N * D_MODEL);
-    float* yc = malloc(sizeof(float) * B * N * D_MODEL);
-    for (int t = 0, ci = 0; t < N; ci++) {
-        const int n = chunks[ci] < N - t ? chunks[ci] : N - t;
-        for (int b = 0; b < B; b++) memcpy(xc + (size_t)b * n * D_MODEL, x + ((size_t)b * N + t) * D_MODEL, sizeof(float) * n * D_MODEL);
-        check_status("decode step", run_decode(L, cache, B, n, xc, yc), MH_OK);
-        for (int b = 0; b < B; b++) memcpy(y + ((size_t)b * N + t) * D_MODEL, yc + (size_t)b * n * D_MODEL, sizeof(float) * n * D_MODEL);
-        t += n;
-    }
-    check_true("cache length after decoding", mh_kv_cache_length(cache) == N);
-    free(xc), free(yc);
-}
-
-static void dyadic(test_rng* r, float* v, size_t n, float step, int range) {
-    for (size_t i = 0; i < n; i++) v[i] = step * (float)rng_int(r, -range, range);
-}
-
 static void decode_equals_prefill(const mh_context* ctx, test_rng* r) {
     float slopes[H] = {0.5f, 0.25f, 0.125f, 0.0625f}, sinks[H] = {0.1f, -0.3f, 0.7f, 0.0f};
     mh_layer_config c = collab_config(H, 7);
     c.head_dim_v = 5, c.window = 9, c.softcap = 4.0f, c.alibi_slopes = slopes, c.sinks = sinks;
-    collab_fixture f;
-    if (!check_status("collab create", collab_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
+    layer_fixture f;
+    if (!check_status("collab create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
     /* exact in f16/bf16: k~ and V are multiples of 1/32 below 2^3 */
-    dyadic(r, f.wk, 7 * D_MODEL, 0.125f, 2);
-    dyadic(r, f.wv, (size_t)H * 5 * D_MODEL, 0.125f, 2);
-    dyadic(r, f.bv, (size_t)H * 5, 0.125f, 4);
+    fill_dyadic(r, f.wk, 7 * D_MODEL, 0.125f, 2);
+    fill_dyadic(r, f.wv, (size_t)H * 5 * D_MODEL, 0.125f, 2);
+    fill_dyadic(r, f.bv, (size_t)H * 5, 0.125f, 4);
     mh_layer_destroy(f.layer);
     check_status("recreate", mh_layer_create(ctx, &c, &f.w, &f.layer), MH_OK);
     const size_t n = (size_t)B * N * D_MODEL;
     float* x = malloc(sizeof(float) * n);
-    dyadic(r, x, n, 0.25f, 4);
+    fill_dyadic(r, x, n, 0.25f, 4);
     float* y_full = forward(f.layer, x, B, N, 1, NULL);
     float *y32 = malloc(sizeof(float) * n), *ylp = malloc(sizeof(float) * n);
-    static const int one[N] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     static const int chunks[] = {9, 1, 4, 1, 1, 10};
     mh_kv_cache* c32 = NULL;
     check_status("cache", mh_kv_cache_create(f.layer, B, N, MH_DTYPE_F32, &c32), MH_OK);
     check_true("cache bytes per token = 4 (D~ + H + H*Dv)",
                mh_kv_cache_bytes_per_token(c32) == 4 * (7 + H + H * 5));
-    decode_chunks(f.layer, c32, x, y32, one);
+    decode_in_chunks(f.layer, c32, B, N, D_MODEL, x, y32, NULL);
     check_close_f32("token-by-token decode == forward", y32, y_full, n, TOL(H * 7, N));
     mh_kv_cache_reset(c32);
-    decode_chunks(f.layer, c32, x, y32, chunks);
+    decode_in_chunks(f.layer, c32, B, N, D_MODEL, x, y32, chunks);
     check_close_f32("chunked decode == forward", y32, y_full, n, TOL(H * 7, N));
     for (int dt = MH_DTYPE_F16; dt <= MH_DTYPE_BF16; dt++) {
         mh_kv_cache* clp = NULL;
         check_status("cache low", mh_kv_cache_create(f.layer, B, N, (mh_dtype)dt, &clp), MH_OK);
         check_true("low-precision bytes per token", mh_kv_cache_bytes_per_token(clp) == 2 * (7 + H * 5) + 4 * H);
-        decode_chunks(f.layer, clp, x, ylp, chunks);
+        decode_in_chunks(f.layer, clp, B, N, D_MODEL, x, ylp, chunks);
         check_bitwise(dt == MH_DTYPE_F16 ? "f16 cache == f32 cache" : "bf16 cache == f32 cache", ylp, y32, n);
         mh_kv_cache_destroy(clp);
     }
     mh_kv_cache_destroy(c32);
     free(x), free(y_full), free(y32), free(ylp);
-    collab_free(&f);
+    fixture_free(&f);
 }
 
 /* 7: forward with probabilities, a chunked prefill into a bf16 cache, then one token over
  * 2300 keys (split over the keys), for 1, 2 and 3 threads. */
 enum { NL = 70, ML = 2300, HT = 8 };
 
-static void run_threads(int threads, const collab_fixture* f, const float* x, float* y, float* probs, float* dec) {
+static void run_threads(int threads, const layer_fixture* f, const float* x, float* y, float* probs, float* dec) {
     mh_context* ctx = test_context(threads);
     mh_layer* L = NULL;
     if (!check_status("threads create", mh_layer_create(ctx, &f->cfg, &f->w, &L), MH_OK)) return;
@@ -230,8 +210,8 @@ static void run_threads(int threads, const collab_fixture* f, const float* x, fl
 static void threads_bitwise(test_rng* r) {
     mh_context* ctx = test_context(1);
     mh_layer_config c = collab_config(HT, 16);
-    collab_fixture f;
-    if (!check_status("collab create", collab_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
+    layer_fixture f;
+    if (!check_status("collab create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
     float* x = malloc(sizeof(float) * ML * D_MODEL);
     rng_fill(r, x, (size_t)ML * D_MODEL, -1, 1);
     const size_t np = (size_t)HT * NL * NL;
@@ -247,7 +227,7 @@ static void threads_bitwise(test_rng* r) {
     }
     for (int i = 0; i < 2; i++) free(y[i]), free(p[i]), free(d[i]);
     free(x);
-    collab_free(&f);
+    fixture_free(&f);
     mh_context_destroy(ctx);
 }
 

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "check.h"
-#include "collab_fixture.h"
 #include "layer_fixture.h"
 #include "oracle_collab.h"
 #include "problem.h"
@@ -25,8 +24,8 @@ static void run_case(const mh_context* ctx, test_rng* r, mh_layer_config cfg, in
         cfg.window = rng_int(r, 0, 1) ? rng_int(r, 1, 12) : 0, cfg.softcap = rng_int(r, 0, 1) ? 3.0f : 0.0f;
         cfg.alibi_slopes = rng_int(r, 0, 1) ? slopes : NULL, cfg.sinks = rng_int(r, 0, 1) ? sinks : NULL;
     }
-    collab_fixture f;
-    if (!check_status(what, collab_make(&f, ctx, &cfg, r, 0.5f), MH_OK)) return;
+    layer_fixture f;
+    if (!check_status(what, fixture_make(&f, ctx, &cfg, r, 0.5f), MH_OK)) return;
     const int d = cfg.d_model, Mk = cross ? M : N, H = cfg.n_heads;
     float* xq = malloc(sizeof(float) * (size_t)B * N * d);
     float* xk = malloc(sizeof(float) * (size_t)B * M * f.cfg.kdim);
@@ -67,7 +66,7 @@ static void run_case(const mh_context* ctx, test_rng* r, mh_layer_config cfg, in
         free(want), free(want_p);
     }
     free(xq), free(xk), free(xv), free(out), free(mask), free(probs);
-    collab_free(&f);
+    fixture_free(&f);
 }
 
 static mh_layer_config random_config(test_rng* r) {

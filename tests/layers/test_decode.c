@@ -17,22 +17,6 @@
 
 enum { B = 3, T = 29 };
 
-static void decode_all(const mh_layer* L, mh_kv_cache* cache, const float* x, float* y, int d,
-                       const int* chunks) {
-    float* xc = malloc(sizeof(float) * B * T * d);
-    float* yc = malloc(sizeof(float) * B * T * d);
-    int t = 0;
-    for (int c = 0; t < T; c++) {
-        const int n = chunks[c] < T - t ? chunks[c] : T - t;
-        for (int b = 0; b < B; b++) memcpy(xc + (size_t)b * n * d, x + ((size_t)b * T + t) * d, sizeof(float) * n * d);
-        check_status("decode step", run_decode(L, cache, B, n, xc, yc), MH_OK);
-        for (int b = 0; b < B; b++) memcpy(y + ((size_t)b * T + t) * d, yc + (size_t)b * n * d, sizeof(float) * n * d);
-        t += n;
-    }
-    check_true("cache length after decoding", mh_kv_cache_length(cache) == T);
-    free(xc), free(yc);
-}
-
 static void decode_equals_forward(const mh_context* ctx, test_rng* r, mh_variant v, int n_kv, int opts) {
     float slopes[8], sinks[8];
     mh_layer_config c = mh_layer_config_default();
@@ -53,13 +37,12 @@ static void decode_equals_forward(const mh_context* ctx, test_rng* r, mh_variant
 
     mh_kv_cache* cache = NULL;
     check_status("cache", mh_kv_cache_create(f.layer, B, T, MH_DTYPE_F32, &cache), MH_OK);
-    static const int one[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     static const int chunks[] = {11, 1, 5, 1, 1, 10};
     const double tol = 8 * FLT_EPSILON * (c.d_model + c.n_heads * c.head_dim + T + 64);
-    decode_all(f.layer, cache, x, y_dec, c.d_model, one);
+    decode_in_chunks(f.layer, cache, B, T, c.d_model, x, y_dec, NULL);
     check_close_f32("token-by-token decode == forward", y_dec, y_full, n, tol);
     mh_kv_cache_reset(cache);
-    decode_all(f.layer, cache, x, y_dec, c.d_model, chunks);
+    decode_in_chunks(f.layer, cache, B, T, c.d_model, x, y_dec, chunks);
     check_close_f32("chunked decode == forward", y_dec, y_full, n, tol);
     mh_kv_cache_destroy(cache);
     free(x), free(y_full), free(y_dec);
@@ -68,31 +51,27 @@ static void decode_equals_forward(const mh_context* ctx, test_rng* r, mh_variant
 
 /* Values k/8 with |k| <= 8 (weights, biases) and j/4 (inputs): every K/V entry is a multiple
  * of 1/32 below 2^6 in magnitude, exact in f16 (11 bits) and bf16 (8 bits). */
-static void dyadic(test_rng* r, float* x, size_t n, float step, int range) {
-    for (size_t i = 0; i < n; i++) x[i] = step * (float)rng_int(r, -range, range);
-}
-
 static void low_precision_cache(const mh_context* ctx, test_rng* r, mh_dtype dt) {
     mh_layer_config c = mh_layer_config_default();
     c.variant = MH_VARIANT_GQA, c.d_model = 8, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 4, c.bias = 1;
     layer_fixture f;
     if (!check_status("create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
-    dyadic(r, f.wk, 8 * 8, 0.125f, 4);
-    dyadic(r, f.wv, 8 * 8, 0.125f, 4);
-    dyadic(r, f.bk, 8, 0.125f, 4);
-    dyadic(r, f.bv, 8, 0.125f, 4);
+    fill_dyadic(r, f.wk, 8 * 8, 0.125f, 4);
+    fill_dyadic(r, f.wv, 8 * 8, 0.125f, 4);
+    fill_dyadic(r, f.bk, 8, 0.125f, 4);
+    fill_dyadic(r, f.bv, 8, 0.125f, 4);
     mh_layer_destroy(f.layer);
     check_status("recreate", fixture_recreate(&f, ctx, &c, &f.layer), MH_OK);
     const size_t n = (size_t)B * T * 8;
     float *x = malloc(sizeof(float) * n), *y32 = malloc(sizeof(float) * n), *ylp = malloc(sizeof(float) * n);
-    dyadic(r, x, n, 0.25f, 4);
+    fill_dyadic(r, x, n, 0.25f, 4);
     mh_kv_cache *c32 = NULL, *clp = NULL;
     check_status("cache f32", mh_kv_cache_create(f.layer, B, T, MH_DTYPE_F32, &c32), MH_OK);
     check_status("cache low", mh_kv_cache_create(f.layer, B, T, dt, &clp), MH_OK);
     check_true("bytes per token halve", 2 * mh_kv_cache_bytes_per_token(clp) == mh_kv_cache_bytes_per_token(c32));
     static const int chunks[] = {4, 1, 1, 3, 20};
-    decode_all(f.layer, c32, x, y32, 8, chunks);
-    decode_all(f.layer, clp, x, ylp, 8, chunks);
+    decode_in_chunks(f.layer, c32, B, T, 8, x, y32, chunks);
+    decode_in_chunks(f.layer, clp, B, T, 8, x, ylp, chunks);
     check_bitwise(dt == MH_DTYPE_F16 ? "f16 cache == f32 cache on exact values" : "bf16 cache == f32 cache on exact values",
                   ylp, y32, n);
     mh_kv_cache_destroy(c32), mh_kv_cache_destroy(clp);

@@ -238,24 +238,7 @@ static void locality(const mh_context* ctx, test_rng* r, const float* x, int o, 
     fixture_free(&f);
 }
 
-static void decode_all(const mh_layer* L, mh_kv_cache* cache, const float* x, float* y, const int* chunks) {
-    float *xc = malloc(sizeof(float) * B * N * DM), *yc = malloc(sizeof(float) * B * N * DM);
-    for (int c = 0, t = 0; t < N; c++) {
-        const int n = chunks[c] < N - t ? chunks[c] : N - t;
-        for (int b = 0; b < B; b++) memcpy(xc + (size_t)b * n * DM, x + ((size_t)b * N + t) * DM, sizeof(float) * n * DM);
-        check_status("decode step", run_decode(L, cache, B, n, xc, yc), MH_OK);
-        for (int b = 0; b < B; b++) memcpy(y + ((size_t)b * N + t) * DM, yc + (size_t)b * n * DM, sizeof(float) * n * DM);
-        t += n;
-    }
-    free(xc), free(yc);
-}
-
-static void dyadic(test_rng* r, float* x, size_t n, float step, int range) {
-    for (size_t i = 0; i < n; i++) x[i] = step * (float)rng_int(r, -range, range);
-}
-
 static void decode_equals_forward(const mh_context* ctx, test_rng* r, const float* x, int o) {
-    static const int one[N] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     static const int chunks[] = {7, 1, 4, 1, 20};
     float slopes[H], sinks[H];
     for (int h = 0; h < H; h++) slopes[h] = 0.25f / (float)(h + 1), sinks[h] = 0.5f * (float)h;
@@ -270,29 +253,29 @@ static void decode_equals_forward(const mh_context* ctx, test_rng* r, const floa
     check_true("cache bytes per token: 2*(H*D + 2o) f32",
                mh_kv_cache_bytes_per_token(cache) == 2 * (size_t)(H * D + 2 * o) * sizeof(float));
     const double tol = 8 * FLT_EPSILON * (DM + H * (D + 2 * o) + N + 64);
-    decode_all(f.layer, cache, x, yd, one);
+    decode_in_chunks(f.layer, cache, B, N, DM, x, yd, NULL);
     check_close_f32("token-by-token decode == causal forward", yd, y, n, tol);
     mh_kv_cache_reset(cache);
-    decode_all(f.layer, cache, x, yd, chunks);
+    decode_in_chunks(f.layer, cache, B, N, DM, x, yd, chunks);
     check_close_f32("chunked decode == causal forward", yd, y, n, tol);
     mh_kv_cache_destroy(cache);
 
     /* exactly representable K/V (multiples of 1/32 below 2^6): low-precision caches lose nothing */
     float* xe = malloc(sizeof(float) * n);
-    dyadic(r, xe, n, 0.25f, 4);
-    dyadic(r, f.wk, (size_t)H * D * DM, 0.125f, 1);
-    dyadic(r, f.wv, (size_t)H * D * DM, 0.125f, 1);
-    dyadic(r, f.bk, (size_t)H * D, 0.125f, 4);
-    dyadic(r, f.bv, (size_t)H * D, 0.125f, 4);
+    fill_dyadic(r, xe, n, 0.25f, 4);
+    fill_dyadic(r, f.wk, (size_t)H * D * DM, 0.125f, 1);
+    fill_dyadic(r, f.wv, (size_t)H * D * DM, 0.125f, 1);
+    fill_dyadic(r, f.bk, (size_t)H * D, 0.125f, 4);
+    fill_dyadic(r, f.bv, (size_t)H * D, 0.125f, 4);
     mh_layer_destroy(f.layer);
     check_status("recreate", fixture_recreate(&f, ctx, &c, &f.layer), MH_OK);
     float* y32 = malloc(sizeof(float) * n);
     check_status("cache f32", mh_kv_cache_create(f.layer, B, N, MH_DTYPE_F32, &cache), MH_OK);
-    decode_all(f.layer, cache, xe, y32, chunks);
+    decode_in_chunks(f.layer, cache, B, N, DM, xe, y32, chunks);
     mh_kv_cache_destroy(cache);
     for (int dt = MH_DTYPE_F16; dt <= MH_DTYPE_BF16; dt++) {
         check_status("cache low", mh_kv_cache_create(f.layer, B, N, (mh_dtype)dt, &cache), MH_OK);
-        decode_all(f.layer, cache, xe, yd, chunks);
+        decode_in_chunks(f.layer, cache, B, N, DM, xe, yd, chunks);
         check_bitwise(dt == MH_DTYPE_F16 ? "f16 cache == f32 cache on exact K/V" : "bf16 cache == f32 cache on exact K/V",
                       yd, y32, n);
         mh_kv_cache_destroy(cache);

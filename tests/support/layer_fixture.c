@@ -1,7 +1,10 @@
 #include "layer_fixture.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "check.h"
 
 static float* random_matrix(test_rng* r, int rows, int cols, float amp) {
     size_t n = (size_t)rows * (size_t)cols;
@@ -10,30 +13,57 @@ static float* random_matrix(test_rng* r, int rows, int cols, float amp) {
     return m;
 }
 
+/* CollabHead: a shared query/key of width D~, mixing and content, no b_Q/b_K. */
+static void collab_weights(layer_fixture* f, test_rng* r, float amp) {
+    const mh_layer_config* c = &f->cfg;
+    const int H = c->n_heads, Dt = c->collab_dim, hdv = H * c->head_dim_v;
+    f->wq = random_matrix(r, Dt, c->d_model, amp);
+    f->wk = random_matrix(r, Dt, c->kdim, amp);
+    f->wv = random_matrix(r, hdv, c->vdim, amp);
+    f->wo = random_matrix(r, c->d_model, hdv, amp);
+    f->mix = random_matrix(r, H, Dt, 1.0f);
+    f->content = random_matrix(r, H, c->kdim, amp);
+    if (c->bias) {
+        f->bv = random_matrix(r, 1, hdv, amp);
+        f->bo = random_matrix(r, 1, c->d_model, amp);
+    }
+}
+
+static void projection_weights(layer_fixture* f, test_rng* r, float amp) {
+    const mh_layer_config* c = &f->cfg;
+    const int hd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    const int kvdv = c->n_kv_heads * c->head_dim_v, hdv = c->n_heads * c->head_dim_v;
+    f->wq = random_matrix(r, hd, c->d_model, amp);
+    f->wk = random_matrix(r, kvd, c->kdim, amp);
+    f->wv = random_matrix(r, kvdv, c->vdim, amp);
+    /* W' of overlapping heads takes H enlarged heads of D + 2o (overlap is 0 elsewhere) */
+    f->wo = random_matrix(r, c->d_model, hdv + 2 * c->n_heads * c->overlap, amp);
+    if (c->bias) {
+        f->bq = random_matrix(r, 1, hd, amp);
+        f->bk = random_matrix(r, 1, kvd, amp);
+        f->bv = random_matrix(r, 1, kvdv, amp);
+        f->bo = random_matrix(r, 1, c->d_model, amp);
+    }
+}
+
 mh_status fixture_make(layer_fixture* f, const mh_context* ctx, const mh_layer_config* cfg,
                        test_rng* r, float amp) {
     memset(f, 0, sizeof *f);
     mh_layer_config c = *cfg;
-    if (c.n_kv_heads == 0) c.n_kv_heads = c.variant == MH_VARIANT_MQA ? 1 : c.n_heads;
+    const int collab = c.variant == MH_VARIANT_COLLAB;
+    if (c.n_kv_heads == 0 && !collab) c.n_kv_heads = c.variant == MH_VARIANT_MQA ? 1 : c.n_heads;
     if (c.head_dim_v == 0) c.head_dim_v = c.head_dim;
     if (c.kdim == 0) c.kdim = c.d_model;
     if (c.vdim == 0) c.vdim = c.d_model;
+    if (collab && c.scale == 0.0f) c.scale = 1.0f / sqrtf((float)c.head_dim);
     f->cfg = c;
-    const int hd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim;
-    const int kvdv = c.n_kv_heads * c.head_dim_v, hdv = c.n_heads * c.head_dim_v;
-    f->wq = random_matrix(r, hd, c.d_model, amp);
-    f->wk = random_matrix(r, kvd, c.kdim, amp);
-    f->wv = random_matrix(r, kvdv, c.vdim, amp);
-    /* W' of overlapping heads takes H enlarged heads of D + 2o (overlap is 0 elsewhere) */
-    f->wo = random_matrix(r, c.d_model, hdv + 2 * c.n_heads * c.overlap, amp);
-    if (c.bias) {
-        f->bq = random_matrix(r, 1, hd, amp);
-        f->bk = random_matrix(r, 1, kvd, amp);
-        f->bv = random_matrix(r, 1, kvdv, amp);
-        f->bo = random_matrix(r, 1, c.d_model, amp);
-    }
+    if (collab)
+        collab_weights(f, r, amp);
+    else
+        projection_weights(f, r, amp);
     mh_layer_weights w = {.w_q = f->wq, .w_k = f->wk, .w_v = f->wv, .w_o = f->wo, .b_q = f->bq,
-                          .b_k = f->bk, .b_v = f->bv, .b_o = f->bo};
+                          .b_k = f->bk, .b_v = f->bv, .b_o = f->bo, .collab_mix = f->mix,
+                          .collab_content = f->content};
     f->w = w;
     return mh_layer_create(ctx, cfg, &f->w, &f->layer);
 }
@@ -46,7 +76,7 @@ mh_status fixture_recreate(const layer_fixture* f, const mh_context* ctx,
 void fixture_free(layer_fixture* f) {
     mh_layer_destroy(f->layer);
     free(f->wq), free(f->wk), free(f->wv), free(f->wo);
-    free(f->bq), free(f->bk), free(f->bv), free(f->bo);
+    free(f->bq), free(f->bk), free(f->bv), free(f->bo), free(f->mix), free(f->content);
     memset(f, 0, sizeof *f);
 }
 
@@ -72,4 +102,26 @@ mh_status run_decode(const mh_layer* layer, mh_kv_cache* cache, int batch, int n
     st = mh_layer_decode(layer, cache, batch, n_new, x, out, ws, bytes);
     free(ws);
     return st;
+}
+
+void decode_in_chunks(const mh_layer* layer, mh_kv_cache* cache, int batch, int T, int d_model,
+                      const float* x, float* y, const int* chunks) {
+    const size_t d = (size_t)d_model;
+    float* xc = malloc(sizeof(float) * (size_t)batch * (size_t)T * d);
+    float* yc = malloc(sizeof(float) * (size_t)batch * (size_t)T * d);
+    for (int c = 0, t = 0; t < T; c++) {
+        const int want = chunks ? chunks[c] : 1, n = want < T - t ? want : T - t;
+        for (int b = 0; b < batch; b++)
+            memcpy(xc + (size_t)b * n * d, x + ((size_t)b * T + t) * d, sizeof(float) * n * d);
+        check_status("decode step", run_decode(layer, cache, batch, n, xc, yc), MH_OK);
+        for (int b = 0; b < batch; b++)
+            memcpy(y + ((size_t)b * T + t) * d, yc + (size_t)b * n * d, sizeof(float) * n * d);
+        t += n;
+    }
+    check_true("cache length after decoding", mh_kv_cache_length(cache) == T);
+    free(xc), free(yc);
+}
+
+void fill_dyadic(test_rng* r, float* v, size_t n, float step, int range) {
+    for (size_t i = 0; i < n; i++) v[i] = step * (float)rng_int(r, -range, range);
 }

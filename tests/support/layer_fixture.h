@@ -1,5 +1,6 @@
 /* Random layers for tests: owns PyTorch-layout weights, creates the layer, runs calls with
- * fresh aligned workspaces. */
+ * fresh aligned workspaces. Builds the weights of every variant it is given (for CollabHead:
+ * W_Q [D~, d_model], W_K [D~, kdim], mixing and content, no b_Q/b_K). */
 #ifndef MH_TEST_LAYER_FIXTURE_H
 #define MH_TEST_LAYER_FIXTURE_H
 #include "multihead.h"
@@ -9,10 +10,12 @@ typedef struct layer_fixture {
     mh_layer_config cfg; /* resolved (as mh_layer_get_config returns it) */
     mh_layer_weights w;
     float *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo;
+    float *mix, *content; /* CollabHead: [H, D~], [H, kdim] */
     mh_layer* layer;
 } layer_fixture;
 
-/* Random weights in [-amp, amp) for cfg (defaults resolved here), then mh_layer_create.
+/* Random weights in [-amp, amp) (mixing rows in [-1, 1)) for cfg (defaults resolved here;
+ * for CollabHead the scale too), then mh_layer_create.
  * Returns the create status; on success f->layer is set. */
 mh_status fixture_make(layer_fixture* f, const mh_context* ctx, const mh_layer_config* cfg,
                        test_rng* r, float amp);
@@ -24,5 +27,14 @@ void fixture_free(layer_fixture* f);
 mh_status run_forward(const mh_layer* layer, const mh_forward_args* args);
 mh_status run_decode(const mh_layer* layer, mh_kv_cache* cache, int batch, int n_new,
                      const float* x, float* out);
+
+/* Decodes x [batch, T, d_model] into y (same shape) in steps of chunks[0], chunks[1], ...
+ * tokens (the last one cut at T; chunks NULL: one token at a time), checking every step's
+ * status and the cache length at the end. */
+void decode_in_chunks(const mh_layer* layer, mh_kv_cache* cache, int batch, int T, int d_model,
+                      const float* x, float* y, const int* chunks);
+
+/* v[i] = step * k, k uniform in [-range, range]: values exact in f16/bf16 for small ranges. */
+void fill_dyadic(test_rng* r, float* v, size_t n, float step, int range);
 
 #endif
