@@ -153,7 +153,7 @@ typedef struct buffers {
     float* qg;                /* [R*H, D]  gathered Q */
     float *k, *v;             /* [B*M, Hkv*D], [B*M, Hkv*Dv] */
     float* o;                 /* [R, H*Dv]  dense head outputs (decode) */
-    float* og;                /* [R*H, Dv]  gathered head outputs, then gated */
+    float* og;                /* [R*H, Dv]  gathered head outputs, gated */
     float* y;                 /* [R, d_model]  one head's out-projection rows */
     unsigned char* kv_active; /* [B, Hkv]  decode: KV heads some new token uses */
     void* attn;               /* decode: the dense core's workspace */
@@ -302,7 +302,6 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     mh_gemm_packed(L->kernels, L->threads, rows_kv, self ? a->query : a->value, (size_t)c->vdim, &L->wv, b.v, (size_t)L->wv.n_out);
     gather_q(L, B, a->query, &b);
     mh_gathered_attend(L->kernels, L->threads, &p, &opt, 1, &b.g, b.qg, b.og);
-    mh_gathered_scale(&p, &b.g, b.gate, b.og);
     project_out(L, B, R, &b, a->out);
     if (a->routing) record(L, R, &b, a->routing);
 }
@@ -347,12 +346,12 @@ void mh_moh_decode_routed(const mh_layer* L, struct mh_kv_cache* cache, int B, i
     p.q.data = b.q, p.o = b.o;
     mh_kv_cache_views(cache, &p.k, &p.v);
     p.k_dtype = p.v_dtype = cache->dtype;
-    const mh_core_extra ex = {NULL, b.kv_active};
+    const mh_core_extra ex = {NULL, b.kv_active, NULL, NULL};
     mh_core_attention_ex(L->kernels, L->threads, &p, &opt, 0, b.attn, &ex);
     for (size_t h = 0; h < H; h++) /* the running heads' outputs, in the gathered order */
         for (int64_t e = b.g.seg[h * (size_t)B]; e < b.g.seg[(h + 1) * (size_t)B]; e++)
             memcpy(b.og + (size_t)e * Dv, b.o + (size_t)b.g.row[e] * H * Dv + h * Dv, Dv * sizeof(float));
-    mh_gathered_scale(&p, &b.g, b.gate, b.og);
+    mh_gathered_scale(&p, &b.g, b.og);
     project_out(L, B, R, &b, out);
     if (routing) record(L, R, &b, routing);
     cache->length = total;
