@@ -240,7 +240,7 @@ static void gather_q(const mh_layer* L, int B, const float* x, buffers* b) {
 }
 
 /* out = b_o + sum over running heads h (ascending) of gate * O_h W_O^h, each head's rows
- * gathered into one GEMM. */
+ * gathered into one GEMM; a head every row runs (a shared head) adds straight into out. */
 static void project_out(const mh_layer* L, int B, size_t R, buffers* b, float* out) {
     const mh_layer_config* c = &L->cfg;
     const moh_state* s = L->ext;
@@ -253,6 +253,10 @@ static void project_out(const mh_layer* L, int B, size_t R, buffers* b, float* o
         const int64_t e0 = b->g.seg[h * B], n = b->g.seg[(h + 1) * B] - e0;
         if (n == 0) continue;
         const float* og = b->og + (size_t)e0 * Dv;
+        if ((size_t)n == R) { /* every row, in order */
+            mh_gemm_packed_acc(L->kernels, L->threads, R, og, Dv, &s->wo_head[h], out, d);
+            continue;
+        }
         mh_gemm_packed(L->kernels, L->threads, (size_t)n, og, Dv, &s->wo_head[h], b->y, d);
         for (int64_t i = 0; i < n; i++) {
             float* dst = out + (size_t)b->g.row[e0 + i] * d;
