@@ -153,7 +153,7 @@ typedef struct buffers {
     float* qg;                /* [R*H, D]  gathered Q */
     float *k, *v;             /* [B*M, Hkv*D], [B*M, Hkv*Dv] */
     float* o;                 /* [R, H*Dv]  dense head outputs (decode) */
-    float* og;                /* [R*H, Dv]  gathered head outputs, then gated */
+    float* og;                /* [R*H, Dv]  gathered head outputs, gated */
     float* y;                 /* [R, d_model]  one head's out-projection rows */
     unsigned char* kv_active; /* [B, Hkv]  decode: KV heads some new token uses */
     void* attn;               /* decode: the dense core's workspace */
@@ -240,7 +240,7 @@ static void gather_q(const mh_layer* L, int B, const float* x, buffers* b) {
 }
 
 /* out = b_o + sum over running heads h (ascending) of gate * O_h W_O^h, each head's rows
- * gathered into one GEMM. */
+ * gathered into one GEMM; a head every row runs (a shared head) adds straight into out. */
 static void project_out(const mh_layer* L, int B, size_t R, buffers* b, float* out) {
     const mh_layer_config* c = &L->cfg;
     const moh_state* s = L->ext;
@@ -253,6 +253,10 @@ static void project_out(const mh_layer* L, int B, size_t R, buffers* b, float* o
         const int64_t e0 = b->g.seg[h * B], n = b->g.seg[(h + 1) * B] - e0;
         if (n == 0) continue;
         const float* og = b->og + (size_t)e0 * Dv;
+        if ((size_t)n == R) { /* every row, in order */
+            mh_gemm_packed_acc(L->kernels, L->threads, R, og, Dv, &s->wo_head[h], out, d);
+            continue;
+        }
         mh_gemm_packed(L->kernels, L->threads, (size_t)n, og, Dv, &s->wo_head[h], b->y, d);
         for (int64_t i = 0; i < n; i++) {
             float* dst = out + (size_t)b->g.row[e0 + i] * d;
@@ -302,7 +306,6 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     mh_gemm_packed(L->kernels, L->threads, rows_kv, self ? a->query : a->value, (size_t)c->vdim, &L->wv, b.v, (size_t)L->wv.n_out);
     gather_q(L, B, a->query, &b);
     mh_gathered_attend(L->kernels, L->threads, &p, &opt, 1, &b.g, b.qg, b.og);
-    mh_gathered_scale(&p, &b.g, b.gate, b.og);
     project_out(L, B, R, &b, a->out);
     if (a->routing) record(L, R, &b, a->routing);
 }
@@ -347,12 +350,12 @@ void mh_moh_decode_routed(const mh_layer* L, struct mh_kv_cache* cache, int B, i
     p.q.data = b.q, p.o = b.o;
     mh_kv_cache_views(cache, &p.k, &p.v);
     p.k_dtype = p.v_dtype = cache->dtype;
-    const mh_core_extra ex = {NULL, b.kv_active};
+    const mh_core_extra ex = {NULL, b.kv_active, NULL, NULL};
     mh_core_attention_ex(L->kernels, L->threads, &p, &opt, 0, b.attn, &ex);
     for (size_t h = 0; h < H; h++) /* the running heads' outputs, in the gathered order */
         for (int64_t e = b.g.seg[h * (size_t)B]; e < b.g.seg[(h + 1) * (size_t)B]; e++)
             memcpy(b.og + (size_t)e * Dv, b.o + (size_t)b.g.row[e] * H * Dv + h * Dv, Dv * sizeof(float));
-    mh_gathered_scale(&p, &b.g, b.gate, b.og);
+    mh_gathered_scale(&p, &b.g, b.og);
     project_out(L, B, R, &b, out);
     if (routing) record(L, R, &b, routing);
     cache->length = total;

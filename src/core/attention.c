@@ -254,7 +254,14 @@ typedef struct task_ctx {
     mh_score_block blk;
     int64_t j_begin, j_end;
     const void *kbase, *vbase;
+    const int32_t* q_row;  /* [nr] tokens of the task's rows (mh_core_extra), or NULL */
+    const float* o_scale;  /* [nr] output row multipliers, or NULL */
 } task_ctx;
+
+/* Token of the task's row ii in Q and O. */
+static ptrdiff_t task_token(const task_ctx* c, size_t ii) {
+    return c->q_row ? (ptrdiff_t)c->q_row[ii] : (ptrdiff_t)(c->t.i0 + ii);
+}
 
 static void task_setup(const mh_kernels* k, const mh_attn_problem* p, const mh_attn_options* opt,
                        const mh_core_extra* ex, size_t ti, task_ctx* c) {
@@ -279,6 +286,9 @@ static void task_setup(const mh_kernels* k, const mh_attn_problem* p, const mh_a
         blk.mask = opt->mask + t->b * opt->mask_stride_batch + c->h0 * opt->mask_stride_head +
                    (ptrdiff_t)t->i0 * opt->mask_stride_row;
     c->blk = blk;
+    const ptrdiff_t row0 = (ptrdiff_t)t->b * p->n_q + (ptrdiff_t)t->i0;
+    c->q_row = ex->q_row ? ex->q_row + row0 : NULL;
+    c->o_scale = ex->o_scale ? ex->o_scale + row0 : NULL;
     mh_score_key_range(&blk, kv_len, &c->j_begin, &c->j_end);
     c->kbase = mh_dtype_at(p->k.data, p->k_dtype, t->b * p->k.stride_batch + t->kvh * p->k.stride_head);
     c->vbase = mh_dtype_at(p->v.data, p->v_dtype, t->b * p->v.stride_batch + t->kvh * p->v.stride_head);
@@ -295,8 +305,7 @@ static void attend(const mh_kernels* k, const mh_attn_problem* p, const core_ws*
     const float* q = (const float*)p->q.data;
     for (size_t r = 0; r < rows; r++) { /* gather and pre-scale the query block */
         const size_t hh = r / c->t.nr, ii = r % c->t.nr;
-        const float* src = q + c->t.b * p->q.stride_batch +
-                           (ptrdiff_t)(c->t.i0 + ii) * p->q.stride_token +
+        const float* src = q + c->t.b * p->q.stride_batch + task_token(c, ii) * p->q.stride_token +
                            (ptrdiff_t)(c->h0 + (int)hh) * p->q.stride_head;
         for (size_t d = 0; d < dqk; d++) sc->q[r * dqk + d] = src[d] * scale;
         sc->m[r] = -INFINITY;
@@ -346,7 +355,7 @@ static void finish(const mh_attn_problem* p, const mh_attn_options* opt, const t
     const float* sinks = opt->sinks ? opt->sinks + c->h0 : NULL;
     for (size_t r = 0; r < c->rows; r++) {
         const size_t hh = r / c->t.nr, ii = r % c->t.nr;
-        float* dst = p->o + c->t.b * p->o_stride_batch + (ptrdiff_t)(c->t.i0 + ii) * p->o_stride_token +
+        float* dst = p->o + c->t.b * p->o_stride_batch + task_token(c, ii) * p->o_stride_token +
                      (ptrdiff_t)(c->h0 + (int)hh) * p->o_stride_head;
         const float* acc = acc_base + r * dv;
         if (m[r] == -INFINITY) {
@@ -356,6 +365,8 @@ static void finish(const mh_attn_problem* p, const mh_attn_options* opt, const t
         const float a = sinks ? mh_fold_sink(&m[r], &l[r], sinks[hh]) : 1.0f;
         const float inv_l = 1.0f / l[r];
         for (size_t d = 0; d < dv; d++) dst[d] = acc[d] * a * inv_l;
+        if (c->o_scale)
+            for (size_t d = 0; d < dv; d++) dst[d] *= c->o_scale[ii];
     }
 }
 
@@ -425,7 +436,7 @@ static void worker(void* arg, int tid, int nth) {
 
 void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* p,
                        const mh_attn_options* opt, int prepack_ok, void* ws_base) {
-    const mh_core_extra none = {NULL, NULL};
+    const mh_core_extra none = {NULL, NULL, NULL, NULL};
     mh_core_attention_ex(k, threads, p, opt, prepack_ok, ws_base, &none);
 }
 

@@ -26,10 +26,15 @@ void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* 
  *             it replaces q_offset (rows gathered from a longer sequence keep their causal
  *             and window positions). A mask's rows are still indexed by the row number.
  *   kv_active [B][Hkv] 0: the task of that sequence and KV head is skipped (its K/V are not
- *             read and its output rows are not written). */
+ *             read and its output rows are not written).
+ *   q_row     [B][N] row i reads Q and writes O at token q_row[i] of its sequence (Q and O
+ *             strides), instead of at token i: rows gathered in place, without copies.
+ *   o_scale   [B][N] every output row is multiplied by it after normalising (gates). */
 typedef struct mh_core_extra {
     const int64_t* q_pos;
     const unsigned char* kv_active;
+    const int32_t* q_row;
+    const float* o_scale;
 } mh_core_extra;
 
 void mh_core_attention_ex(const mh_kernels* k, int threads, const mh_attn_problem* p,

@@ -20,7 +20,9 @@ void mh_gathered_carve_plan(const mh_attn_problem* p, mh_ws* ws, mh_gathered* g)
     if (!mh_mul3_size(B, (size_t)p->n_q, H, &rows)) ws->overflow = 1;
     g->seg = mh_ws_take(ws, H * B + 1, 1, sizeof(int64_t));
     g->row = mh_ws_take(ws, rows, 1, sizeof(int32_t));
+    g->tok = mh_ws_take(ws, rows, 1, sizeof(int32_t));
     g->pos = mh_ws_take(ws, rows, 1, sizeof(int64_t));
+    g->gate = mh_ws_take(ws, rows, 1, sizeof(float));
     g->attn = NULL;
 }
 
@@ -42,9 +44,12 @@ void mh_gathered_plan(const mh_attn_problem* p, const mh_attn_options* opt, cons
             g->seg[h * B + s] = e;
             for (int t = 0; t < N; t++) {
                 const int32_t r = s * N + t;
-                if (gate[(size_t)r * (size_t)H + (size_t)h] == 0.0f) continue;
+                const float gt = gate[(size_t)r * (size_t)H + (size_t)h];
+                if (gt == 0.0f) continue;
                 g->row[e] = r;
+                g->tok[e] = t;
                 g->pos[e] = q0 + t;
+                g->gate[e] = gt;
                 e++;
             }
         }
@@ -62,26 +67,29 @@ void mh_gathered_attend(const mh_kernels* k, int threads, const mh_attn_problem*
             if (n == 0) continue;
             const ptrdiff_t kvh = h / group;
             mh_attn_problem q = one_head(p, (int)n);
-            q.q.data = qg + (size_t)e0 * dqk;
             q.k.data = mh_dtype_at(p->k.data, p->k_dtype, s * p->k.stride_batch + kvh * p->k.stride_head);
             q.v.data = mh_dtype_at(p->v.data, p->v_dtype, s * p->v.stride_batch + kvh * p->v.stride_head);
-            q.o = og + (size_t)e0 * dv;
+            if (qg) {
+                q.q.data = qg + (size_t)e0 * dqk;
+                q.o = og + (size_t)e0 * dv;
+            } else { /* in place: the token rows of p->q and p->o at (s, h) */
+                q.q = p->q;
+                q.q.data = (const float*)p->q.data + s * p->q.stride_batch + h * p->q.stride_head;
+                q.o = p->o + s * p->o_stride_batch + h * p->o_stride_head;
+                q.o_stride_token = p->o_stride_token;
+            }
             mh_attn_options o = *opt;
             o.kv_len = opt->kv_len ? opt->kv_len + s : NULL;
             o.alibi_slopes = opt->alibi_slopes ? opt->alibi_slopes + h : NULL;
             o.sinks = opt->sinks ? opt->sinks + h : NULL;
             o.mask = NULL, o.probs = NULL, o.head_gates = NULL;
-            const mh_core_extra ex = {g->pos + e0, NULL};
+            const mh_core_extra ex = {g->pos + e0, NULL, qg ? NULL : g->tok + e0, g->gate + e0};
             mh_core_attention_ex(k, threads, &q, &o, prepack_ok, g->attn, &ex);
         }
 }
 
-void mh_gathered_scale(const mh_attn_problem* p, const mh_gathered* g, const float* gate,
-                       float* og) {
-    const size_t B = (size_t)p->batch, H = (size_t)p->n_heads, dv = (size_t)p->head_dim_v;
-    for (size_t h = 0; h < H; h++)
-        for (int64_t e = g->seg[h * B]; e < g->seg[(h + 1) * B]; e++) {
-            const float gt = gate[(size_t)g->row[e] * H + h];
-            for (size_t j = 0; j < dv; j++) og[(size_t)e * dv + j] *= gt;
-        }
+void mh_gathered_scale(const mh_attn_problem* p, const mh_gathered* g, float* og) {
+    const size_t dv = (size_t)p->head_dim_v;
+    for (int64_t e = 0; e < g->seg[(size_t)p->batch * (size_t)p->n_heads]; e++)
+        for (size_t j = 0; j < dv; j++) og[(size_t)e * dv + j] *= g->gate[e];
 }

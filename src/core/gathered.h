@@ -13,7 +13,9 @@
 typedef struct mh_gathered {
     int64_t* seg; /* [H*B + 1]  first gathered row of (head h, sequence s) at h*B + s */
     int32_t* row; /* [B*N*H]    gathered row -> token row b*N + t */
+    int32_t* tok; /* [B*N*H]    gathered row -> token t within its sequence */
     int64_t* pos; /* [B*N*H]    gathered row -> absolute query position */
+    float* gate;  /* [B*N*H]    gathered row -> its gate */
     void* attn;   /* the core's workspace for one (head, sequence) of up to N rows */
 } mh_gathered;
 
@@ -25,20 +27,21 @@ void mh_gathered_carve_plan(const mh_attn_problem* p, mh_ws* ws, mh_gathered* g)
 void mh_gathered_carve(const mh_kernels* k, int threads, const mh_attn_problem* p,
                        int prepack_ok, mh_ws* ws, mh_gathered* g);
 
-/* Lists the rows with gate [B*N, H] != 0 and their positions (the core's rule: q_offset, or
- * kv_len[b] - N, or M - N). */
+/* Lists the rows with gate [B*N, H] != 0, their gates and positions (the core's rule:
+ * q_offset, or kv_len[b] - N, or M - N). */
 void mh_gathered_plan(const mh_attn_problem* p, const mh_attn_options* opt, const float* gate,
                       mh_gathered* g);
 
-/* For every (head h, sequence s): attention of its gathered queries qg [rows, Dqk] over p's K/V
- * (h's KV head, sequence s) into og [rows, Dv]. p gives shapes, K/V views, dtypes and scale
- * (its q and o are not read); opt gives the flags and the [H] and [B] arrays. */
+/* For every (head h, sequence s): attention of its gathered queries over p's K/V (h's KV
+ * head, sequence s), each output row multiplied by its gate: from qg [rows, Dqk] into og
+ * [rows, Dv], or with both NULL in place, from p->q into p->o at their tokens (the other
+ * rows of p->o are left untouched).
+ * p gives shapes, K/V views, dtypes and scale; opt the flags and the [H] and [B] arrays. */
 void mh_gathered_attend(const mh_kernels* k, int threads, const mh_attn_problem* p,
                         const mh_attn_options* opt, int prepack_ok, const mh_gathered* g,
                         const float* qg, float* og);
 
-/* og [rows, Dv] *= each gathered row's gate [B*N, H]. */
-void mh_gathered_scale(const mh_attn_problem* p, const mh_gathered* g, const float* gate,
-                       float* og);
+/* og [rows, Dv] *= each gathered row's gate. */
+void mh_gathered_scale(const mh_attn_problem* p, const mh_gathered* g, float* og);
 
 #endif

@@ -60,6 +60,7 @@ typedef struct gemm_call {
     float* y;
     size_t ldy;
     size_t n_row_blocks, n_tasks;
+    int acc; /* 1: add onto y (no bias) */
 } gemm_call;
 
 /* Tasks are dealt round-robin: consecutive tasks share a panel (below), so concurrent workers
@@ -74,14 +75,14 @@ static void gemm_worker(void* arg, int tid, int nth) {
         const size_t c0 = p * nr, nc = (size_t)w->n_out - c0 < nr ? (size_t)w->n_out - c0 : nr;
         const size_t r_end = (rb + 1) * GEMM_ROW_BLOCK < g->rows ? (rb + 1) * GEMM_ROW_BLOCK : g->rows;
         const float* panel = w->panels + p * kin * nr;
-        const float* bias = w->bias ? w->bias + c0 : NULL;
+        const float* bias = w->bias && !g->acc ? w->bias + c0 : NULL;
         for (size_t k0 = 0; k0 < kin; k0 += GEMM_KC) {
             const size_t kc = kin - k0 < GEMM_KC ? kin - k0 : GEMM_KC;
             for (size_t r = rb * GEMM_ROW_BLOCK; r < r_end; r += mr) {
                 const size_t m = r_end - r < mr ? r_end - r : mr;
                 const float* a = g->x + r * g->ldx + k0;
                 float* c = g->y + r * g->ldy + c0;
-                if (k0 == 0) k->gemm(m, nc, kc, a, g->ldx, panel, bias, c, g->ldy);
+                if (k0 == 0 && !g->acc) k->gemm(m, nc, kc, a, g->ldx, panel, bias, c, g->ldy);
                 else k->gemm_acc(m, nc, kc, a, g->ldx, panel + k0 * nr, k_ones, c, g->ldy);
             }
         }
@@ -90,11 +91,21 @@ static void gemm_worker(void* arg, int tid, int nth) {
 
 /* Each output element is one reduction, in a fixed order, by one task: thread-count
  * independent. */
-void mh_gemm_packed(const mh_kernels* k, int threads, size_t rows, const float* x, size_t ldx,
-                    const mh_packed_matrix* w, float* y, size_t ldy) {
+static void run_gemm(const mh_kernels* k, int threads, size_t rows, const float* x, size_t ldx,
+                     const mh_packed_matrix* w, float* y, size_t ldy, int acc) {
     const size_t n_panels = ((size_t)w->n_out + w->nr - 1) / w->nr;
     const size_t n_row_blocks = (rows + GEMM_ROW_BLOCK - 1) / GEMM_ROW_BLOCK;
-    gemm_call g = {k, rows, x, ldx, w, y, ldy, n_row_blocks, n_row_blocks * n_panels};
+    gemm_call g = {k, rows, x, ldx, w, y, ldy, n_row_blocks, n_row_blocks * n_panels, acc};
     const double flops = 2.0 * (double)rows * (double)w->k_in * w->n_out;
     mh_parallel(mh_workers(threads, g.n_tasks, flops), gemm_worker, &g);
+}
+
+void mh_gemm_packed(const mh_kernels* k, int threads, size_t rows, const float* x, size_t ldx,
+                    const mh_packed_matrix* w, float* y, size_t ldy) {
+    run_gemm(k, threads, rows, x, ldx, w, y, ldy, 0);
+}
+
+void mh_gemm_packed_acc(const mh_kernels* k, int threads, size_t rows, const float* x, size_t ldx,
+                        const mh_packed_matrix* w, float* y, size_t ldy) {
+    run_gemm(k, threads, rows, x, ldx, w, y, ldy, 1);
 }

@@ -21,4 +21,8 @@ void mh_packed_matrix_free(mh_packed_matrix* m); /* accepts a zeroed matrix */
 void mh_gemm_packed(const mh_kernels* k, int threads, size_t rows, const float* x, size_t ldx,
                     const mh_packed_matrix* w, float* y, size_t ldy);
 
+/* y[r * ldy + c] += sum_kk x[r * ldx + kk] * W[c, kk] (w's bias is not added). */
+void mh_gemm_packed_acc(const mh_kernels* k, int threads, size_t rows, const float* x, size_t ldx,
+                        const mh_packed_matrix* w, float* y, size_t ldy);
+
 #endif

@@ -34,6 +34,9 @@ void mh_score_key_range(const mh_score_block* blk, int64_t kv_len, int64_t* j_be
     *j_end = je;
 }
 
+/* x clamped to [0, hi]. */
+static int64_t clamp_col(int64_t x, int64_t hi) { return x < 0 ? 0 : x > hi ? hi : x; }
+
 void mh_score_tile(const mh_score_block* blk, float* s, size_t lds, int64_t j0, size_t cols) {
     const int partial = mh_score_tile_partial(blk, j0, cols);
     const float cap = blk->softcap;
@@ -52,13 +55,16 @@ void mh_score_tile(const mh_score_block* blk, float* s, size_t lds, int64_t j0, 
                 for (size_t c = 0; c < cols; c++) row[c] += mrow[c];
             }
             if (!partial) continue;
-            for (size_t c = 0; c < cols; c++) {
-                const int64_t j = j0 + (int64_t)c;
-                int drop = blk->causal && j > p;
-                if (blk->window > 0)
-                    drop |= p - j >= blk->window || (!blk->causal && j - p >= blk->window);
-                if (drop) row[c] = -INFINITY;
+            /* the kept keys of the row are one interval [lo, hi) of columns */
+            int64_t lo = 0, hi = (int64_t)cols;
+            if (blk->causal) hi = clamp_col(p + 1 - j0, hi);
+            if (blk->window > 0) {
+                lo = clamp_col(p - blk->window + 1 - j0, (int64_t)cols);
+                if (!blk->causal) hi = clamp_col(p + blk->window - j0, hi);
             }
+            if (hi < lo) hi = lo;
+            for (int64_t c = 0; c < lo; c++) row[c] = -INFINITY;
+            for (int64_t c = hi; c < (int64_t)cols; c++) row[c] = -INFINITY;
         }
     }
 }
