@@ -425,7 +425,11 @@ static void run_collab_calls(int threads) {
     mh_attn_options opt = mh_attn_options_default();
     opt.causal = 1, opt.probs = probs;
     mh_forward_args a = {.batch = 1, .n_q = n, .query = x, .out = y, .opt = &opt};
+    /* warm-up: the same calls once, so the OpenMP team exists (on a slow machine the other
+     * warm-ups' reduced shapes may not have needed a second worker) */
     check_status("warm-up", mh_layer_forward(f.layer, &a, ws_fw, fw_bytes), MH_OK);
+    check_status("warm-up decode", mh_layer_decode(f.layer, cache, 1, CM - 2, x, y, ws_dec, dec_bytes), MH_OK);
+    mh_kv_cache_reset(cache);
     snprintf(what, sizeof what, "%d thread(s): CollabHead forward and decode allocate nothing", threads);
     start_counting();
     mh_status st = mh_layer_forward(f.layer, &a, ws_fw, fw_bytes);
