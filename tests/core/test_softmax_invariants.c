@@ -101,7 +101,7 @@ static void fully_masked_rows(test_rng* r) {
     int32_t kv_len[2] = {M, 0};
     mh_attn_options opt = mh_attn_options_default();
     opt.kv_len = kv_len, opt.sinks = sinks, opt.probs = probs;
-    for (size_t i = 0; i < 2 * H * N * M; i++) probs[i] = NAN;
+    for (size_t i = 0; i < (size_t)2 * H * N * M; i++) probs[i] = NAN;
     check_status("kv_len 0: run", run_attention(ctx, &t.p, &opt), MH_OK);
     check_true("kv_len 0: zero output", all_zero(t.o + per_batch, per_batch));
     check_true("kv_len 0: zero probabilities", all_zero(probs + (size_t)H * N * M, (size_t)H * N * M));
