@@ -8,16 +8,23 @@
 #include <limits>
 #include <new>
 #include <vector>
+#include <sys/mman.h>
 #include <algorithm>
 
 namespace mhb {
 
 AlignedBuffer::AlignedBuffer(size_t bytes) : bytes_(bytes) {
     // aligned_alloc wants a multiple of the alignment; never ask for 0 bytes.
-    size_t rounded = (bytes + 63) / 64 * 64;
+    // Large buffers (K/V, activations) are 2 MiB aligned and offered to transparent huge pages,
+    // as the library does for its own caches (src/util/alloc.c): an engine's KV cache would be.
+    const size_t align = bytes >= (size_t{2} << 20) ? (size_t{2} << 20) : 64;
+    size_t rounded = (bytes + align - 1) / align * align;
     if (rounded == 0) rounded = 64;
-    void* p = std::aligned_alloc(64, rounded);
+    void* p = std::aligned_alloc(align, rounded);
     if (!p) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    if (align > 64) (void)madvise(p, rounded, MADV_HUGEPAGE);
+#endif
     ptr_.reset(p);
 }
 
