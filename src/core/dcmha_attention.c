@@ -27,6 +27,7 @@ static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 /* Shapes every part of a call derives the same way. */
 typedef struct geom {
     size_t hg, fb, tq, tk, n_qt, n_tasks, n_tiles, m_pad, rows;
+    size_t v_panels; /* V columns rounded up to NR */
 } geom;
 
 static geom make_geom(const mh_kernels* k, const mh_dcmha_problem* p) {
@@ -40,6 +41,7 @@ static geom make_geom(const mh_kernels* k, const mh_dcmha_problem* p) {
     g.n_tiles = ((size_t)p->n_kv + g.tk - 1) / g.tk;
     g.m_pad = g.n_tiles * g.tk;
     g.rows = g.hg * g.tq;
+    g.v_panels = ((size_t)p->head_dim_v + k->gemm_nr - 1) / k->gemm_nr * k->gemm_nr;
     return g;
 }
 
@@ -58,6 +60,8 @@ typedef struct scratch {
     float* ones;  /* [rows]      P.V accumulates with alpha = 1 */
     float* inv;   /* [tq][Hg]    1 / l per query row, over the heads */
     float* kt;    /* [fb][tk]    one branch's key factors of a tile, key-contiguous */
+    float* kpack; /* [tk/NR][D][NR]        one head's K tile packed (two-pass GEMM tasks) */
+    float* vpack; /* [ceil(Dv/NR)][tk][NR] one head's V tile packed */
 } scratch;
 
 static void carve_scratch(const geom* g, const mh_dcmha_problem* p, int materialise, mh_ws* ws,
@@ -70,6 +74,8 @@ static void carve_scratch(const geom* g, const mh_dcmha_problem* p, int material
     float** vecs[] = {&sc->m, &sc->l, &sc->mfix, &sc->junk, &sc->alpha, &sc->ones, &sc->inv};
     for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) *vecs[i] = mh_ws_take(ws, g->rows, 1, sizeof(float));
     sc->kt = mh_ws_take(ws, g->fb, g->tk, sizeof(float));
+    sc->kpack = materialise ? NULL : mh_ws_take(ws, g->tk, (size_t)p->head_dim_qk, sizeof(float));
+    sc->vpack = materialise ? NULL : mh_ws_take(ws, g->v_panels, g->tk, sizeof(float));
 }
 
 static size_t per_thread_bytes(const geom* g, const mh_dcmha_problem* p, int materialise) {
@@ -83,9 +89,7 @@ static size_t per_thread_bytes(const geom* g, const mh_dcmha_problem* p, int mat
 
 static size_t kt_floats(const geom* g, const mh_dcmha_problem* p) { return g->tk * (size_t)p->head_dim_qk; }
 
-static size_t vt_floats(const mh_kernels* k, const geom* g, const mh_dcmha_problem* p) {
-    return ((size_t)p->head_dim_v + k->gemm_nr - 1) / k->gemm_nr * k->gemm_nr * g->tk;
-}
+static size_t vt_floats(const geom* g) { return g->v_panels * g->tk; }
 
 /* Floats of one task chunk's partial state: m, l and the output, per row. */
 static size_t partial_floats(const geom* g, const mh_dcmha_problem* p) {
@@ -111,7 +115,7 @@ static void call_layout(const mh_kernels* k, int threads, const mh_dcmha_problem
         size_t tiles = 0;
         if (!mh_mul3_size((size_t)p->batch, (size_t)p->n_heads, g.n_tiles, &tiles)) ws->overflow = 1;
         out->kt_all = mh_ws_take(ws, tiles, kt_floats(&g, p), sizeof(float));
-        out->vt_all = mh_ws_take(ws, tiles, vt_floats(k, &g, p), sizeof(float));
+        out->vt_all = mh_ws_take(ws, tiles, vt_floats(&g), sizeof(float));
     } else {
         out->partials = mh_ws_take(ws, g.n_tasks * MAX_SPLIT, partial_floats(&g, p), sizeof(float));
     }
@@ -176,6 +180,22 @@ static void load_queries(const call* c, const task* t, scratch* sc) {
         }
 }
 
+/* K (or V) rows of head h of the task from key j0, in the storage dtype. */
+static const void* kv_rows(const mh_tensor* x, mh_dtype dt, const task* t, size_t h, int64_t j0) {
+    return mh_dtype_at(x->data, dt, (ptrdiff_t)t->b * x->stride_batch + (ptrdiff_t)j0 * x->stride_token +
+                                        (ptrdiff_t)(t->h0 + h) * x->stride_head);
+}
+
+/* Packed tiles (prepacked per call, or packed here per head for a two-pass task of enough
+ * rows) feed the GEMM micro-kernels; a task of few rows (decode) reads K/V in place. */
+static int use_gemm(const call* c, const task* t) {
+    return c->cw.kt_all != NULL || t->nq >= c->k->attn_direct_rows;
+}
+
+static size_t tile_index(const call* c, const task* t, size_t h, int64_t j0) {
+    return ((t->b * (size_t)c->p->n_heads + t->h0 + h) * c->g.n_tiles) + (size_t)j0 / c->g.tk;
+}
+
 /* Raw scores of keys [j0, j0 + nc) for every head of the task into sc->t1 [Hg][tq][tk]. */
 static void qk_tile(const call* c, const task* t, int64_t j0, size_t nc, scratch* sc) {
     const mh_kernels* k = c->k;
@@ -184,15 +204,14 @@ static void qk_tile(const call* c, const task* t, int64_t j0, size_t nc, scratch
     for (size_t h = 0; h < c->g.hg; h++) {
         const float* qh = sc->q + h * tq * d;
         float* s = sc->t1 + h * tq * tk;
-        if (c->cw.kt_all) {
-            const size_t tile = ((t->b * (size_t)p->n_heads + t->h0 + h) * c->g.n_tiles) + (size_t)j0 / tk;
-            const float* kt = c->cw.kt_all + tile * kt_floats(&c->g, p);
+        const void* ks = kv_rows(&p->k, p->k_dtype, t, h, j0);
+        if (use_gemm(c, t)) {
+            const float* kt = sc->kpack;
+            if (c->cw.kt_all) kt = c->cw.kt_all + tile_index(c, t, h, j0) * kt_floats(&c->g, p);
+            else k->pack_kt(nc, d, ks, p->k.stride_token, p->k_dtype, sc->kpack);
             for (size_t c0 = 0; c0 < nc; c0 += nr)
                 k->gemm(tq, min_size(nr, nc - c0), d, qh, d, kt + (c0 / nr) * d * nr, NULL, s + c0, tk);
         } else {
-            const void* ks = mh_dtype_at(p->k.data, p->k_dtype,
-                                         (ptrdiff_t)t->b * p->k.stride_batch + (ptrdiff_t)j0 * p->k.stride_token +
-                                             (ptrdiff_t)(t->h0 + h) * p->k.stride_head);
             const size_t step = k->attn_direct_rows - 1;
             for (size_t r = 0; r < t->nq; r += step)
                 k->qk_direct(min_size(step, t->nq - r), nc, d, qh + r * d, d, ks, p->k.stride_token, p->k_dtype,
@@ -209,17 +228,20 @@ static void pv_tile(const call* c, const task* t, int64_t j0, size_t nc, scratch
     for (size_t h = 0; h < c->g.hg; h++) {
         const float* ph = sc->t1 + h * tq * tk;
         float* oh = sc->o + h * tq * dv;
-        if (c->cw.vt_all) {
-            const size_t tile = ((t->b * (size_t)p->n_heads + t->h0 + h) * c->g.n_tiles) + (size_t)j0 / tk;
-            const float* vt = c->cw.vt_all + tile * vt_floats(k, &c->g, p);
-            const size_t vt_cols = min_size(tk, (size_t)p->n_kv - (size_t)j0);
+        const void* vs = kv_rows(&p->v, p->v_dtype, t, h, j0);
+        if (use_gemm(c, t)) {
+            const float* vt = sc->vpack;
+            size_t vt_cols = nc; /* keys the packed tile holds */
+            if (c->cw.vt_all) {
+                vt = c->cw.vt_all + tile_index(c, t, h, j0) * vt_floats(&c->g);
+                vt_cols = min_size(tk, (size_t)p->n_kv - (size_t)j0);
+            } else {
+                k->pack_v(nc, dv, vs, p->v.stride_token, p->v_dtype, sc->vpack);
+            }
             for (size_t d0 = 0; d0 < dv; d0 += nr)
                 k->gemm_acc(tq, min_size(nr, dv - d0), nc, ph, tk, vt + (d0 / nr) * vt_cols * nr, sc->ones,
                             oh + d0, dv);
         } else {
-            const void* vs = mh_dtype_at(p->v.data, p->v_dtype,
-                                         (ptrdiff_t)t->b * p->v.stride_batch + (ptrdiff_t)j0 * p->v.stride_token +
-                                             (ptrdiff_t)(t->h0 + h) * p->v.stride_head);
             const size_t step = k->attn_direct_rows - 1;
             for (size_t r = 0; r < t->nq; r += step)
                 k->pv_direct(min_size(step, t->nq - r), nc, dv, ph + r * tk, tk, vs, p->v.stride_token, p->v_dtype,
@@ -420,7 +442,7 @@ static void prepack_tile(const call* c, size_t item) {
                                  (ptrdiff_t)h * p->v.stride_head + (ptrdiff_t)j0 * p->v.stride_token);
     k->pack_kt(nc, (size_t)p->head_dim_qk, ks, p->k.stride_token, p->k_dtype, c->cw.kt_all + item * kt_floats(&c->g, p));
     k->pack_v(nc, (size_t)p->head_dim_v, vs, p->v.stride_token, p->v_dtype,
-              c->cw.vt_all + item * vt_floats(k, &c->g, p));
+              c->cw.vt_all + item * vt_floats(&c->g));
 }
 
 static void worker(void* arg, int tid, int nth) {
