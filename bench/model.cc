@@ -81,6 +81,33 @@ int kv_exact(int n_heads, int base_kv, int want) {
 
 LayerWeights derive_pooled(const LayerWeights& base, int kv) { return pool_kv_heads(base, kv); }
 
+// DCMHA on the base layer's projections, R = 2, G = 1, C = 4H, erf GELU, no W_b, with seeded
+// small generator weights: W1 and Wd uniform in +-1/sqrt(d), W2 in +-0.1/sqrt(C), so the
+// composition stays near the identity (about 10% per branch), as in a lightly trained model.
+constexpr int kDcmhaRank = 2;
+
+void bind_dcmha(const LayerWeights& w, mh_layer_config* cfg, mh_layer_weights* view) {
+    if (cfg) cfg->dcmha = mh_dcmha_config{kDcmhaRank, 4 * w.n_heads, 1, MH_GELU_ERF, 0};
+    if (view) view->dcmha_w1 = w.extra[0].data(), view->dcmha_w2 = w.extra[1].data(), view->dcmha_wd = w.extra[2].data();
+}
+
+LayerWeights derive_dcmha(const LayerWeights& base, int) {
+    LayerWeights w = base;
+    const size_t d = static_cast<size_t>(base.d_model), H = static_cast<size_t>(base.n_heads), C = 4 * H;
+    const size_t sizes[3] = {d * 4 * C, 4 * C * 2 * kDcmhaRank * H, d * 4 * H};  // W1, W2, Wd
+    const float amps[3] = {static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))),
+                           static_cast<float>(0.1 / std::sqrt(static_cast<double>(C))),
+                           static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))};
+    Rng rng(0xdc3a);
+    w.extra.resize(3);
+    for (int i = 0; i < 3; i++) {
+        w.extra[i].resize(sizes[i]);
+        rng.fill(w.extra[i].data(), sizes[i], amps[i]);
+    }
+    w.bind = bind_dcmha;
+    return w;
+}
+
 }  // namespace
 
 LayerWeights pool_kv_heads(const LayerWeights& base, int n_kv_heads) {
@@ -108,6 +135,8 @@ const std::vector<VariantSpec>& variant_table() {
          [](int h, int base_kv) { return kv_exact(h, base_kv, 4); }, derive_pooled, 1.0, true},
         {"mqa", MH_VARIANT_MQA, "1 K/V head, the mean of all base K/V projection heads",
          [](int h, int base_kv) { return kv_exact(h, base_kv, 1); }, derive_pooled, 1.0, true},
+        {"dcmha", MH_VARIANT_DCMHA, "the base layer + seeded small DCMHA generator weights (R 2, G 1, C 4H, no W_b)",
+         [](int h, int base_kv) { return base_kv == h ? h : 0; }, derive_dcmha, 1.0, false, true},
     };
     return table;
 }

@@ -58,6 +58,7 @@ struct VariantSpec {
     LayerWeights (*derive)(const LayerWeights& base, int kv);
     double active_heads;     // fraction of query heads that do work (MoH < 1); FLOPs scale by it
     bool core;               // also runs on the bare attention core (mh_attention)
+    bool self_only = false;  // serves self-attention only (no cross cases)
 };
 
 const std::vector<VariantSpec>& variant_table();

@@ -76,9 +76,10 @@ static void cache_layout(const mh_layer* L, mh_cache_layout* out) {
 
 /* One call's workspace:
  *   q [B*N, H*D]  k [B*M, H*D]  v [B*M, H*Dv]  o [B*N, H*Dv]
- *   z [B*N, 4GC + 4H]  f [B*N, 4 (2RH + H)]  kaux [B*N, 2 (2RH + H)] (decode)  attn */
+ *   z [B*N, 4GC + 4H]  f [B*N, 4 (2RH + H)]
+ *   kf [B*M, 2 (2RH + H)] the key-side factors in mh_dcmha_key_factors' tiles (forward)  attn */
 typedef struct buffers {
-    float *q, *k, *v, *o, *z, *f, *kaux;
+    float *q, *k, *v, *o, *z, *f, *kf;
     void* attn;
 } buffers;
 
@@ -97,7 +98,7 @@ static mh_dcmha_problem problem(const mh_layer* L, int B, int N, int M, const bu
     p.k_dtype = p.v_dtype = MH_DTYPE_F32;
     p.o = b->o;
     p.qf = (mh_dcmha_factors){b->f, N * row, row, 0, 2 * br};
-    p.kf = (mh_dcmha_factors){b->f, M * row, row, br, 3 * br};
+    p.kf = (mh_dcmha_key_factors){b->kf, M * 2 * br, (size_t)M, d.branch};
     p.wb = L->ext ? ((const dcmha_state*)L->ext)->wb : NULL;
     return p;
 }
@@ -113,7 +114,7 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     b->o = mh_ws_take(ws, rows_q, hdv, sizeof(float));
     b->z = mh_ws_take(ws, rows_q, d.z, sizeof(float));
     b->f = mh_ws_take(ws, rows_q, d.row, sizeof(float));
-    b->kaux = is_decode ? mh_ws_take(ws, rows_q, 2 * d.branch, sizeof(float)) : NULL;
+    b->kf = is_decode ? NULL : mh_ws_take(ws, rows_kv, 2 * d.branch, sizeof(float));
     const mh_dcmha_problem p = problem(L, B, N, M, b);
     b->attn = mh_dcmha_attention_carve(L->kernels, L->threads, &p, !is_decode, ws);
 }
@@ -131,6 +132,17 @@ static void project(const mh_layer* L, size_t rows, const float* x, const buffer
     mh_dcmha_generate(L, rows, x, b->z, b->f);
 }
 
+/* The key-side branches 1 and 3 of tokens [0, n) of every sequence (factor rows f) into kf
+ * at positions pos0 .. pos0 + n - 1. */
+static void store_keys(const mh_layer* L, const mh_dcmha_key_factors* kf, int B, int n, size_t pos0, const float* f) {
+    const dcmha_dims d = mh_dcmha_dims(&L->cfg);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < n; t++) {
+            const float* row = f + ((size_t)b * (size_t)n + (size_t)t) * d.row;
+            mh_dcmha_store_key(L->kernels, kf, b, pos0 + (size_t)t, row + d.branch, row + 3 * d.branch);
+        }
+}
+
 static void out_projection(const mh_layer* L, size_t rows, const buffers* b, float* out) {
     const size_t hdv = (size_t)L->cfg.n_heads * (size_t)L->cfg.head_dim_v;
     mh_gemm_packed(L->kernels, L->threads, rows, b->o, hdv, &L->wo, out, (size_t)L->cfg.d_model);
@@ -145,6 +157,7 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     const size_t rows = (size_t)B * (size_t)N;
     project(L, rows, a->query, &b);
     mh_dcmha_problem p = problem(L, B, N, N, &b);
+    store_keys(L, &p.kf, B, N, 0, b.f);
     p.causal = a->opt ? a->opt->causal : 0;
     mh_dcmha_attention(L->kernels, L->threads, &p, 1, b.attn);
     out_projection(L, rows, &b, a->out);
@@ -163,19 +176,17 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, c
     carve(L, B, n, n, 1, &ws, &b);
     const size_t rows = (size_t)B * (size_t)n;
     project(L, rows, x, &b);
-    for (size_t r = 0; r < rows; r++) { /* the key-side branches 1 and 3 of each new token */
-        memcpy(b.kaux + r * 2 * d.branch, b.f + r * d.row + d.branch, d.branch * sizeof(float));
-        memcpy(b.kaux + (r * 2 + 1) * d.branch, b.f + r * d.row + 3 * d.branch, d.branch * sizeof(float));
-    }
     mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
-    mh_kv_cache_write_aux(cache, n, b.kaux);
+    /* the cache's aux stream [B][capacity][aux_dim] holds the key factors in tiles */
+    const mh_dcmha_key_factors kf = {cache->aux, (ptrdiff_t)cache->capacity * cache->layout.aux_dim,
+                                     (size_t)cache->capacity, d.branch};
+    store_keys(L, &kf, B, n, (size_t)cache->length, b.f);
 
     const int total = cache->length + n;
     mh_dcmha_problem p = problem(L, B, n, total, &b);
     mh_kv_cache_views(cache, &p.k, &p.v);
     p.k_dtype = p.v_dtype = cache->dtype;
-    const ptrdiff_t aux = (ptrdiff_t)cache->layout.aux_dim;
-    p.kf = (mh_dcmha_factors){cache->aux, (ptrdiff_t)cache->capacity * aux, aux, 0, (ptrdiff_t)d.branch};
+    p.kf = kf;
     p.causal = 1;
     p.q_pos = cache->length;
     mh_dcmha_attention(L->kernels, L->threads, &p, 0, b.attn);

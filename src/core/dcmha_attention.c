@@ -30,12 +30,21 @@ typedef struct geom {
     size_t v_panels; /* V columns rounded up to NR */
 } geom;
 
+size_t mh_dcmha_key_tile(const mh_kernels* k) { return (TILE_KEYS + k->gemm_nr - 1) / k->gemm_nr * k->gemm_nr; }
+
+void mh_dcmha_store_key(const mh_kernels* k, const mh_dcmha_key_factors* kf, int b, size_t pos,
+                        const float* pre, const float* post) {
+    const size_t tk = mh_dcmha_key_tile(k), j0 = pos / tk * tk, n = min_size(tk, kf->cols - j0), c = pos - j0;
+    float* tile = kf->data + (ptrdiff_t)b * kf->stride_batch + j0 * 2 * kf->branch;
+    for (size_t r = 0; r < kf->branch; r++) tile[r * n + c] = pre[r], tile[(kf->branch + r) * n + c] = post[r];
+}
+
 static geom make_geom(const mh_kernels* k, const mh_dcmha_problem* p) {
     geom g;
     g.hg = (size_t)(p->n_heads / p->groups);
     g.fb = (size_t)(2 * p->rank + 1) * g.hg;
     g.tq = min_size(k->gemm_mr, (size_t)p->n_q);
-    g.tk = (TILE_KEYS + k->gemm_nr - 1) / k->gemm_nr * k->gemm_nr;
+    g.tk = mh_dcmha_key_tile(k);
     g.n_qt = ((size_t)p->n_q + g.tq - 1) / g.tq;
     g.n_tasks = (size_t)p->batch * (size_t)p->groups * g.n_qt;
     g.n_tiles = ((size_t)p->n_kv + g.tk - 1) / g.tk;
@@ -59,7 +68,6 @@ typedef struct scratch {
     float* alpha; /* [rows]      softmax_tile's rescale output */
     float* ones;  /* [rows]      P.V accumulates with alpha = 1 */
     float* inv;   /* [tq][Hg]    1 / l per query row, over the heads */
-    float* kt;    /* [fb][tk]    one branch's key factors of a tile, key-contiguous */
     float* kpack; /* [tk/NR][D][NR]        one head's K tile packed (two-pass GEMM tasks) */
     float* vpack; /* [ceil(Dv/NR)][tk][NR] one head's V tile packed */
 } scratch;
@@ -73,7 +81,6 @@ static void carve_scratch(const geom* g, const mh_dcmha_problem* p, int material
     sc->o = mh_ws_take(ws, g->rows, (size_t)p->head_dim_v, sizeof(float));
     float** vecs[] = {&sc->m, &sc->l, &sc->mfix, &sc->junk, &sc->alpha, &sc->ones, &sc->inv};
     for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) *vecs[i] = mh_ws_take(ws, g->rows, 1, sizeof(float));
-    sc->kt = mh_ws_take(ws, g->fb, g->tk, sizeof(float));
     sc->kpack = materialise ? NULL : mh_ws_take(ws, g->tk, (size_t)p->head_dim_qk, sizeof(float));
     sc->vpack = materialise ? NULL : mh_ws_take(ws, g->v_panels, g->tk, sizeof(float));
 }
@@ -251,26 +258,20 @@ static void pv_tile(const call* c, const task* t, int64_t j0, size_t nc, scratch
 }
 
 /* The factors of branch `post` (0 = pre, 1 = post) for query row i of the task and its keys
- * [j0, j0 + nc), the latter transposed into sc->kt by load_key_factors. */
-static mh_compose_factors factors(const call* c, const task* t, int post, size_t i, const scratch* sc) {
+ * from j0 (a tile start). */
+static mh_compose_factors factors(const call* c, const task* t, int post, size_t i, int64_t j0) {
     const mh_dcmha_problem* p = c->p;
-    const size_t hg = c->g.hg, R = (size_t)p->rank, tk = c->g.tk;
+    const size_t hg = c->g.hg, R = (size_t)p->rank, fb = c->g.fb, br = p->kf.branch;
     const float* qrow = p->qf.data + (ptrdiff_t)t->b * p->qf.stride_batch +
                         (ptrdiff_t)(t->i0 + i) * p->qf.stride_token + (post ? p->qf.post : p->qf.pre) +
-                        (ptrdiff_t)(t->grp * c->g.fb);
+                        (ptrdiff_t)(t->grp * fb);
+    const size_t n = min_size(c->g.tk, p->kf.cols - (size_t)j0);
+    const float* kw = p->kf.data + (ptrdiff_t)t->b * p->kf.stride_batch + (size_t)j0 * 2 * br +
+                      ((post ? br : 0) + t->grp * fb) * n;
     mh_compose_factors f = {hg, R, qrow, qrow + R * hg, qrow + 2 * R * hg, NULL,
-                            sc->kt, sc->kt + R * hg * tk, sc->kt + 2 * R * hg * tk, tk};
+                            kw, kw + R * hg * n, kw + 2 * R * hg * n, n};
     if (p->wb) f.wb = p->wb + ((size_t)post * (size_t)p->groups + t->grp) * hg * hg;
     return f;
-}
-
-static void load_key_factors(const call* c, const task* t, int post, int64_t j0, size_t nc, scratch* sc) {
-    const mh_dcmha_problem* p = c->p;
-    const size_t fb = c->g.fb, tk = c->g.tk;
-    const float* src = p->kf.data + (ptrdiff_t)t->b * p->kf.stride_batch + (ptrdiff_t)j0 * p->kf.stride_token +
-                       (post ? p->kf.post : p->kf.pre) + (ptrdiff_t)(t->grp * fb);
-    for (size_t j = 0; j < nc; j++, src += p->kf.stride_token)
-        for (size_t r = 0; r < fb; r++) sc->kt[r * tk + j] = src[r];
 }
 
 /* Pre-composed, masked scores of keys [j0, j0 + nc) into dst (row i of head h at
@@ -279,9 +280,8 @@ static void composed_scores(const call* c, const task* t, int64_t j0, size_t nc,
                             scratch* sc) {
     const size_t tq = c->g.tq, tk = c->g.tk;
     qk_tile(c, t, j0, nc, sc);
-    load_key_factors(c, t, 0, j0, nc, sc);
     for (size_t i = 0; i < t->nq; i++) {
-        const mh_compose_factors f = factors(c, t, 0, i, sc);
+        const mh_compose_factors f = factors(c, t, 0, i, j0);
         c->k->dcmha_compose(&f, nc, sc->t1 + i * tk, tq * tk, NULL, dst + i * ld, tq * ld);
         const int64_t pos = c->p->q_pos + (int64_t)(t->i0 + i);
         if (!c->p->causal || pos + 1 >= j0 + (int64_t)nc) continue;
@@ -311,9 +311,8 @@ static void inverse_sums(const call* c, const task* t, const float* l, scratch* 
 static void compose_and_accumulate(const call* c, const task* t, int64_t j0, size_t nc, const float* src,
                                    size_t ld, scratch* sc) {
     const size_t tq = c->g.tq, tk = c->g.tk;
-    load_key_factors(c, t, 1, j0, nc, sc);
     for (size_t i = 0; i < t->nq; i++) {
-        const mh_compose_factors f = factors(c, t, 1, i, sc);
+        const mh_compose_factors f = factors(c, t, 1, i, j0);
         c->k->dcmha_compose(&f, nc, src + i * ld, tq * ld, sc->inv + i * c->g.hg, sc->t1 + i * tk, tq * tk);
     }
     pv_tile(c, t, j0, nc, sc);

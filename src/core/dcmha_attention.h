@@ -14,6 +14,24 @@ typedef struct mh_dcmha_factors {
     ptrdiff_t pre, post;                  /* offsets of the pre and post branch blocks in a row */
 } mh_dcmha_factors;
 
+/* Per-key factors (the key-side branches 1 and 3), key-contiguous in tiles of
+ * mh_dcmha_key_tile() keys, so the composition reads them without a transposition: the tile
+ * of sequence b holding keys [j0, j0 + tk) (j0 a multiple of tk) starts at
+ * data + b * stride_batch + j0 * 2 * branch and is [2 * branch][n], n = min(tk, cols - j0):
+ * the pre branch's rows, then the post branch's. */
+typedef struct mh_dcmha_key_factors {
+    float* data;
+    ptrdiff_t stride_batch; /* floats */
+    size_t cols;            /* keys the layout spans (the cache capacity, or M) */
+    size_t branch;          /* floats of one branch, 2RH + H */
+} mh_dcmha_key_factors;
+
+size_t mh_dcmha_key_tile(const mh_kernels* k);
+
+/* Stores the key-side branches pre, post [branch] of the key at position pos of sequence b. */
+void mh_dcmha_store_key(const mh_kernels* k, const mh_dcmha_key_factors* kf, int b, size_t pos,
+                        const float* pre, const float* post);
+
 typedef struct mh_dcmha_problem {
     int batch, n_q, n_kv;         /* B, N, M */
     int n_heads, groups, rank;    /* H, G, R */
@@ -23,7 +41,7 @@ typedef struct mh_dcmha_problem {
     mh_dtype k_dtype, v_dtype;
     float* o;                     /* [B, N, H, Dv], contiguous */
     mh_dcmha_factors qf;          /* per query: the query-side branches (0 = pre, 2 = post) */
-    mh_dcmha_factors kf;          /* per key: the key-side branches (1 = pre, 3 = post) */
+    mh_dcmha_key_factors kf;      /* per key: the key-side branches (1 = pre, 3 = post) */
     const float* wb;              /* [2][G][Hg][Hg] static pre then post (in head, out head), or NULL */
     int causal;
     int64_t q_pos;                /* position of query 0; keys sit at 0 .. M - 1 */

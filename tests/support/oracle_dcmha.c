@@ -95,65 +95,69 @@ static void compose(const factors* f, int cq, int g, int t, int s, oracle_compos
     }
 }
 
-void oracle_dcmha_forward(const mh_layer_config* cfg, const mh_layer_weights* w,
-                          const mh_forward_args* args, oracle_compose form, double* out) {
-    const int B = args->batch, N = args->n_q, d = cfg->d_model, H = cfg->n_heads, D = cfg->head_dim;
-    const int Dv = cfg->head_dim_v, G = cfg->dcmha.groups, R = cfg->dcmha.rank, hg = H / G;
-    const int causal = args->opt && args->opt->causal;
+void oracle_dcmha_rows(const mh_layer_config* cfg, const mh_layer_weights* w, const float* x, int M,
+                       int causal, const int* rows, int n_rows, oracle_compose form, double* out) {
+    const int d = cfg->d_model, H = cfg->n_heads, D = cfg->head_dim, Dv = cfg->head_dim_v;
+    const int G = cfg->dcmha.groups, R = cfg->dcmha.rank, hg = H / G;
     const double scale = cfg->scale != 0.0f ? cfg->scale : 1.0 / sqrt((double)D);
-    const size_t nf = (size_t)N * 4 * G * R * hg;
-    double *q = malloc((size_t)N * H * D * sizeof(double)), *k = malloc((size_t)N * H * D * sizeof(double));
-    double *v = malloc((size_t)N * H * Dv * sizeof(double)), *o = malloc((size_t)N * H * Dv * sizeof(double));
+    const size_t nf = (size_t)M * 4 * G * R * hg;
+    double *q = malloc((size_t)H * D * sizeof(double)), *k = malloc((size_t)M * H * D * sizeof(double));
+    double *v = malloc((size_t)M * H * Dv * sizeof(double)), *o = malloc((size_t)H * Dv * sizeof(double));
     double *w1 = malloc(nf * sizeof(double)), *w2 = malloc(nf * sizeof(double));
-    double* dd = malloc((size_t)N * 4 * H * sizeof(double));
-    double* S = malloc((size_t)H * N * N * sizeof(double)); /* [h][t][s] */
+    double* dd = malloc((size_t)M * 4 * H * sizeof(double));
+    double* S = malloc((size_t)H * M * sizeof(double)); /* [h][s] of one query */
     double *a = malloc((size_t)hg * sizeof(double)), *ca = malloc((size_t)hg * sizeof(double));
-    for (int b = 0; b < B; b++) {
-        const float* x = args->query + (size_t)b * N * d;
-        oracle_linear(x, N, d, w->w_q, w->b_q, H * D, q);
-        oracle_linear(x, N, d, w->w_k, w->b_k, H * D, k);
-        oracle_linear(x, N, d, w->w_v, w->b_v, H * Dv, v);
-        oracle_dcmha_factors(cfg, w, x, N, w1, w2, dd);
-        factors f = {G, R, hg, w1, w2, dd, NULL};
+    oracle_linear(x, M, d, w->w_k, w->b_k, H * D, k);
+    oracle_linear(x, M, d, w->w_v, w->b_v, H * Dv, v);
+    oracle_dcmha_factors(cfg, w, x, M, w1, w2, dd);
+    factors f = {G, R, hg, w1, w2, dd, NULL};
+    for (int ri = 0; ri < n_rows; ri++) {
+        const int t = rows[ri];
+        oracle_linear(x + (size_t)t * d, 1, d, w->w_q, w->b_q, H * D, q);
         for (int h = 0; h < H; h++)
-            for (int t = 0; t < N; t++)
-                for (int s = 0; s < N; s++) {
-                    double acc = 0.0;
-                    for (int e = 0; e < D; e++) acc += q[((size_t)t * H + h) * D + e] * k[((size_t)s * H + h) * D + e];
-                    S[((size_t)h * N + t) * N + s] = acc * scale;
-                }
-        for (int pass = 0; pass < 2; pass++) { /* 0: pre-compose then mask and softmax; 1: post-compose */
+            for (int s = 0; s < M; s++) {
+                double acc = 0.0;
+                for (int e = 0; e < D; e++) acc += q[h * D + e] * k[((size_t)s * H + h) * D + e];
+                S[(size_t)h * M + s] = acc * scale;
+            }
+        for (int pass = 0; pass < 2; pass++) { /* 0: pre-compose, mask, softmax; 1: post-compose */
             f.wb = cfg->dcmha.static_weights ? (pass ? w->dcmha_wb_post : w->dcmha_wb_pre) : NULL;
             for (int g = 0; g < G; g++)
-                for (int t = 0; t < N; t++)
-                    for (int s = 0; s < N; s++) {
-                        for (int m = 0; m < hg; m++) a[m] = S[((size_t)(g * hg + m) * N + t) * N + s];
-                        compose(&f, 2 * pass, g, t, s, form, a, ca);
-                        for (int n = 0; n < hg; n++)
-                            S[((size_t)(g * hg + n) * N + t) * N + s] = pass == 0 && causal && s > t ? -INFINITY : ca[n];
-                    }
-            if (pass == 1) break;
-            for (int h = 0; h < H; h++)
-                for (int t = 0; t < N; t++) {
-                    double* row = S + ((size_t)h * N + t) * N, mx = -INFINITY, sum = 0.0;
-                    for (int s = 0; s < N; s++) mx = row[s] > mx ? row[s] : mx;
-                    for (int s = 0; s < N; s++) sum += (row[s] = exp(row[s] - mx));
-                    for (int s = 0; s < N; s++) row[s] /= sum;
+                for (int s = 0; s < M; s++) {
+                    for (int m = 0; m < hg; m++) a[m] = S[(size_t)(g * hg + m) * M + s];
+                    compose(&f, 2 * pass, g, t, s, form, a, ca);
+                    for (int n = 0; n < hg; n++)
+                        S[(size_t)(g * hg + n) * M + s] = pass == 0 && causal && s > t ? -INFINITY : ca[n];
                 }
+            for (int h = 0; pass == 0 && h < H; h++) {
+                double *row = S + (size_t)h * M, mx = -INFINITY, sum = 0.0;
+                for (int s = 0; s < M; s++) mx = row[s] > mx ? row[s] : mx;
+                for (int s = 0; s < M; s++) sum += (row[s] = exp(row[s] - mx));
+                for (int s = 0; s < M; s++) row[s] /= sum;
+            }
         }
         for (int h = 0; h < H; h++)
-            for (int t = 0; t < N; t++)
-                for (int e = 0; e < Dv; e++) {
-                    double acc = 0.0;
-                    for (int s = 0; s < N; s++) acc += S[((size_t)h * N + t) * N + s] * v[((size_t)s * H + h) * Dv + e];
-                    o[((size_t)t * H + h) * Dv + e] = acc;
-                }
-        for (int t = 0; t < N; t++)
-            for (int c = 0; c < d; c++) {
-                double acc = w->b_o ? w->b_o[c] : 0.0;
-                for (int e = 0; e < H * Dv; e++) acc += o[(size_t)t * H * Dv + e] * w->w_o[(size_t)c * H * Dv + e];
-                out[((size_t)b * N + t) * d + c] = acc;
+            for (int e = 0; e < Dv; e++) {
+                double acc = 0.0;
+                for (int s = 0; s < M; s++) acc += S[(size_t)h * M + s] * v[((size_t)s * H + h) * Dv + e];
+                o[h * Dv + e] = acc;
             }
+        for (int c = 0; c < d; c++) {
+            double acc = w->b_o ? w->b_o[c] : 0.0;
+            for (int e = 0; e < H * Dv; e++) acc += o[e] * w->w_o[(size_t)c * H * Dv + e];
+            out[(size_t)ri * d + c] = acc;
+        }
     }
     free(q), free(k), free(v), free(o), free(w1), free(w2), free(dd), free(S), free(a), free(ca);
+}
+
+void oracle_dcmha_forward(const mh_layer_config* cfg, const mh_layer_weights* w,
+                          const mh_forward_args* args, oracle_compose form, double* out) {
+    const int N = args->n_q, d = cfg->d_model;
+    int* rows = malloc((size_t)N * sizeof(int));
+    for (int t = 0; t < N; t++) rows[t] = t;
+    for (int b = 0; b < args->batch; b++)
+        oracle_dcmha_rows(cfg, w, args->query + (size_t)b * N * d, N, args->opt && args->opt->causal, rows, N, form,
+                          out + (size_t)b * N * d);
+    free(rows);
 }

@@ -19,6 +19,11 @@ typedef enum oracle_compose { ORACLE_COMPOSE_LOWRANK = 0, ORACLE_COMPOSE_DENSE =
 void oracle_dcmha_factors(const mh_layer_config* cfg, const mh_layer_weights* w, const float* x,
                           int rows, double* w1, double* w2, double* dd);
 
+/* Output rows rows[0 .. n_rows-1] of one sequence x [M, d_model] (self-attention over all M
+ * tokens, causal or not). out [n_rows, d_model]. */
+void oracle_dcmha_rows(const mh_layer_config* cfg, const mh_layer_weights* w, const float* x, int M,
+                       int causal, const int* rows, int n_rows, oracle_compose form, double* out);
+
 /* The layer forward, self-attention, causal if args->opt && args->opt->causal.
  * out [B, N, d_model]. */
 void oracle_dcmha_forward(const mh_layer_config* cfg, const mh_layer_weights* w,
