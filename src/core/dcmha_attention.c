@@ -21,6 +21,11 @@
 #define MAX_SPLIT 8
 #define SPLIT_KEYS 1024
 #define TILE_KEYS 256 /* keys per tile, rounded up to a multiple of the GEMM's NR */
+/* Query rows per task: up to MAX_ROW_BLOCKS GEMM row blocks, so each K/V tile a task packs or
+ * streams serves that many rows; the materialised score rows of a task stay within
+ * SCORE_BUDGET bytes unless one row block alone needs more. */
+#define MAX_ROW_BLOCKS 4
+#define SCORE_BUDGET ((size_t)8 << 20)
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
@@ -39,16 +44,22 @@ void mh_dcmha_store_key(const mh_kernels* k, const mh_dcmha_key_factors* kf, int
     for (size_t r = 0; r < kf->branch; r++) tile[r * n + c] = pre[r], tile[(kf->branch + r) * n + c] = post[r];
 }
 
-static geom make_geom(const mh_kernels* k, const mh_dcmha_problem* p) {
+static geom make_geom(const mh_kernels* k, const mh_dcmha_problem* p, int materialise) {
     geom g;
     g.hg = (size_t)(p->n_heads / p->groups);
     g.fb = (size_t)(2 * p->rank + 1) * g.hg;
-    g.tq = min_size(k->gemm_mr, (size_t)p->n_q);
     g.tk = mh_dcmha_key_tile(k);
-    g.n_qt = ((size_t)p->n_q + g.tq - 1) / g.tq;
-    g.n_tasks = (size_t)p->batch * (size_t)p->groups * g.n_qt;
     g.n_tiles = ((size_t)p->n_kv + g.tk - 1) / g.tk;
     g.m_pad = g.n_tiles * g.tk;
+    size_t blocks = MAX_ROW_BLOCKS;
+    if (materialise) {
+        const size_t per_block = g.hg * g.m_pad * k->gemm_mr * sizeof(float);
+        blocks = per_block ? SCORE_BUDGET / per_block : 1;
+        blocks = blocks < 1 ? 1 : blocks > MAX_ROW_BLOCKS ? MAX_ROW_BLOCKS : blocks;
+    }
+    g.tq = min_size(blocks * k->gemm_mr, (size_t)p->n_q);
+    g.n_qt = ((size_t)p->n_q + g.tq - 1) / g.tq;
+    g.n_tasks = (size_t)p->batch * (size_t)p->groups * g.n_qt;
     g.rows = g.hg * g.tq;
     g.v_panels = ((size_t)p->head_dim_v + k->gemm_nr - 1) / k->gemm_nr * k->gemm_nr;
     return g;
@@ -113,7 +124,7 @@ typedef struct call_ws {
 
 static void call_layout(const mh_kernels* k, int threads, const mh_dcmha_problem* p, int materialise,
                         mh_ws* ws, call_ws* out) {
-    const geom g = make_geom(k, p);
+    const geom g = make_geom(k, p, materialise);
     memset(out, 0, sizeof *out);
     out->per_thread = per_thread_bytes(&g, p, materialise);
     if (out->per_thread == 0) ws->overflow = 1;
@@ -168,7 +179,7 @@ static task make_task(const call* c, size_t ti) {
 }
 
 /* Gathers the task's queries (pre-scaled) into sc->q, rows head-major. Rows past t.nq (the
- * last, short query tile) are zero so the GEMMs may run on full tiles. */
+ * last, short query tile) are zero. */
 static void load_queries(const call* c, const task* t, scratch* sc) {
     const mh_dcmha_problem* p = c->p;
     const size_t d = (size_t)p->head_dim_qk, tq = c->g.tq;
@@ -203,11 +214,22 @@ static size_t tile_index(const call* c, const task* t, size_t h, int64_t j0) {
     return ((t->b * (size_t)c->p->n_heads + t->h0 + h) * c->g.n_tiles) + (size_t)j0 / c->g.tk;
 }
 
+/* Keys of [j0, j0 + nc) that query row i of the task may keep (a prefix: causality drops the
+ * rest); for a block of rows, its last row's count covers them all. */
+static size_t kept(const call* c, const task* t, size_t i, int64_t j0, size_t nc) {
+    if (!c->p->causal) return nc;
+    const int64_t n = c->p->q_pos + (int64_t)(t->i0 + i) + 1 - j0;
+    return n <= 0 ? 0 : (size_t)n < nc ? (size_t)n : nc;
+}
+
+/* P.V runs over key chunks of this many so the V panel stays in L1 across the row blocks. */
+#define PV_KEYS 64
+
 /* Raw scores of keys [j0, j0 + nc) for every head of the task into sc->t1 [Hg][tq][tk]. */
 static void qk_tile(const call* c, const task* t, int64_t j0, size_t nc, scratch* sc) {
     const mh_kernels* k = c->k;
     const mh_dcmha_problem* p = c->p;
-    const size_t d = (size_t)p->head_dim_qk, tq = c->g.tq, tk = c->g.tk, nr = k->gemm_nr;
+    const size_t d = (size_t)p->head_dim_qk, tq = c->g.tq, tk = c->g.tk, nr = k->gemm_nr, mr = k->gemm_mr;
     for (size_t h = 0; h < c->g.hg; h++) {
         const float* qh = sc->q + h * tq * d;
         float* s = sc->t1 + h * tq * tk;
@@ -217,7 +239,12 @@ static void qk_tile(const call* c, const task* t, int64_t j0, size_t nc, scratch
             if (c->cw.kt_all) kt = c->cw.kt_all + tile_index(c, t, h, j0) * kt_floats(&c->g, p);
             else k->pack_kt(nc, d, ks, p->k.stride_token, p->k_dtype, sc->kpack);
             for (size_t c0 = 0; c0 < nc; c0 += nr)
-                k->gemm(tq, min_size(nr, nc - c0), d, qh, d, kt + (c0 / nr) * d * nr, NULL, s + c0, tk);
+                for (size_t r = 0; r < t->nq; r += mr) {
+                    const size_t m = min_size(mr, t->nq - r);
+                    if (c0 < kept(c, t, r + m - 1, j0, nc)) /* else: all dropped, never read */
+                        k->gemm(m, min_size(nr, nc - c0), d, qh + r * d, d, kt + (c0 / nr) * d * nr, NULL,
+                                s + r * tk + c0, tk);
+                }
         } else {
             const size_t step = k->attn_direct_rows - 1;
             for (size_t r = 0; r < t->nq; r += step)
@@ -231,7 +258,7 @@ static void qk_tile(const call* c, const task* t, int64_t j0, size_t nc, scratch
 static void pv_tile(const call* c, const task* t, int64_t j0, size_t nc, scratch* sc) {
     const mh_kernels* k = c->k;
     const mh_dcmha_problem* p = c->p;
-    const size_t dv = (size_t)p->head_dim_v, tq = c->g.tq, tk = c->g.tk, nr = k->gemm_nr;
+    const size_t dv = (size_t)p->head_dim_v, tq = c->g.tq, tk = c->g.tk, nr = k->gemm_nr, mr = k->gemm_mr;
     for (size_t h = 0; h < c->g.hg; h++) {
         const float* ph = sc->t1 + h * tq * tk;
         float* oh = sc->o + h * tq * dv;
@@ -246,8 +273,13 @@ static void pv_tile(const call* c, const task* t, int64_t j0, size_t nc, scratch
                 k->pack_v(nc, dv, vs, p->v.stride_token, p->v_dtype, sc->vpack);
             }
             for (size_t d0 = 0; d0 < dv; d0 += nr)
-                k->gemm_acc(tq, min_size(nr, dv - d0), nc, ph, tk, vt + (d0 / nr) * vt_cols * nr, sc->ones,
-                            oh + d0, dv);
+                for (size_t k0 = 0; k0 < nc; k0 += PV_KEYS)
+                    for (size_t r = 0; r < t->nq; r += mr) {
+                        const size_t m = min_size(mr, t->nq - r), kb = kept(c, t, r + m - 1, j0, nc);
+                        if (k0 < kb) /* P' is 0 past kb */
+                            k->gemm_acc(m, min_size(nr, dv - d0), min_size(PV_KEYS, kb - k0), ph + r * tk + k0, tk,
+                                        vt + ((d0 / nr) * vt_cols + k0) * nr, sc->ones, oh + r * dv + d0, dv);
+                    }
         } else {
             const size_t step = k->attn_direct_rows - 1;
             for (size_t r = 0; r < t->nq; r += step)
@@ -282,12 +314,10 @@ static void composed_scores(const call* c, const task* t, int64_t j0, size_t nc,
     qk_tile(c, t, j0, nc, sc);
     for (size_t i = 0; i < t->nq; i++) {
         const mh_compose_factors f = factors(c, t, 0, i, j0);
-        c->k->dcmha_compose(&f, nc, sc->t1 + i * tk, tq * tk, NULL, dst + i * ld, tq * ld);
-        const int64_t pos = c->p->q_pos + (int64_t)(t->i0 + i);
-        if (!c->p->causal || pos + 1 >= j0 + (int64_t)nc) continue;
-        const size_t from = pos + 1 > j0 ? (size_t)(pos + 1 - j0) : 0; /* masked after composing */
-        for (size_t h = 0; h < c->g.hg; h++)
-            for (size_t j = from; j < nc; j++) dst[(h * tq + i) * ld + j] = -INFINITY;
+        const size_t keep = kept(c, t, i, j0, nc);
+        c->k->dcmha_compose(&f, keep, sc->t1 + i * tk, tq * tk, NULL, dst + i * ld, tq * ld);
+        for (size_t h = 0; h < c->g.hg; h++) /* the mask, after composing: same for every head */
+            for (size_t j = keep; j < nc; j++) dst[(h * tq + i) * ld + j] = -INFINITY;
     }
 }
 
@@ -313,7 +343,9 @@ static void compose_and_accumulate(const call* c, const task* t, int64_t j0, siz
     const size_t tq = c->g.tq, tk = c->g.tk;
     for (size_t i = 0; i < t->nq; i++) {
         const mh_compose_factors f = factors(c, t, 1, i, j0);
-        c->k->dcmha_compose(&f, nc, src + i * ld, tq * ld, sc->inv + i * c->g.hg, sc->t1 + i * tk, tq * tk);
+        const size_t keep = kept(c, t, i, j0, nc); /* masked probabilities are 0 and stay 0 */
+        c->k->dcmha_compose(&f, keep, src + i * ld, tq * ld, sc->inv + i * c->g.hg, sc->t1 + i * tk, tq * tk);
+        for (size_t h = 0; h < c->g.hg; h++) memset(sc->t1 + (h * tq + i) * tk + keep, 0, (nc - keep) * sizeof(float));
     }
     pv_tile(c, t, j0, nc, sc);
 }
@@ -469,7 +501,7 @@ void mh_dcmha_attention(const mh_kernels* k, int threads, const mh_dcmha_problem
     call c;
     memset(&c, 0, sizeof c);
     c.k = k, c.p = p, c.materialise = materialise;
-    c.g = make_geom(k, p);
+    c.g = make_geom(k, p, materialise);
     mh_ws layout = mh_ws_begin(ws_base);
     call_layout(k, threads, p, materialise, &layout, &c.cw);
     c.n_split = 1;
