@@ -24,8 +24,8 @@
 /* Query rows per task: up to MAX_ROW_BLOCKS GEMM row blocks, so each K/V tile a task packs or
  * streams serves that many rows; the materialised score rows of a task stay within
  * SCORE_BUDGET bytes unless one row block alone needs more. */
-#define MAX_ROW_BLOCKS 4
-#define SCORE_BUDGET ((size_t)8 << 20)
+#define MAX_ROW_BLOCKS 16
+#define SCORE_BUDGET ((size_t)32 << 20)
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
