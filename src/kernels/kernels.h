@@ -22,7 +22,6 @@
  *       + sum_r kw2[(r * g + n) * ldk + c] * (sum_m kw1[(r * g + m) * ldk + c] * a'[m][c])
  *       + (wb ? sum_m wb[m * g + n] * a'[m][c] : 0)
  * for n < g, c < cols (sums over m ascending, then r ascending; terms added in this order). */
-#define MH_DCMHA_MAX_RANK 8
 typedef struct mh_compose_factors {
     size_t g, rank;
     const float *qw1, *qw2, *qdd; /* the query's [R][g], [R][g], [g] */

@@ -37,6 +37,7 @@
 #include <dlfcn.h>
 
 #include "check.h"
+#include "dcmha_fixture.h"
 #include "layer_fixture.h"
 #include "problem.h"
 
@@ -303,6 +304,47 @@ static void run_layer_calls(int threads) {
     mh_context_destroy(ctx);
 }
 
+/* DCMHA: its forward (materialised scores), chunked and token decode (two passes), and a decode
+ * over a cache long enough to split its keys. */
+static void run_dcmha_calls(int threads) {
+    char what[160];
+    mh_context* ctx = test_context(threads);
+    test_rng r;
+    rng_seed(&r, 55 + (uint64_t)threads);
+    mh_layer_config c = mh_layer_config_default();
+    c.variant = MH_VARIANT_DCMHA, c.d_model = D_MODEL, c.n_heads = H, c.head_dim = D, c.bias = 1;
+    c.dcmha.groups = 2, c.dcmha.static_weights = 1;
+    dcmha_fixture f;
+    if (!check_status("create dcmha", dcmha_fixture_make(&f, ctx, &c, &r, 0.1f, 0.1f, 0), MH_OK)) exit(1);
+    const int cap = SLOW ? CAP : 2100 + 40;
+    const size_t n = (size_t)B * N * D_MODEL;
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    rng_fill(&r, x, n, -1, 1);
+    size_t fw_bytes, dec_bytes, dec1_bytes;
+    check_status("forward ws", mh_layer_forward_workspace_size(f.layer, B, N, N, &fw_bytes), MH_OK);
+    check_status("decode ws", mh_layer_decode_workspace_size(f.layer, B, N, &dec_bytes), MH_OK);
+    check_status("decode1 ws", mh_layer_decode_workspace_size(f.layer, B, 1, &dec1_bytes), MH_OK);
+    void *ws_fw = ws_alloc(fw_bytes), *ws_dec = ws_alloc(dec_bytes), *ws_dec1 = ws_alloc(dec1_bytes);
+    mh_kv_cache* cache = NULL;
+    check_status("cache", mh_kv_cache_create(f.layer, B, cap, MH_DTYPE_F16, &cache), MH_OK);
+    mh_attn_options causal = mh_attn_options_default();
+    causal.causal = 1;
+    mh_forward_args a = {.batch = B, .n_q = N, .query = x, .out = y, .opt = &causal};
+    check_status("warm-up forward", mh_layer_forward(f.layer, &a, ws_fw, fw_bytes), MH_OK);
+    snprintf(what, sizeof what, "%d thread(s): DCMHA forward and decode allocate nothing", threads);
+    start_counting();
+    mh_status st = mh_layer_forward(f.layer, &a, ws_fw, fw_bytes);
+    while (st == MH_OK && mh_kv_cache_length(cache) + N + 2 <= cap) /* chunks, then single tokens */
+        st = mh_layer_decode(f.layer, cache, B, N, x, y, ws_dec, dec_bytes);
+    for (int t = 0; t < 2 && st == MH_OK; t++) st = mh_layer_decode(f.layer, cache, B, 1, x, y, ws_dec1, dec1_bytes);
+    long calls = stop_counting(what);
+    check_status("dcmha calls", st, MH_OK), check_true(what, calls == 0);
+    free(x), free(y), free(ws_fw), free(ws_dec), free(ws_dec1);
+    mh_kv_cache_destroy(cache);
+    dcmha_fixture_free(&f);
+    mh_context_destroy(ctx);
+}
+
 static void run_core_calls(int threads) {
     char what[160];
     mh_context* ctx = test_context(threads);
@@ -382,5 +424,7 @@ int main(void) {
     run_core_calls(1);
     run_layer_calls(2);
     run_core_calls(2);
+    run_dcmha_calls(1);
+    run_dcmha_calls(2);
     return test_exit_code("test_no_alloc");
 }
