@@ -25,6 +25,12 @@
  * streams serves that many rows; the materialised score rows of a task stay within
  * SCORE_BUDGET bytes unless one row block alone needs more. */
 #define MAX_ROW_BLOCKS 16
+/* Decode keeps pass 1's composed scores for pass 2 in a store of a size fixed by the shapes
+ * without M (rows of the call times STORE_KEYS, at most STORE_BUDGET bytes): when a task's rows
+ * over all M keys fit its share, pass 2 reads them instead of recomputing Q.K^T and the
+ * pre-composition (the same bits either way). */
+#define STORE_KEYS ((size_t)65536)
+#define STORE_BUDGET ((size_t)16 << 20)
 #define SCORE_BUDGET ((size_t)32 << 20)
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
@@ -120,6 +126,8 @@ typedef struct call_ws {
     float* kt_all;          /* [B*H][n_tiles] packed K tiles (materialised) */
     float* vt_all;          /* [B*H][n_tiles] packed V tiles */
     float* partials;        /* [n_tasks][MAX_SPLIT][partial] (two-pass) */
+    float* store;           /* [store_floats] pass 1's composed scores (two-pass) */
+    size_t store_floats;
 } call_ws;
 
 static void call_layout(const mh_kernels* k, int threads, const mh_dcmha_problem* p, int materialise,
@@ -136,6 +144,11 @@ static void call_layout(const mh_kernels* k, int threads, const mh_dcmha_problem
         out->vt_all = mh_ws_take(ws, tiles, vt_floats(&g), sizeof(float));
     } else {
         out->partials = mh_ws_take(ws, g.n_tasks * MAX_SPLIT, partial_floats(&g, p), sizeof(float));
+        size_t rows_all = 0;
+        if (!mh_mul_size(g.n_tasks, g.rows, &rows_all)) ws->overflow = 1;
+        out->store_floats = rows_all <= STORE_BUDGET / sizeof(float) / STORE_KEYS ? rows_all * STORE_KEYS
+                                                                                 : STORE_BUDGET / sizeof(float);
+        out->store = mh_ws_take(ws, out->store_floats, 1, sizeof(float));
     }
 }
 
@@ -154,6 +167,7 @@ typedef struct call {
     call_ws cw;
     int materialise;
     size_t n_split;
+    int stored;   /* two-pass: pass 2 reads pass 1's scores from cw.store */
     float scale;
     long next[2]; /* dynamic schedules of the two passes */
 } call;
@@ -393,7 +407,11 @@ static float* partial_at(const call* c, size_t ti, size_t ci) {
     return c->cw.partials + (ti * MAX_SPLIT + ci) * partial_floats(&c->g, c->p);
 }
 
-/* Pass 1 of chunk ci: the running max and sum of its composed scores into its partial. */
+/* Task ti's rows of stored scores [rows][m_pad], at key 0. */
+static float* stored_at(const call* c, size_t ti) { return c->cw.store + ti * c->g.rows * c->g.m_pad; }
+
+/* Pass 1 of chunk ci: the running max and sum of its composed scores into its partial (and
+ * the scores into the store, when stored). */
 static void pass_stats(const call* c, size_t item, scratch* sc) {
     const size_t ti = item / c->n_split, ci = item % c->n_split, tk = c->g.tk;
     const task t = make_task(c, ti);
@@ -403,7 +421,13 @@ static void pass_stats(const call* c, size_t item, scratch* sc) {
     load_queries(c, &t, sc);
     for (int64_t j0 = lo; j0 < hi; j0 += (int64_t)tk) {
         const size_t nc = min_size(tk, (size_t)(hi - j0));
-        composed_scores(c, &t, j0, nc, sc->t2, tk, sc);
+        if (c->stored) { /* keep the scores, run the statistics on a copy */
+            float* st = stored_at(c, ti) + j0;
+            composed_scores(c, &t, j0, nc, st, c->g.m_pad, sc);
+            for (size_t r = 0; r < c->g.rows; r++) memcpy(sc->t2 + r * tk, st + r * c->g.m_pad, nc * sizeof(float));
+        } else {
+            composed_scores(c, &t, j0, nc, sc->t2, tk, sc);
+        }
         softmax_rows(c, &t, sc->t2, tk, nc, sc->m, sc->l, sc);
     }
     float* part = partial_at(c, ti, ci);
@@ -439,11 +463,12 @@ static void pass_output(const call* c, size_t item, scratch* sc) {
     inverse_sums(c, &t, sc->l, sc);
     load_queries(c, &t, sc);
     for (int64_t j0 = lo; j0 < hi; j0 += (int64_t)tk) {
-        const size_t nc = min_size(tk, (size_t)(hi - j0));
-        composed_scores(c, &t, j0, nc, sc->t2, tk, sc);
+        const size_t nc = min_size(tk, (size_t)(hi - j0)), ld = c->stored ? c->g.m_pad : tk;
+        float* s = c->stored ? stored_at(c, ti) + j0 : sc->t2;
+        if (!c->stored) composed_scores(c, &t, j0, nc, s, ld, sc);
         memcpy(sc->mfix, sc->m, rows * sizeof(float)); /* exp(s - final max): the same bits as pass 1 saw */
-        softmax_rows(c, &t, sc->t2, tk, nc, sc->mfix, sc->junk, sc);
-        compose_and_accumulate(c, &t, j0, nc, sc->t2, tk, sc);
+        softmax_rows(c, &t, s, ld, nc, sc->mfix, sc->junk, sc);
+        compose_and_accumulate(c, &t, j0, nc, s, ld, sc);
     }
     memcpy(partial_at(c, ti, ci) + 2 * rows, sc->o, rows * (size_t)c->p->head_dim_v * sizeof(float));
 }
@@ -509,6 +534,7 @@ void mh_dcmha_attention(const mh_kernels* k, int threads, const mh_dcmha_problem
         const size_t n = (size_t)p->n_kv / SPLIT_KEYS;
         c.n_split = n < 1 ? 1 : n > MAX_SPLIT ? MAX_SPLIT : n;
     }
+    c.stored = !materialise && c.g.rows * c.g.m_pad <= c.cw.store_floats / c.g.n_tasks;
     c.scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim_qk);
     const double flops = 2.0 * (double)p->batch * p->n_q * p->n_kv * p->n_heads *
                          (p->head_dim_qk + p->head_dim_v + 4.0 * p->rank + 2.0);

@@ -10,7 +10,8 @@
  *    head output, 3 scales v, per token and head, checked against the plain attention oracle;
  *  - W_b = P - I (P a 3-cycle) permutes the heads' attention maps as out[n] = sum_m in[m] W[m, n];
  *  - groups compose block-diagonally;
- *  - decode (token by token, in chunks, and a long split-KV decode) == the forward; f16/bf16
+ *  - decode (token by token, in chunks, a long chunk whose pass 2 recomputes the scores, and a
+ *    long split-KV decode whose pass 2 reads them back) == the forward; f16/bf16
  *    caches with exactly representable K/V give the f32 cache's bits;
  *  - 1 and 2 threads give the same bits (forward and split decode).
  */
@@ -315,7 +316,10 @@ static void decode_matches(const mh_context* ctx, const mh_context* ctx1, test_r
         decode_all(lay, cache, 1, L, d, xl, th ? yd1 : yd, long_chunks, 4);
         mh_kv_cache_destroy(cache);
     }
-    check_close_f32("split-KV decode == forward", yd + nl - 3 * d, yl + nl - 3 * d, 3 * (size_t)d, tolerance(&c, L));
+    /* 2597 rows in one chunk: too many rows to keep their scores, pass 2 recomputes them */
+    check_close_f32("long chunked decode (recomputing pass 2) == forward", yd, yl, nl - 3 * (size_t)d, tolerance(&c, L));
+    check_close_f32("split-KV decode (stored scores) == forward", yd + nl - 3 * d, yl + nl - 3 * d, 3 * (size_t)d,
+                    tolerance(&c, L));
     check_bitwise("decode: 1 thread == 2 threads", yd1, yd, nl);
     mh_layer_destroy(one);
     free(xl), free(yl), free(yd), free(yd1);
