@@ -216,6 +216,15 @@ enum { B = 2, H = 8, HKV = 2, D = 32 };
  * small ones on a slow machine */
 static int N = 128, D_MODEL = 256, CAP = 160, SLOW = 0;
 
+/* Workspaces of a forward over [B, N], a decode of N tokens and one of a single token. */
+static void layer_workspaces(const mh_layer* L, size_t* fw_bytes, void** fw, size_t* dec_bytes, void** dec,
+                             size_t* dec1_bytes, void** dec1) {
+    check_status("forward ws", mh_layer_forward_workspace_size(L, B, N, N, fw_bytes), MH_OK);
+    check_status("decode ws", mh_layer_decode_workspace_size(L, B, N, dec_bytes), MH_OK);
+    check_status("decode1 ws", mh_layer_decode_workspace_size(L, B, 1, dec1_bytes), MH_OK);
+    *fw = ws_alloc(*fw_bytes), *dec = ws_alloc(*dec_bytes), *dec1 = ws_alloc(*dec1_bytes);
+}
+
 static void run_layer_calls(int threads) {
     char what[160];
     mh_context* ctx = test_context(threads);
@@ -237,10 +246,8 @@ static void run_layer_calls(int threads) {
     float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
     rng_fill(&r, x, n, -1, 1);
     size_t fw_bytes, dec_bytes, dec1_bytes;
-    check_status("forward ws", mh_layer_forward_workspace_size(f.layer, B, N, N, &fw_bytes), MH_OK);
-    check_status("decode ws", mh_layer_decode_workspace_size(f.layer, B, N, &dec_bytes), MH_OK);
-    check_status("decode1 ws", mh_layer_decode_workspace_size(f.layer, B, 1, &dec1_bytes), MH_OK);
-    void *ws_fw = ws_alloc(fw_bytes), *ws_dec = ws_alloc(dec_bytes), *ws_dec1 = ws_alloc(dec1_bytes);
+    void *ws_fw, *ws_dec, *ws_dec1;
+    layer_workspaces(f.layer, &fw_bytes, &ws_fw, &dec_bytes, &ws_dec, &dec1_bytes, &ws_dec1);
     mh_kv_cache *cache = NULL, *cache16 = NULL;
     check_status("cache", mh_kv_cache_create(f.layer, B, CAP, MH_DTYPE_F32, &cache), MH_OK);
     check_status("cache f16", mh_kv_cache_create(f.layer, B, CAP, MH_DTYPE_F16, &cache16), MH_OK);
@@ -321,10 +328,8 @@ static void run_dcmha_calls(int threads) {
     float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
     rng_fill(&r, x, n, -1, 1);
     size_t fw_bytes, dec_bytes, dec1_bytes;
-    check_status("forward ws", mh_layer_forward_workspace_size(f.layer, B, N, N, &fw_bytes), MH_OK);
-    check_status("decode ws", mh_layer_decode_workspace_size(f.layer, B, N, &dec_bytes), MH_OK);
-    check_status("decode1 ws", mh_layer_decode_workspace_size(f.layer, B, 1, &dec1_bytes), MH_OK);
-    void *ws_fw = ws_alloc(fw_bytes), *ws_dec = ws_alloc(dec_bytes), *ws_dec1 = ws_alloc(dec1_bytes);
+    void *ws_fw, *ws_dec, *ws_dec1;
+    layer_workspaces(f.layer, &fw_bytes, &ws_fw, &dec_bytes, &ws_dec, &dec1_bytes, &ws_dec1);
     mh_kv_cache* cache = NULL;
     check_status("cache", mh_kv_cache_create(f.layer, B, cap, MH_DTYPE_F16, &cache), MH_OK);
     mh_attn_options causal = mh_attn_options_default();
