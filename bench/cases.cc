@@ -609,6 +609,10 @@ private:
             ws_ = AlignedBuffer(ws);
         }
         kv_bytes_per_token_ = static_cast<size_t>(w_.n_kv_heads) * (w_.head_dim + w_.head_dim_v) * sizeof(float);
+        mh_kv_cache* probe = nullptr;  // a self-attention layer's own count (e.g. DCMHA's key factors)
+        if (c_.mode != Mode::Cross && mh_kv_cache_create(layer_.get(), 1, 1, MH_DTYPE_F32, &probe) == MH_OK)
+            kv_bytes_per_token_ = mh_kv_cache_bytes_per_token(probe);
+        mh_kv_cache_destroy(probe);
         flops_ = B * (projection_flops(N, M) + attention_flops(opt_.causal ? causal_pairs(N, M) : static_cast<double>(N) * M));
         const double in_bytes = 4.0 * (static_cast<double>(nx) + static_cast<double>(xkv_.size()));
         bytes_ = weight_float_bytes() + in_bytes + 4.0 * static_cast<double>(nx);
