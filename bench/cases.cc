@@ -21,6 +21,7 @@
 //                 active head, counting only the pairs causality keeps (causal prefill: about
 //                 half of N*M). Projections: 2*rows*in*out each (Q and O over the N queries, K
 //                 and V over the M key/value rows). Softmax, scaling, bias: not counted.
+//                 Overlapping heads: Dqk = Dv = D + 2o, and W' has H*(D + 2o) inputs.
 //   pct_peak      gflops as % of the measured multiply-add peak for the case's ISA and thread
 //                 count (machine_limits.cc); the openblas baseline against the best ISA's peak.
 //   gbps          bytes / s. decode: the bytes a token must read, K/V of every cached key
@@ -39,7 +40,8 @@
 //   weights_bytes mh_layer_weights_bytes (the openblas baseline: its float weights); 0 on the
 //                 attention core, which has no weights.
 //   kv_bytes_per_token  K+V bytes one token adds to a cache: Hkv*(Dqk+Dv)*sizeof(kvdtype)
-//                 (mh_kv_cache_bytes_per_token for decode through the layer).
+//                 (mh_kv_cache_bytes_per_token for decode through the layer; overlapping
+//                 heads: 2*(H*D + 2o)*sizeof(kvdtype), the padded rows the cache holds).
 //   workspace_bytes  what the *_workspace_size call asked for (openblas: its scratch).
 //   peak_rss_bytes  RSS growth of the case: the peak resident set (VmHWM, reset through
 //                 /proc/self/clear_refs when the case starts) minus the resident set before its
@@ -82,6 +84,7 @@
 #include "blas_baseline.h"
 #include "machine_limits.h"
 #include "model.h"
+#include "oracle_moh.h"
 #include "reference.h"
 
 namespace mhb {
@@ -146,6 +149,12 @@ double rel_l2(const std::vector<float>& got, const std::vector<float>& ref) {
 
 // ------------------------------------------------------------------ models
 bool is_layer_api(const CaseSpec& c) { return c.d_model > 0; }
+
+// Overlapping heads' halo o for the case's variant and D (0 for disjoint heads).
+int case_halo(const CaseSpec& c) {
+    const VariantSpec* v = find_variant(c.variant);
+    return v ? c.head_dim * v->halo_pct / 100 : 0;
+}
 
 // The base layer of a layer-API case: the --weights file, or a seeded MHA layer of the case's
 // shape (no bias, as LLaMA-style layers; cached).
@@ -326,6 +335,10 @@ protected:
 // prefill: N = M queries, causal, K/V token-major [B, M, Hkv, D] as projections produce them.
 // decode: one query at position M - 1 over M keys, K/V head-major [B, Hkv, M, D] with a padded
 // head stride (the library's KV cache layout), rotated over copies beyond the LLC (cold).
+// Overlapping heads (halo o > 0) read what the layer hands its core: Q/K/V rows of width
+// H*D + 2o (MHA's rows at offset o, zero halos), head h's window the D + 2o elements from h*D
+// (head stride D); decode K/V one padded stream per token [B, M, H*D + 2o] (the layer's cache);
+// the output [B, N, H, D + 2o]. Its fidelity compares each head's middle D outputs with MHA's.
 class CoreFixture : public Fixture {
 public:
     using Fixture::Fixture;
@@ -361,12 +374,16 @@ private:
     bool do_setup() override {
         if (c_.impl == Impl::Library && !make_context()) return false;
         const int B = c_.batch, N = c_.n_q, M = c_.n_kv, H = c_.n_heads, Hkv = kv_, D = c_.head_dim;
-        const int g = H / Hkv;
+        const int g = H / Hkv, o = case_halo(c_), Dw = D + 2 * o;  // Dw: the head width the core sees
         const bool decode = c_.mode == Mode::Decode;
         const size_t es = dtype_size(c_.kv_dtype);
-        const ptrdiff_t hs = static_cast<ptrdiff_t>(M) * D + kHeadPad;  // decode head stride
-        const size_t kv_elems = decode ? static_cast<size_t>(B) * Hkv * static_cast<size_t>(hs)
-                                       : static_cast<size_t>(B) * M * Hkv * D;
+        // K/V views (o > 0: one padded stream per token, windows at head stride D).
+        const ptrdiff_t kvw = static_cast<ptrdiff_t>(Hkv) * D + 2 * o;  // a K/V row
+        const ptrdiff_t streams = o > 0 ? 1 : Hkv, sdim = o > 0 ? kvw : D;
+        const ptrdiff_t hs = static_cast<ptrdiff_t>(M) * sdim + kHeadPad;  // decode stream stride
+        const ptrdiff_t kv_sb = decode ? streams * hs : M * kvw, kv_st = decode ? sdim : kvw;
+        const ptrdiff_t kv_sh = decode && o == 0 ? hs : D;
+        const size_t kv_elems = static_cast<size_t>(B) * static_cast<size_t>(kv_sb);
         const size_t copy_bytes = kv_elems * es;  // one of K or V
         size_t ncopies = 1;
         const double llc = static_cast<double>(machine_limits().llc_bytes);
@@ -392,7 +409,7 @@ private:
         for (int t = 0; t < 2; t++) {
             uint8_t* dst = static_cast<uint8_t*>(t == 0 ? k_.data() : v_.data());
             const uint64_t seed = t == 0 ? kSeedK : kSeedV;
-            if (decode) std::memset(dst, 0, copy_bytes);  // the pads
+            if (decode || o > 0) std::memset(dst, 0, copy_bytes);  // the pads and halos
             for (int b = 0; b < B; b++)
                 for (int j = 0; j < M; j++)
                     for (int kvh = 0; kvh < Hkv; kvh++) {
@@ -401,43 +418,44 @@ private:
                             hash_fill(row.data(), static_cast<size_t>(D), seed, ((static_cast<uint64_t>(b) * M + j) * H + h) * D, true);
                         if (g > 1)
                             for (float& x : row) x /= static_cast<float>(g);
-                        const size_t off = decode ? (static_cast<size_t>(b) * Hkv + kvh) * static_cast<size_t>(hs) + static_cast<size_t>(j) * D
-                                                  : ((static_cast<size_t>(b) * M + j) * Hkv + kvh) * D;
-                        store_as(c_.kv_dtype, row.data(), dst + off * es, static_cast<size_t>(D));
+                        const ptrdiff_t off = b * kv_sb + j * kv_st + kvh * kv_sh + o;
+                        store_as(c_.kv_dtype, row.data(), dst + static_cast<size_t>(off) * es, static_cast<size_t>(D));
                     }
             for (size_t ci = 1; ci < ncopies; ci++) std::memcpy(copy_at(t, ci), dst, copy_bytes);
         }
-        const size_t nq = static_cast<size_t>(B) * N * H * D;
+        // Q rows [B*N, H*D + 2o] (MHA's values at offset o), O [B, N, H, Dw]
+        const ptrdiff_t qw = static_cast<ptrdiff_t>(H) * D + 2 * o;
+        const size_t rows_q = static_cast<size_t>(B) * N, hd = static_cast<size_t>(H) * D;
+        const size_t nq = rows_q * static_cast<size_t>(qw), nout = rows_q * H * static_cast<size_t>(Dw);
         q_ = AlignedBuffer(nq * sizeof(float));
-        o_ = AlignedBuffer(nq * sizeof(float));
-        hash_fill(q_.as<float>(), nq, kSeedQ, 0);
+        o_ = AlignedBuffer(nout * sizeof(float));
+        if (o > 0) std::memset(q_.data(), 0, nq * sizeof(float));
+        for (size_t r = 0; r < rows_q; r++) hash_fill(q_.as<float>() + r * static_cast<size_t>(qw) + o, hd, kSeedQ, r * hd);
 
         problems_.resize(ncopies);
         for (size_t ci = 0; ci < ncopies; ci++) {
             mh_attn_problem& p = problems_[ci];
             p = mh_attn_problem{};
             p.batch = B, p.n_q = N, p.n_kv = M, p.n_heads = H, p.n_kv_heads = Hkv;
-            p.head_dim_qk = p.head_dim_v = D;
-            p.q = {q_.data(), static_cast<ptrdiff_t>(N) * H * D, static_cast<ptrdiff_t>(H) * D, D};
-            const void* kd = copy_at(0, ci);
-            const void* vd = copy_at(1, ci);
-            if (decode) {
-                p.k = {kd, Hkv * hs, D, hs};
-                p.v = {vd, Hkv * hs, D, hs};
-            } else {
-                p.k = {kd, static_cast<ptrdiff_t>(M) * Hkv * D, static_cast<ptrdiff_t>(Hkv) * D, D};
-                p.v = {vd, static_cast<ptrdiff_t>(M) * Hkv * D, static_cast<ptrdiff_t>(Hkv) * D, D};
-            }
+            p.head_dim_qk = p.head_dim_v = Dw;
+            p.q = {q_.data(), N * qw, qw, D};
+            p.k = {copy_at(0, ci), kv_sb, kv_st, kv_sh};
+            p.v = {copy_at(1, ci), kv_sb, kv_st, kv_sh};
             p.k_dtype = p.v_dtype = c_.kv_dtype;
             p.o = o_.as<float>();
-            p.o_stride_batch = static_cast<ptrdiff_t>(N) * H * D;
-            p.o_stride_token = static_cast<ptrdiff_t>(H) * D;
-            p.o_stride_head = D;
+            p.o_stride_batch = static_cast<ptrdiff_t>(N) * H * Dw;
+            p.o_stride_token = static_cast<ptrdiff_t>(H) * Dw;
+            p.o_stride_head = Dw;
         }
         opt_ = mh_attn_options_default();
         opt_.causal = 1;
+        if (moh()) {
+            route_queries();
+            opt_.head_gates = gates_.data();
+        }
         if (c_.impl == Impl::Blas) {
             if (c_.kv_dtype != MH_DTYPE_F32) return fail("the openblas baseline reads f32 K/V only");
+            if (o > 0) return fail("the openblas baseline reads disjoint heads only");
             const size_t n = blas_attention_scratch_floats(problems_[0]);
             ws_ = AlignedBuffer(n * sizeof(float));
             workspace_bytes_ = n * sizeof(float);
@@ -449,18 +467,19 @@ private:
             workspace_bytes_ = ws;
             ws_ = AlignedBuffer(ws);
         }
-        kv_bytes_per_token_ = static_cast<size_t>(Hkv) * 2 * D * es;
+        kv_bytes_per_token_ = 2 * static_cast<size_t>(kvw) * es;  // o > 0: with the 4o halo zeros
         const double pairs = causal_pairs(N, M) * B;
-        flops_ = pairs * H * active() * 4.0 * D;
+        flops_ = pairs * H * active() * 4.0 * Dw;
         const double kv_read = static_cast<double>(B) * M * static_cast<double>(kv_bytes_per_token_);
-        bytes_ = decode ? kv_read : kv_read + 2.0 * static_cast<double>(nq) * sizeof(float);
-        working_set_bytes_ = 2.0 * static_cast<double>(copy_bytes) + 2.0 * static_cast<double>(nq) * sizeof(float);
+        const double q_o_bytes = static_cast<double>(nq + nout) * sizeof(float);
+        bytes_ = decode ? kv_read * kv_read_fraction_ : kv_read + q_o_bytes;
+        working_set_bytes_ = 2.0 * static_cast<double>(copy_bytes) + q_o_bytes;
 
         // One untimed call (also the warm-up), checked against the oracle.
         if (!call(0)) return false;
         next_copy_ = problems_.size() > 1 ? 1 : 0;  // copy 0 was just read
         std::vector<int> heads = spread(H, H), rows = spread(N, N);
-        const double per_head_row = static_cast<double>(M) * 2.0 * D;
+        const double per_head_row = static_cast<double>(M) * 2.0 * Dw;
         if (B * per_head_row * H * N > kOracleBudgetMacs) {
             heads = {0, H / 3, (2 * H) / 3, H - 1};
             std::sort(heads.begin(), heads.end());
@@ -470,22 +489,60 @@ private:
         std::vector<double> ref;
         ref_attention(problems_[0], true, heads, rows, ref);
         ErrorAccumulator acc;
-        const float* o = o_.as<float>();
+        const float* out = o_.as<float>();
         const size_t nh = heads.size(), nr = rows.size();
         for (int b = 0; b < B; b++)
             for (size_t ri = 0; ri < nr; ri++)
                 for (size_t hi = 0; hi < nh; hi++)
-                    for (int d = 0; d < D; d++) {
-                        const size_t oi = ((static_cast<size_t>(b) * N + static_cast<size_t>(rows[ri])) * H + static_cast<size_t>(heads[hi])) * D + d;
-                        acc.add(o[oi], ref[((static_cast<size_t>(b) * nr + ri) * nh + hi) * D + d]);
+                    for (int d = 0; d < Dw; d++) {
+                        const size_t oi = ((static_cast<size_t>(b) * N + static_cast<size_t>(rows[ri])) * H + static_cast<size_t>(heads[hi])) * Dw + d;
+                        const double g = moh() ? gates_[oi / static_cast<size_t>(Dw)] : 1.0;
+                        acc.add(out[oi], g * ref[((static_cast<size_t>(b) * nr + ri) * nh + hi) * Dw + d]);
                     }
         err_ = acc.result();
         checked_fraction_ = static_cast<double>(nh * nr) / (static_cast<double>(H) * N);
-        set_fidelity(o, nq);
+        if (o == 0) {
+            set_fidelity(out, nout);
+        } else {  // each head's middle D outputs, where MHA's head sits
+            std::vector<float> mid(rows_q * hd);
+            for (size_t r = 0; r < rows_q * H; r++) std::copy_n(out + r * Dw + o, D, &mid[r * D]);
+            set_fidelity(mid.data(), mid.size());
+        }
         return true;
     }
 
+    bool moh() const { return variant_->family == MH_VARIANT_MOH; }
+
+    // MoH on the bare core: head_gates [B, N, H] from the row's seeded learned router applied
+    // to each query row Q[b, t, :, :] (as if d_model = H*D), by the MoH oracle; the fraction of
+    // (sequence, K/V head) pairs that some query uses scales the decode bytes read.
+    void route_queries() {
+        const int B = c_.batch, N = c_.n_q, H = c_.n_heads, D = c_.head_dim, g = H / kv_;
+        LayerWeights stub;  // dimensions only: the router reads the rows, not the base weights
+        stub.d_model = stub.kdim = stub.vdim = H * D;
+        stub.n_heads = H, stub.n_kv_heads = kv_, stub.head_dim = stub.head_dim_v = D;
+        const LayerWeights r = variant_->derive(stub, kv_);
+        const mh_layer_config cfg = layer_config(*variant_, r);
+        const mh_layer_weights view = r.view();
+        const size_t rows = static_cast<size_t>(B) * N;
+        std::vector<double> gd(rows * H);
+        std::vector<unsigned char> sel(rows * H);
+        oracle_moh_gates(&cfg, &view, q_.as<float>(), static_cast<int>(rows), gd.data(), sel.data());
+        gates_.assign(gd.begin(), gd.end());
+        size_t used = 0;
+        for (int b = 0; b < B; b++)
+            for (int kvh = 0; kvh < kv_; kvh++) {
+                bool any = false;
+                for (int t = 0; t < N && !any; t++)
+                    for (int h = kvh * g; h < (kvh + 1) * g; h++) any |= gates_[(static_cast<size_t>(b) * N + t) * H + h] != 0.0f;
+                used += any;
+            }
+        kv_read_fraction_ = static_cast<double>(used) / (static_cast<double>(B) * kv_);
+    }
+
     AlignedBuffer q_, k_, v_, o_, ws_;
+    std::vector<float> gates_;
+    double kv_read_fraction_ = 1.0;
     std::vector<mh_attn_problem> problems_;
     size_t next_copy_ = 0;
     mh_attn_options opt_{};
@@ -519,19 +576,34 @@ protected:
     }
 
     // FLOPs of the four projections for `rows` query rows and `kv_rows` key/value rows.
+    // Overlapping heads: W' reads H*(Dv + 2o), and the core's heads are D + 2o wide.
     double projection_flops(double rows, double kv_rows) const {
         const double H = w_.n_heads, Hkv = w_.n_kv_heads, D = w_.head_dim, Dv = w_.head_dim_v;
         return 2.0 * rows * w_.d_model * H * D * active()  // Q (MoH: active heads only)
                + 2.0 * kv_rows * w_.kdim * Hkv * D          // K
                + 2.0 * kv_rows * w_.vdim * Hkv * Dv         // V
-               + 2.0 * rows * H * Dv * w_.d_model * active();  // O
+               + 2.0 * rows * H * (Dv + 2.0 * cfg_.overlap) * w_.d_model * active();  // O
     }
     double attention_flops(double pairs) const {
-        return pairs * w_.n_heads * active() * (2.0 * w_.head_dim + 2.0 * w_.head_dim_v);
+        return pairs * w_.n_heads * active() * (2.0 * (w_.head_dim + 2 * cfg_.overlap) + 2.0 * (w_.head_dim_v + 2 * cfg_.overlap));
     }
     double weight_float_bytes() const {
         return 4.0 * static_cast<double>(w_.wq.size() + w_.wk.size() + w_.wv.size() + w_.wo.size() + w_.bq.size() +
                                          w_.bk.size() + w_.bv.size() + w_.bo.size());
+    }
+
+    // The double oracle at `rows` of sequence 0 (self-attention: xkv = xq): the harness's own
+    // for the GQA family, the test suite's MoH oracle for MoH.
+    void layer_rows(const float* xq, int n, const float* xkv, int m, bool causal, const std::vector<int>& rows,
+                    std::vector<double>& out) const {
+        if (cfg_.variant != MH_VARIANT_MOH) {
+            ref_layer_rows(cfg_, w_.view(), xq, n, xkv, xkv, m, causal, rows, out);
+            return;
+        }
+        const mh_layer_weights view = w_.view();
+        out.assign(rows.size() * static_cast<size_t>(cfg_.d_model), 0.0);
+        oracle_moh_rows(&cfg_, &view, xq, xkv, m, causal ? 1 : 0, rows.data(), static_cast<int>(rows.size()), n,
+                        out.data());
     }
 
     LayerWeights w_;
@@ -608,9 +680,9 @@ private:
             workspace_bytes_ = ws;
             ws_ = AlignedBuffer(ws);
         }
-        kv_bytes_per_token_ = static_cast<size_t>(w_.n_kv_heads) * (w_.head_dim + w_.head_dim_v) * sizeof(float);
-        mh_kv_cache* probe = nullptr;  // a self-attention layer's own count (e.g. DCMHA's key factors)
-        if (c_.mode != Mode::Cross && mh_kv_cache_create(layer_.get(), 1, 1, MH_DTYPE_F32, &probe) == MH_OK)
+        kv_bytes_per_token_ = (static_cast<size_t>(w_.n_kv_heads) * (w_.head_dim + w_.head_dim_v) + 4 * static_cast<size_t>(cfg_.overlap)) * sizeof(float);
+        mh_kv_cache* probe = nullptr;  // DCMHA's cache also holds its key factors: ask the cache
+        if (cfg_.variant == MH_VARIANT_DCMHA && mh_kv_cache_create(layer_.get(), 1, 1, MH_DTYPE_F32, &probe) == MH_OK)
             kv_bytes_per_token_ = mh_kv_cache_bytes_per_token(probe);
         mh_kv_cache_destroy(probe);
         flops_ = B * (projection_flops(N, M) + attention_flops(opt_.causal ? causal_pairs(N, M) : static_cast<double>(N) * M));
@@ -621,7 +693,7 @@ private:
         if (!call()) return false;
         const std::vector<int> rows = spread(N, 32);
         std::vector<double> ref;
-        ref_layer_rows(cfg_, w_.view(), xq_.data(), N, xk(), xk(), M, opt_.causal != 0, rows, ref);
+        layer_rows(xq_.data(), N, xk(), M, opt_.causal != 0, rows, ref);
         ErrorAccumulator acc;
         const float* out = out_.as<float>();
         for (size_t ri = 0; ri < rows.size(); ri++)
@@ -716,7 +788,7 @@ private:
 
         // out_ holds the output of the last prompt token (position M - 1) of every sequence.
         std::vector<double> ref;
-        ref_layer_rows(cfg_, w_.view(), x_.data(), M, x_.data(), x_.data(), M, true, {M - 1}, ref);
+        layer_rows(x_.data(), M, x_.data(), M, true, {M - 1}, ref);
         ErrorAccumulator acc;
         for (int c = 0; c < dm; c++) acc.add(out_.as<float>()[c], ref[static_cast<size_t>(c)]);
         err_ = acc.result();
@@ -909,6 +981,8 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
     for (int n : {512, 1024, 2048}) s.variants(make(P, "", llm, n, n, F32, false));
     s.variants(make(P, "", llm, 4096, 4096, F32, false), {"mha", "gqa8"});
     s.add(make(P, "gqa8", llm, 2048, 2048, F16, false));  // K/V storage type in prefill
+    // MoH's core against MHA's at MoH's reference shape (H 16, D 64: d_model 1024)
+    s.variants(make(P, "", Shape{16, 64, 0}, 2048, 2048, F32, false), {"mha", "moh50", "moh75", "moh88"});
 
     // 2. decode against caches of 1K to 32K tokens (attention core, cache layout, cold)
     for (mh_dtype dt : {F16, F32})
@@ -934,6 +1008,7 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
     if (self_ok) {
         for (int m : {1024, 4096}) s.variants(make(DEC, "", enc, 1, m, F16, true));
         s.add(make(DEC, "gqa4", enc, 1, 4096, F32, true));
+        for (const char* v : {"mha", "collab"}) s.add(make(DEC, v, enc, 1, 32768, F16, true));  // CollabHead's shared keys at length
     }
 
     // 5. cross-attention: decoder queries over an encoder output of another length
@@ -1026,7 +1101,7 @@ int repetitions(const SuiteOptions& o) { return o.repetitions > 0 ? o.repetition
 namespace {
 // A rough time per call, from the useful FLOPs and a modest rate per implementation.
 double estimated_seconds(const CaseSpec& c) {
-    const double H = c.n_heads, D = c.head_dim, N = c.n_q, M = c.n_kv, B = c.batch;
+    const double H = c.n_heads, D = c.head_dim + 2 * case_halo(c), N = c.n_q, M = c.n_kv, B = c.batch;
     double flops = B * causal_pairs(c.n_q, c.n_kv) * H * 4 * D;
     if (c.mode == Mode::Layer || c.mode == Mode::Cross) {
         const double dm = c.d_model;

@@ -1,6 +1,9 @@
 #include "model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "bench_util.h"
 
@@ -53,25 +56,6 @@ LayerWeights random_mha_layer(int d_model, int n_heads, int head_dim, int kdim, 
 
 namespace {
 
-// rows [kv*dim, (kv+1)*dim) of the pooled matrix = mean over the group's base heads.
-std::vector<float> pool_rows(const std::vector<float>& m, int base_kv, int kv, int dim, size_t cols) {
-    const int g = base_kv / kv;
-    std::vector<float> out(static_cast<size_t>(kv) * dim * cols);
-    std::vector<double> acc(cols);
-    for (int j = 0; j < kv; j++) {
-        for (int r = 0; r < dim; r++) {
-            std::fill(acc.begin(), acc.end(), 0.0);
-            for (int h = j * g; h < (j + 1) * g; h++) {
-                const float* row = &m[(static_cast<size_t>(h) * dim + r) * cols];
-                for (size_t c = 0; c < cols; c++) acc[c] += row[c];
-            }
-            float* o = &out[(static_cast<size_t>(j) * dim + r) * cols];
-            for (size_t c = 0; c < cols; c++) o[c] = static_cast<float>(acc[c] / g);
-        }
-    }
-    return out;
-}
-
 // `want` K/V heads: fewer than the query heads (else it is MHA), no more than the base has,
 // pooling whole groups of base heads (want == base_kv: the base layer itself, e.g. a GQA layer
 // loaded from a file).
@@ -80,6 +64,84 @@ int kv_exact(int n_heads, int base_kv, int want) {
 }
 
 LayerWeights derive_pooled(const LayerWeights& base, int kv) { return pool_kv_heads(base, kv); }
+
+// MoH rows: the base MHA layer plus a seeded learned router (W_r, W_s, W_h uniform in
+// +-1/sqrt(d_model), like the base weights), H*Shared/16 shared heads and H*Active/16 heads
+// active per token in all. extra = {W_r [E, d], W_s [h_s, d] (h_s > 1), W_h [2, d]}.
+template <int Shared, int Active>
+void bind_moh(const LayerWeights& w, mh_layer_config* cfg, mh_layer_weights* view) {
+    const int hs = w.n_heads * Shared / 16, k = w.n_heads * Active / 16 - hs;
+    if (cfg) {
+        cfg->variant = MH_VARIANT_MOH;
+        cfg->moh.router = MH_MOH_ROUTER_LEARNED;
+        cfg->moh.shared_heads = hs;
+        cfg->moh.top_k = k;
+    }
+    if (view) {
+        view->moh_w_router = w.extra[0].data();
+        view->moh_w_shared = hs > 1 ? w.extra[1].data() : nullptr;
+        view->moh_w_stage = w.extra[2].data();
+    }
+}
+
+template <int Shared, int Active>
+LayerWeights derive_moh(const LayerWeights& base, int) {
+    LayerWeights w = base;
+    const int hs = base.n_heads * Shared / 16;
+    const size_t d = static_cast<size_t>(base.d_model);
+    const size_t rows[3] = {static_cast<size_t>(base.n_heads - hs), static_cast<size_t>(hs > 1 ? hs : 0), 2};
+    Rng rng(0x4d6f48);
+    w.extra.resize(3);
+    for (int i = 0; i < 3; i++) {
+        w.extra[i].resize(rows[i] * d);
+        rng.fill(w.extra[i].data(), w.extra[i].size(), static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))));
+    }
+    w.bind = bind_moh<Shared, Active>;
+    return w;
+}
+
+// MoH derives from an MHA base only (its K/V heads are the base's).
+int kv_moh(int h, int base_kv) { return base_kv == h && h % 16 == 0 ? h : 0; }
+
+// CollabHead at D~ = H*D/4 from the base MHA layer: W~_Q, W~_K are the first D~ rows of the
+// base W_Q, W_K (heads 0 .. H/4 - 1), each head mixes its own D-wide block of them cyclically
+// (m_h = one-hot on block h mod H/4), the content bias is the exact one of those heads,
+// C[h, :] = W_K^{h'}^T b_Q^{h'} with h' = h mod H/4 (zero without biases); V and O unchanged.
+// A compressed layer (no fine-tuning), so its fidelity to the base layer is low by design.
+void bind_collab(const LayerWeights& w, mh_layer_config* cfg, mh_layer_weights* view) {
+    if (cfg) {
+        cfg->variant = MH_VARIANT_COLLAB;
+        cfg->n_kv_heads = 0;
+        cfg->collab_dim = static_cast<int>(w.wq.size()) / w.d_model;
+    }
+    if (!view) return;
+    view->b_q = view->b_k = nullptr;
+    view->collab_mix = w.extra[0].data();
+    view->collab_content = w.extra[1].data();
+}
+
+LayerWeights derive_collab(const LayerWeights& base, int) {
+    LayerWeights w = base;
+    const size_t H = static_cast<size_t>(base.n_heads), D = static_cast<size_t>(base.head_dim);
+    const size_t blocks = H / 4, Dt = blocks * D, dm = static_cast<size_t>(base.d_model), kd = static_cast<size_t>(base.kdim);
+    w.wq.assign(base.wq.begin(), base.wq.begin() + static_cast<ptrdiff_t>(Dt * dm));
+    w.wk.assign(base.wk.begin(), base.wk.begin() + static_cast<ptrdiff_t>(Dt * kd));
+    w.bq.clear(), w.bk.clear();
+    std::vector<float> mix(H * Dt, 0.0f), content(H * kd, 0.0f);
+    for (size_t h = 0; h < H; h++) {
+        const size_t hb = h % blocks;
+        for (size_t d = 0; d < D; d++) mix[h * Dt + hb * D + d] = 1.0f;
+        for (size_t j = 0; base.bias && j < kd; j++) {
+            double acc = 0;
+            for (size_t d = 0; d < D; d++) acc += static_cast<double>(base.bq[hb * D + d]) * base.wk[(hb * D + d) * kd + j];
+            content[h * kd + j] = static_cast<float>(acc);
+        }
+    }
+    w.n_kv_heads = base.n_heads;
+    w.extra = {mix, content};
+    w.bind = bind_collab;
+    return w;
+}
 
 // DCMHA on the base layer's projections, R = 2, G = 1, C = 4H, erf GELU, no W_b, with seeded
 // generator weights: W1 and Wd uniform in +-1/sqrt(d) (gates tanh(x Wd) of order 0.5), W2 in
@@ -114,15 +176,46 @@ LayerWeights derive_dcmha(const LayerWeights& base, int) {
 LayerWeights pool_kv_heads(const LayerWeights& base, int n_kv_heads) {
     LayerWeights w = base;
     if (n_kv_heads == base.n_kv_heads) return w;
+    mh_layer_config src = mh_layer_config_default();
+    src.variant = base.n_kv_heads == base.n_heads ? MH_VARIANT_MHA : MH_VARIANT_GQA;
+    src.d_model = base.d_model, src.kdim = base.kdim, src.vdim = base.vdim;
+    src.n_heads = base.n_heads, src.n_kv_heads = base.n_kv_heads;
+    src.head_dim = base.head_dim, src.head_dim_v = base.head_dim_v, src.bias = base.bias ? 1 : 0;
     w.n_kv_heads = n_kv_heads;
-    w.wk = pool_rows(base.wk, base.n_kv_heads, n_kv_heads, base.head_dim, static_cast<size_t>(base.kdim));
-    w.wv = pool_rows(base.wv, base.n_kv_heads, n_kv_heads, base.head_dim_v, static_cast<size_t>(base.vdim));
-    if (base.bias) {
-        w.bk = pool_rows(base.bk, base.n_kv_heads, n_kv_heads, base.head_dim, 1);
-        w.bv = pool_rows(base.bv, base.n_kv_heads, n_kv_heads, base.head_dim_v, 1);
-    }
+    const size_t kd = static_cast<size_t>(n_kv_heads) * base.head_dim, vd = static_cast<size_t>(n_kv_heads) * base.head_dim_v;
+    w.wk.assign(kd * base.kdim, 0.0f);
+    w.wv.assign(vd * base.vdim, 0.0f);
+    if (base.bias) w.bk.assign(kd, 0.0f), w.bv.assign(vd, 0.0f);
+    const mh_layer_weights view = base.view();
+    const mh_status s = mh_convert_mha_to_gqa(&src, &view, n_kv_heads, w.wk.data(), w.wv.data(),
+                                              base.bias ? w.bk.data() : nullptr, base.bias ? w.bv.data() : nullptr);
+    if (s != MH_OK) throw std::invalid_argument(std::string("mh_convert_mha_to_gqa: ") + mh_status_string(s));
     return w;
 }
+
+namespace {
+
+// Overlapping heads with o = D * Pct / 100: Q/K/V and the base layer's W_O carried over, W_O's
+// head h columns placed in the middle D columns of head h's block of W' [d, H*(D + 2o)], the
+// halo columns 0; the scale is the variant's default 1/sqrt(D + 2o).
+template <int Pct>
+LayerWeights derive_overlap(const LayerWeights& base, int) {
+    LayerWeights w = base;
+    const int H = base.n_heads, D = base.head_dim_v, o = D * Pct / 100, dw = D + 2 * o;
+    const size_t d = static_cast<size_t>(base.d_model);
+    w.wo.assign(d * static_cast<size_t>(H) * dw, 0.0f);
+    for (size_t r = 0; r < d; r++)
+        for (int h = 0; h < H; h++)
+            std::copy_n(&base.wo[(r * H + h) * D], D, &w.wo[(r * H + h) * dw + o]);
+    w.bind = [](const LayerWeights& lw, mh_layer_config* cfg, mh_layer_weights*) {
+        if (cfg) cfg->overlap = static_cast<int>(lw.wo.size() / static_cast<size_t>(lw.d_model) / lw.n_heads - lw.head_dim) / 2;
+    };
+    return w;
+}
+
+int mha_base_only(int h, int base_kv) { return base_kv == h ? h : 0; }
+
+}  // namespace
 
 const std::vector<VariantSpec>& variant_table() {
     // One row per variant. kv_heads returns 0 where the row does not apply (e.g. gqa8 at H = 8
@@ -136,8 +229,20 @@ const std::vector<VariantSpec>& variant_table() {
          [](int h, int base_kv) { return kv_exact(h, base_kv, 4); }, derive_pooled, 1.0, true},
         {"mqa", MH_VARIANT_MQA, "1 K/V head, the mean of all base K/V projection heads",
          [](int h, int base_kv) { return kv_exact(h, base_kv, 1); }, derive_pooled, 1.0, true},
+        {"overlap25", MH_VARIANT_OVERLAP, "overlapping heads, o = D/4; W' = W_O on each head's middle D columns",
+         mha_base_only, derive_overlap<25>, 1.0, true, 25},
+        {"overlap50", MH_VARIANT_OVERLAP, "overlapping heads, o = D/2; W' = W_O on each head's middle D columns",
+         mha_base_only, derive_overlap<50>, 1.0, true, 50},
+        {"moh50", MH_VARIANT_MOH, "MoH, learned router (seeded): H/8 shared + top 3H/8 of the rest, 50% of heads",
+         kv_moh, derive_moh<2, 8>, 0.5, true},
+        {"moh75", MH_VARIANT_MOH, "MoH, learned router (seeded): H/4 shared + top H/2 of the rest, 75% of heads",
+         kv_moh, derive_moh<4, 12>, 0.75, true},
+        {"moh88", MH_VARIANT_MOH, "MoH, learned router (seeded): H/4 shared + top 5H/8 of the rest, 87.5% of heads",
+         kv_moh, derive_moh<4, 14>, 0.875, true},
+        {"collab", MH_VARIANT_COLLAB, "CollabHead at D~ = H*D/4: W~_Q, W~_K = first H/4 base heads, cyclic one-hot mixing",
+         [](int h, int base_kv) { return base_kv == h && h % 4 == 0 ? h : 0; }, derive_collab, 1.0, false},
         {"dcmha", MH_VARIANT_DCMHA, "the base layer + seeded small DCMHA generator weights (R 2, G 1, C 4H, no W_b)",
-         [](int h, int base_kv) { return base_kv == h ? h : 0; }, derive_dcmha, 1.0, false, true},
+         [](int h, int base_kv) { return base_kv == h ? h : 0; }, derive_dcmha, 1.0, false, 0, true},
     };
     return table;
 }

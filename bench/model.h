@@ -58,6 +58,9 @@ struct VariantSpec {
     LayerWeights (*derive)(const LayerWeights& base, int kv);
     double active_heads;     // fraction of query heads that do work (MoH < 1); FLOPs scale by it
     bool core;               // also runs on the bare attention core (mh_attention)
+    // Overlapping heads: the halo o = D * halo_pct / 100 (the core mode's strided views, FLOP
+    // counting); 0 for disjoint heads.
+    int halo_pct = 0;
     bool self_only = false;  // serves self-attention only (no cross cases)
 };
 

@@ -8,6 +8,8 @@
 
 #include "bench_util.h"
 #include "blas_baseline.h"
+#include "oracle_overlap.h"
+#include "oracle_collab.h"
 
 #if defined(MHB_HAVE_CBLAS)
 #include <cblas.h>
@@ -119,8 +121,67 @@ void ref_project(const float* x, int T, int in, const float* w, const float* b, 
             for (int o = 0; o < n_out; o++) y[static_cast<size_t>(t) * n_out + o] += b[o];
 }
 
+namespace {
+
+// Overlapping heads: the tests' double oracle (tests/support/oracle_overlap.c) on the requested
+// query rows, each as a one-query call over all keys (causal: at its own position).
+void overlap_rows(const mh_layer_config& cfg, const mh_layer_weights& w, const float* xq, int n_q, const float* xk,
+                  const float* xv, int n_kv, bool causal, const std::vector<int>& rows, std::vector<double>& out) {
+    mh_layer_config c = cfg;
+    if (c.scale == 0.0f) c.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim + 2 * c.overlap));
+    const size_t dm = static_cast<size_t>(cfg.d_model);
+    out.assign(rows.size() * dm, 0.0);
+    std::vector<float> q(rows.size() * dm);
+    for (size_t ri = 0; ri < rows.size(); ri++) std::copy_n(xq + static_cast<size_t>(rows[ri]) * dm, dm, &q[ri * dm]);
+    mh_attn_options opt = mh_attn_options_default();
+    mh_forward_args a{};
+    a.batch = 1, a.n_kv = n_kv, a.key = xk, a.value = xv, a.opt = &opt;
+    if (!causal) {  // queries are independent: all rows in one call
+        a.n_q = static_cast<int>(rows.size()), a.query = q.data();
+        oracle_overlap_forward(&c, &w, &a, out.data());
+        return;
+    }
+    opt.causal = 1;
+    for (size_t ri = 0; ri < rows.size(); ri++) {
+        opt.q_offset = n_kv - n_q + rows[ri];
+        a.n_q = 1, a.query = &q[ri * dm];
+        oracle_overlap_forward(&c, &w, &a, &out[ri * dm]);
+    }
+}
+
+// CollabHead rows from the test oracle (tests/support/oracle_collab.c): the requested query
+// rows against the first R keys as one cross-attention call, causality as an additive mask.
+void collab_rows(const mh_layer_config& cfg, const mh_layer_weights& w, const float* xq, int n_q,
+                        const float* xk, const float* xv, int n_kv, bool causal, const std::vector<int>& rows,
+                        std::vector<double>& out) {
+    const int dm = cfg.d_model, nr = static_cast<int>(rows.size());
+    int R = n_kv;
+    if (causal) {
+        int last = 0;
+        for (int r : rows) last = std::max(last, r);
+        R = std::max(1, std::min(n_kv, n_kv - n_q + last + 1));
+    }
+    std::vector<float> q(static_cast<size_t>(nr) * dm), mask(static_cast<size_t>(nr) * R, 0.0f);
+    for (int i = 0; i < nr; i++) {
+        std::copy(xq + static_cast<size_t>(rows[i]) * dm, xq + static_cast<size_t>(rows[i] + 1) * dm, q.begin() + static_cast<size_t>(i) * dm);
+        for (int j = n_kv - n_q + rows[i] + 1; causal && j < R; j++) mask[static_cast<size_t>(i) * R + j] = -INFINITY;
+    }
+    mh_layer_config c = cfg;
+    if (c.scale == 0.0f) c.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    mh_attn_options opt = mh_attn_options_default();
+    opt.q_offset = 0, opt.mask = mask.data(), opt.mask_stride_row = R;
+    mh_forward_args a = {};
+    a.batch = 1, a.n_q = nr, a.n_kv = R, a.query = q.data(), a.key = xk, a.value = xv, a.opt = &opt;
+    out.assign(static_cast<size_t>(nr) * dm, 0.0);
+    oracle_collab_forward(&c, &w, &a, ORACLE_MIX_QUERY, out.data(), nullptr);
+}
+
+}  // namespace
+
 void ref_layer_rows(const mh_layer_config& cfg, const mh_layer_weights& w, const float* xq, int n_q, const float* xk,
                     const float* xv, int n_kv, bool causal, const std::vector<int>& rows, std::vector<double>& out) {
+    if (cfg.variant == MH_VARIANT_OVERLAP) return overlap_rows(cfg, w, xq, n_q, xk, xv, n_kv, causal, rows, out);
+    if (cfg.variant == MH_VARIANT_COLLAB) return collab_rows(cfg, w, xq, n_q, xk, xv, n_kv, causal, rows, out);
     if (cfg.variant == MH_VARIANT_DCMHA) {  // self-attention only: xq = xk = xv, n_q = n_kv
         out.assign(rows.size() * static_cast<size_t>(cfg.d_model), 0.0);
         oracle_dcmha_rows(&cfg, &w, xq, n_kv, causal ? 1 : 0, rows.data(), static_cast<int>(rows.size()),

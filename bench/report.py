@@ -424,8 +424,9 @@ class Report:
         out.append("Every variant that exists (rows of `variant_table()` in `bench/model.cc`) on the same shape and "
                    "inputs. GQA/MQA layers are derived from the MHA layer by mean-pooling each group's K/V "
                    "projection heads (the GQA paper's conversion); on the attention core the K/V heads are pooled "
-                   "the same way. `speed vs base` is the base variant's time over this one's. MoH, overlapping "
-                   "heads, CollabHead and DCMHA join these tables when their rows are added.\n")
+                   "the same way. `speed vs base` is the base variant's time over this one's. Every row of "
+                   "`variant_table()` appears here, rows with `core = false` in the layer tables only "
+                   "(overlapping heads run on the core as overlapping strided views, heads `D + 2o` wide).\n")
         for mode in MODES:
             header, rows = self.mode_rows(mode)
             out.append(f"### {MODE_TITLES[mode]}\n")

@@ -138,6 +138,11 @@ typedef struct mh_attn_options {
     const float* alibi_slopes;  /* [H] or NULL */
     const float* sinks;         /* [H] or NULL: one extra logit per head */
     float* probs;               /* [B, H, N, M] out, or NULL: softmax probabilities per head */
+    /* [B, N, H] per-(token, head) gates, or NULL = off (mh_attention only). A (token, head)
+     * with gate 0 is skipped (no Q.K, softmax or P.V work; its output row is written as
+     * zeros); any other row's output is multiplied by its gate. Gates must be finite
+     * (MH_ERR_INVALID_ARGUMENT); mask and probs are MH_ERR_UNSUPPORTED with gates. */
+    const float* head_gates;
 } mh_attn_options;
 
 /* All zero, q_offset = MH_Q_OFFSET_END. */
@@ -268,6 +273,21 @@ MH_API mh_status mh_layer_get_config(const mh_layer* layer, mh_layer_config* out
 /* Bytes of packed weights the layer holds. */
 MH_API size_t mh_layer_weights_bytes(const mh_layer* layer);
 
+/*
+ * MHA -> GQA/MQA conversion (GQA paper): K/V head j of the result is the mean of the source's
+ * K/V heads j*g .. j*g + g - 1, g = (source K/V heads) / n_kv_heads, for W_K, W_V and their
+ * biases (W_Q, W_O and their biases carry over unchanged). The source is a layer of the GQA
+ * family (MHA, or a GQA/MQA layer pooled further) whose K/V head count is a multiple of
+ * n_kv_heads; only w->w_k, w_v, b_k, b_v are read. Writes, into caller buffers that must not
+ * overlap the source (nothing is allocated):
+ *   w_k [n_kv_heads*D, kdim]   w_v [n_kv_heads*Dv, vdim]
+ *   b_k [n_kv_heads*D]         b_v [n_kv_heads*Dv]        (when src->bias; else may be NULL)
+ * n_kv_heads equal to the source's K/V heads returns the source weights unchanged.
+ */
+MH_API mh_status mh_convert_mha_to_gqa(const mh_layer_config* src, const mh_layer_weights* w,
+                                       int n_kv_heads, float* w_k, float* w_v, float* b_k,
+                                       float* b_v);
+
 /* What a MoH layer's router chose in one call, A = shared_heads + top_k heads per token. */
 typedef struct mh_routing_record {
     int32_t* heads; /* [B, N, A] the active heads of each token, ascending */
@@ -302,6 +322,23 @@ MH_API mh_status mh_layer_forward_workspace_size(const mh_layer* layer, int batc
 MH_API mh_status mh_layer_forward(const mh_layer* layer, const mh_forward_args* args,
                                   void* workspace, size_t workspace_bytes);
 
+/* ------------------------------------------------------------------ conversions */
+/*
+ * CollabHead from an MHA layer, exact (docs/variants.md, "CollabHead"): D~ = H*D, W~_Q = W_Q,
+ * W~_K = W_K, block one-hot mixing M[h, h*D : h*D + D] = 1, content bias C[h, :] = W_K^h^T b_Q^h,
+ * b_K dropped (the softmax ignores it), W_V, b_V, W_O, b_O unchanged. Nothing is allocated:
+ *   mix     [H, H*D] written
+ *   content [H, kdim] written (zeros when the MHA has no bias)
+ *   collab  the CollabHead config (variant MH_VARIANT_COLLAB, collab_dim = H*D, n_kv_heads 0,
+ *           scale, kdim, vdim and model-level options as in the MHA config)
+ *   collab_weights  points at the MHA's own w_q, w_k, w_v, w_o, b_v, b_o (reused, not
+ *           copied: keep them alive until mh_layer_create) and at mix and content.
+ * mha may be MH_VARIANT_MHA, or GQA/MQA with n_kv_heads == n_heads. On error nothing is written.
+ */
+MH_API mh_status mh_collab_from_mha(const mh_layer_config* mha, const mh_layer_weights* mha_weights,
+                                    float* mix, float* content, mh_layer_config* collab,
+                                    mh_layer_weights* collab_weights);
+
 /* ------------------------------------------------------------------ KV cache and decode */
 /*
  * A KV cache for one layer: [batch, capacity] tokens of K and V for every KV head.
@@ -331,6 +368,13 @@ MH_API mh_status mh_layer_decode_workspace_size(const mh_layer* layer, int batch
 MH_API mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache, int batch, int n_new,
                                  const float* x, float* out, void* workspace,
                                  size_t workspace_bytes);
+/* mh_layer_decode that also reports a MoH layer's routing of the n_new tokens (routing
+ * [B, n_new, A], load over this call); routing may be NULL. MH_ERR_INVALID_ARGUMENT when
+ * routing is given to a layer of another variant. */
+MH_API mh_status mh_layer_decode_routed(const mh_layer* layer, mh_kv_cache* cache, int batch,
+                                        int n_new, const float* x, float* out,
+                                        mh_routing_record* routing, void* workspace,
+                                        size_t workspace_bytes);
 
 #ifdef __cplusplus
 }

@@ -38,10 +38,7 @@ static mh_status resolve(mh_layer_config* c) {
 }
 
 static void destroy(mh_layer* L) {
-    mh_packed_matrix_free(&L->wq);
-    mh_packed_matrix_free(&L->wk);
-    mh_packed_matrix_free(&L->wv);
-    mh_packed_matrix_free(&L->wo);
+    mh_variant_free_projections(L);
     if (L->ext) mh_dcmha_generator_destroy(L->ext);
     free(L->ext);
     L->ext = NULL;
@@ -143,10 +140,6 @@ static void store_keys(const mh_layer* L, const mh_dcmha_key_factors* kf, int B,
         }
 }
 
-static void out_projection(const mh_layer* L, size_t rows, const buffers* b, float* out) {
-    const size_t hdv = (size_t)L->cfg.n_heads * (size_t)L->cfg.head_dim_v;
-    mh_gemm_packed(L->kernels, L->threads, rows, b->o, hdv, &L->wo, out, (size_t)L->cfg.d_model);
-}
 
 /* Per-call options were checked by layer_api.c: self-attention, at most `causal` set. */
 static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace) {
@@ -160,7 +153,7 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     store_keys(L, &p.kf, B, N, 0, b.f);
     p.causal = a->opt ? a->opt->causal : 0;
     mh_dcmha_attention(L->kernels, L->threads, &p, 1, b.attn);
-    out_projection(L, rows, &b, a->out);
+    mh_variant_out_projection(L, rows, b.o, a->out);
 }
 
 static void decode_carve(const mh_layer* L, int B, int n, mh_ws* ws) {
@@ -190,7 +183,7 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, c
     p.causal = 1;
     p.q_pos = cache->length;
     mh_dcmha_attention(L->kernels, L->threads, &p, 0, b.attn);
-    out_projection(L, rows, &b, out);
+    mh_variant_out_projection(L, rows, b.o, out);
     cache->length = total;
 }
 

@@ -1,16 +1,27 @@
 /*
- * The GQA family: MHA (Hkv = H), GQA (H % Hkv == 0) and MQA (Hkv = 1) are one module; the core
- * maps query head h to KV head h / (H / Hkv) by index and never repeats K/V.
+ * The projected layers: MHA (Hkv = H), GQA (H % Hkv == 0), MQA (Hkv = 1) and overlapping heads
+ * (MOHSA; docs/variants.md "Overlapping heads") are one module. The core maps query head h to
+ * KV head h / (H / Hkv) by index and never repeats K/V.
  *
  * forward: Q = query Wq^T + bq, K = key Wk^T + bk, V = value Wv^T + bv   (packed GEMMs)
  *          O = attention(Q, K, V)                                          (the core)
  *          out = O Wo^T + bo
  * decode:  the same with K/V appended to the cache first and causal attention over it.
+ *
+ * Overlapping heads add a halo o (config.overlap; 0 for MHA/GQA/MQA): the projections write into
+ * rows of width heads*dim + 2o whose o-wide ends are zero, head h's window is the D + 2o
+ * elements from h*D of that row (Q, K and V alike), and W' reads the H enlarged outputs
+ * [H*(D + 2o)]. The core reads the windows in place through strides (head stride D, head width
+ * D + 2o; it never assumes disjoint heads). With o = 0 every row and problem is the plain
+ * contiguous MHA/GQA/MQA one: the same GEMMs and the same core problem.
  */
+#include <limits.h>
+#include <math.h>
 #include <string.h>
 
 #include "api/kv_cache.h"
 #include "core/attention.h"
+#include "util/checked.h"
 #include "variant.h"
 
 static mh_status resolve_common(mh_layer_config* c) {
@@ -35,52 +46,94 @@ static mh_status resolve_mqa(mh_layer_config* c) {
     return resolve_common(c);
 }
 
-static void destroy(mh_layer* L) {
-    mh_packed_matrix_free(&L->wq);
-    mh_packed_matrix_free(&L->wk);
-    mh_packed_matrix_free(&L->wv);
-    mh_packed_matrix_free(&L->wo);
+/* Overlapping heads: the fields of the other new variants must be left 0/NULL. */
+static int foreign_config(const mh_layer_config* c) {
+    static const mh_dcmha_config no_dcmha;
+    return c->moh.router != MH_MOH_ROUTER_LEARNED || c->moh.shared_heads || c->moh.top_k ||
+           c->collab_dim || memcmp(&c->dcmha, &no_dcmha, sizeof no_dcmha) != 0;
+}
+
+static mh_status resolve_overlap(mh_layer_config* c) {
+    mh_status st = resolve_mha(c);
+    if (st != MH_OK) return st;
+    /* Windows slide over all H heads of Q, K and V alike: one KV head per query head, D = Dv. */
+    if (c->head_dim_v != c->head_dim) return MH_ERR_INVALID_ARGUMENT;
+    if (c->overlap < 0 || c->overlap > c->head_dim || foreign_config(c)) return MH_ERR_INVALID_ARGUMENT;
+    /* W' is [d, H*(D + 2o)]; the padded rows (H*D + 2o) are no wider */
+    size_t wide;
+    if (!mh_mul_size((size_t)c->n_heads, (size_t)c->head_dim + 2 * (size_t)c->overlap, &wide) ||
+        wide > INT_MAX)
+        return MH_ERR_SIZE_OVERFLOW;
+    /* The paper's scale is unverified; default to timm's head_dim**-0.5 on the enlarged head. */
+    if (c->scale == 0.0f) c->scale = 1.0f / sqrtf((float)(c->head_dim + 2 * c->overlap));
+    return MH_OK;
 }
 
 static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     const mh_layer_config* c = &L->cfg;
     const int hd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    const int kvdv = c->n_kv_heads * c->head_dim_v, hdv = c->n_heads * c->head_dim_v;
+    const int kvdv = c->n_kv_heads * c->head_dim_v;
+    const int wide = c->n_heads * (c->head_dim_v + 2 * c->overlap); /* W' input: H*(Dv + 2o) */
     mh_status st = mh_pack_matrix(L->kernels, w->w_q, w->b_q, hd, c->d_model, &L->wq);
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_k, w->b_k, kvd, c->kdim, &L->wk);
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_v, w->b_v, kvdv, c->vdim, &L->wv);
-    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_o, w->b_o, c->d_model, hdv, &L->wo);
-    if (st != MH_OK) destroy(L);
+    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_o, w->b_o, c->d_model, wide, &L->wo);
+    if (st != MH_OK) mh_variant_free_projections(L);
     return st;
 }
 
-static void cache_layout(const mh_layer* L, mh_cache_layout* out) {
-    const mh_layer_config* c = &L->cfg;
-    *out = (mh_cache_layout){c->n_kv_heads, c->head_dim, c->n_kv_heads, c->head_dim_v, 0};
+static mh_status create_overlap(mh_layer* L, const mh_layer_weights* w) {
+    if (w->moh_w_router || w->moh_w_shared || w->moh_w_stage || w->collab_mix || w->collab_content ||
+        w->dcmha_w1 || w->dcmha_w2 || w->dcmha_wd || w->dcmha_wb_pre || w->dcmha_wb_post)
+        return MH_ERR_INVALID_ARGUMENT;
+    return create(L, w);
 }
 
-/* The workspace of one call: projected Q/K/V, the attention output and the core's scratch.
- *   q [B*N, H*D]   k [B*M, Hkv*D]   v [B*M, Hkv*Dv]   o [B*N, H*Dv] */
+/* Width of a projected row of `heads` heads of `dim`: heads*dim + 2o (o-wide zero halos). */
+static size_t row_width(const mh_layer_config* c, int heads, int dim) {
+    return (size_t)heads * (size_t)dim + 2 * (size_t)c->overlap;
+}
+
+/* o = 0: one stream per KV head. o > 0: one K and one V stream of padded rows per token,
+ * 2*(H*D + 2o) elements, of which 4o are the zero halos (kept so decode reads the windows in
+ * place, as the forward does). */
+static void cache_layout(const mh_layer* L, mh_cache_layout* out) {
+    const mh_layer_config* c = &L->cfg;
+    if (c->overlap == 0) {
+        *out = (mh_cache_layout){c->n_kv_heads, c->head_dim, c->n_kv_heads, c->head_dim_v, 0};
+    } else {
+        const int kw = (int)row_width(c, c->n_kv_heads, c->head_dim);
+        const int vw = (int)row_width(c, c->n_kv_heads, c->head_dim_v);
+        *out = (mh_cache_layout){1, kw, 1, vw, 0};
+    }
+}
+
+/* The workspace of one call: projected Q/K/V (o = 0: no halos), the attention output and the
+ * core's scratch.
+ *   q [B*N, H*D + 2o]   k [B*M, Hkv*D + 2o]   v [B*M, Hkv*Dv + 2o]   o [B*N, H*(Dv + 2o)] */
 typedef struct buffers {
     float *q, *k, *v, *o;
     void* attn;
 } buffers;
 
-/* The core problem over contiguous projected buffers (pointers may be NULL while measuring). */
+/* The core problem over the projected rows (pointers may be NULL while measuring): head h's
+ * window starts at h*D (h*Dv for V) and is D + 2o (Dv + 2o) wide. */
 static mh_attn_problem problem(const mh_layer* L, int B, int N, int M, const buffers* b) {
     const mh_layer_config* c = &L->cfg;
-    const ptrdiff_t hd = (ptrdiff_t)c->n_heads * c->head_dim, kvd = (ptrdiff_t)c->n_kv_heads * c->head_dim;
-    const ptrdiff_t kvdv = (ptrdiff_t)c->n_kv_heads * c->head_dim_v;
-    const ptrdiff_t hdv = (ptrdiff_t)c->n_heads * c->head_dim_v;
+    const int dqk = c->head_dim + 2 * c->overlap, dv = c->head_dim_v + 2 * c->overlap;
+    const ptrdiff_t qw = (ptrdiff_t)row_width(c, c->n_heads, c->head_dim);
+    const ptrdiff_t kw = (ptrdiff_t)row_width(c, c->n_kv_heads, c->head_dim);
+    const ptrdiff_t vw = (ptrdiff_t)row_width(c, c->n_kv_heads, c->head_dim_v);
+    const ptrdiff_t ow = (ptrdiff_t)c->n_heads * dv;
     mh_attn_problem p;
     memset(&p, 0, sizeof p);
     p.batch = B, p.n_q = N, p.n_kv = M, p.n_heads = c->n_heads, p.n_kv_heads = c->n_kv_heads;
-    p.head_dim_qk = c->head_dim, p.head_dim_v = c->head_dim_v, p.scale = c->scale;
-    p.q = (mh_tensor){b->q, N * hd, hd, c->head_dim};
-    p.k = (mh_tensor){b->k, M * kvd, kvd, c->head_dim};
-    p.v = (mh_tensor){b->v, M * kvdv, kvdv, c->head_dim_v};
+    p.head_dim_qk = dqk, p.head_dim_v = dv, p.scale = c->scale;
+    p.q = (mh_tensor){b->q, N * qw, qw, c->head_dim};
+    p.k = (mh_tensor){b->k, M * kw, kw, c->head_dim};
+    p.v = (mh_tensor){b->v, M * vw, vw, c->head_dim_v};
     p.k_dtype = p.v_dtype = MH_DTYPE_F32;
-    p.o = b->o, p.o_stride_batch = N * hdv, p.o_stride_token = hdv, p.o_stride_head = c->head_dim_v;
+    p.o = b->o, p.o_stride_batch = N * ow, p.o_stride_token = ow, p.o_stride_head = dv;
     return p;
 }
 
@@ -88,10 +141,10 @@ static mh_attn_problem problem(const mh_layer* L, int B, int N, int M, const buf
 static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* ws, buffers* b) {
     const mh_layer_config* c = &L->cfg;
     const size_t rows_q = (size_t)B * (size_t)N, rows_kv = (size_t)B * (size_t)M;
-    b->q = mh_ws_take(ws, rows_q, (size_t)c->n_heads * (size_t)c->head_dim, sizeof(float));
-    b->k = mh_ws_take(ws, rows_kv, (size_t)c->n_kv_heads * (size_t)c->head_dim, sizeof(float));
-    b->v = mh_ws_take(ws, rows_kv, (size_t)c->n_kv_heads * (size_t)c->head_dim_v, sizeof(float));
-    b->o = mh_ws_take(ws, rows_q, (size_t)c->n_heads * (size_t)c->head_dim_v, sizeof(float));
+    b->q = mh_ws_take(ws, rows_q, row_width(c, c->n_heads, c->head_dim), sizeof(float));
+    b->k = mh_ws_take(ws, rows_kv, row_width(c, c->n_kv_heads, c->head_dim), sizeof(float));
+    b->v = mh_ws_take(ws, rows_kv, row_width(c, c->n_kv_heads, c->head_dim_v), sizeof(float));
+    b->o = mh_ws_take(ws, rows_q, (size_t)L->wo.k_in, sizeof(float));
     const mh_attn_problem p = problem(L, B, N, M, b);
     b->attn = mh_core_attention_carve(L->kernels, L->threads, &p, !is_decode, ws);
 }
@@ -101,36 +154,32 @@ static void forward_carve(const mh_layer* L, int B, int N, int M, mh_ws* ws) {
     carve(L, B, N, M, 0, ws, &b);
 }
 
-/* The layer's model-level options over the call's per-call ones. */
-static mh_attn_options layer_options(const mh_layer* L, const mh_attn_options* call) {
-    mh_attn_options o = call ? *call : mh_attn_options_default();
-    o.window = L->cfg.window, o.softcap = L->cfg.softcap;
-    o.alibi_slopes = L->alibi, o.sinks = L->sinks;
-    return o;
-}
-
-static void out_projection(const mh_layer* L, size_t rows, const buffers* b, float* out) {
-    const size_t hdv = (size_t)L->cfg.n_heads * (size_t)L->cfg.head_dim_v;
-    mh_gemm_packed(L->kernels, L->threads, rows, b->o, hdv, &L->wo, out, (size_t)L->cfg.d_model);
+/* x [rows, ldx] W^T + b into the middle of rows of width n_out + 2o, whose o-wide ends are set
+ * to zero (o = 0: a plain contiguous GEMM). */
+static void project(const mh_layer* L, size_t rows, const float* x, size_t ldx,
+                    const mh_packed_matrix* w, float* y) {
+    const size_t o = (size_t)L->cfg.overlap, width = (size_t)w->n_out + 2 * o;
+    for (size_t r = 0; r < rows && o > 0; r++) {
+        memset(y + r * width, 0, o * sizeof(float));
+        memset(y + r * width + width - o, 0, o * sizeof(float));
+    }
+    mh_gemm_packed(L->kernels, L->threads, rows, x, ldx, w, y + o, width);
 }
 
 static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace) {
     const mh_layer_config* c = &L->cfg;
     const int self = a->key == NULL, B = a->batch, N = a->n_q, M = self ? N : a->n_kv;
-    const float* xk = self ? a->query : a->key;
-    const float* xv = self ? a->query : a->value;
     mh_ws ws = mh_ws_begin(workspace);
     buffers b;
     carve(L, B, N, M, 0, &ws, &b);
     const size_t rows_q = (size_t)B * (size_t)N, rows_kv = (size_t)B * (size_t)M;
-    mh_gemm_packed(L->kernels, L->threads, rows_q, a->query, (size_t)c->d_model, &L->wq, b.q,
-                   (size_t)L->wq.n_out);
-    mh_gemm_packed(L->kernels, L->threads, rows_kv, xk, (size_t)c->kdim, &L->wk, b.k, (size_t)L->wk.n_out);
-    mh_gemm_packed(L->kernels, L->threads, rows_kv, xv, (size_t)c->vdim, &L->wv, b.v, (size_t)L->wv.n_out);
+    project(L, rows_q, a->query, (size_t)c->d_model, &L->wq, b.q);
+    project(L, rows_kv, self ? a->query : a->key, (size_t)c->kdim, &L->wk, b.k);
+    project(L, rows_kv, self ? a->query : a->value, (size_t)c->vdim, &L->wv, b.v);
     const mh_attn_problem p = problem(L, B, N, M, &b);
-    const mh_attn_options opt = layer_options(L, a->opt);
+    const mh_attn_options opt = mh_variant_options(L, a->opt);
     mh_core_attention(L->kernels, L->threads, &p, &opt, 1, b.attn);
-    out_projection(L, rows_q, &b, a->out);
+    mh_variant_out_projection(L, rows_q, b.o, a->out);
 }
 
 /* Decode needs no K/V buffers of the cache's length: new K/V rows go to k/v, then the cache. */
@@ -146,25 +195,29 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, c
     buffers b;
     carve(L, B, n, n, 1, &ws, &b);
     const size_t rows = (size_t)B * (size_t)n;
-    mh_gemm_packed(L->kernels, L->threads, rows, x, (size_t)c->d_model, &L->wq, b.q, (size_t)L->wq.n_out);
-    mh_gemm_packed(L->kernels, L->threads, rows, x, (size_t)c->d_model, &L->wk, b.k, (size_t)L->wk.n_out);
-    mh_gemm_packed(L->kernels, L->threads, rows, x, (size_t)c->d_model, &L->wv, b.v, (size_t)L->wv.n_out);
+    project(L, rows, x, (size_t)c->d_model, &L->wq, b.q);
+    project(L, rows, x, (size_t)c->d_model, &L->wk, b.k);
+    project(L, rows, x, (size_t)c->d_model, &L->wv, b.v);
     mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
 
     const int total = cache->length + n;
     mh_attn_problem p = problem(L, B, n, total, &b);
     mh_kv_cache_views(cache, &p.k, &p.v);
+    if (c->overlap > 0) /* windows within the one padded stream per token */
+        p.k.stride_head = c->head_dim, p.v.stride_head = c->head_dim_v;
     p.k_dtype = p.v_dtype = cache->dtype;
-    mh_attn_options opt = layer_options(L, NULL);
+    mh_attn_options opt = mh_variant_options(L, NULL);
     opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
     mh_core_attention(L->kernels, L->threads, &p, &opt, 0, b.attn);
-    out_projection(L, rows, &b, out);
+    mh_variant_out_projection(L, rows, b.o, out);
     cache->length = total;
 }
 
-const mh_variant_ops mh_variant_mha = {"mha", resolve_mha, create, destroy, cache_layout,
+const mh_variant_ops mh_variant_mha = {"mha", resolve_mha, create, mh_variant_free_projections, cache_layout,
                                        forward_carve, decode_carve, forward, decode};
-const mh_variant_ops mh_variant_gqa = {"gqa", resolve_gqa, create, destroy, cache_layout,
+const mh_variant_ops mh_variant_gqa = {"gqa", resolve_gqa, create, mh_variant_free_projections, cache_layout,
                                        forward_carve, decode_carve, forward, decode};
-const mh_variant_ops mh_variant_mqa = {"mqa", resolve_mqa, create, destroy, cache_layout,
+const mh_variant_ops mh_variant_mqa = {"mqa", resolve_mqa, create, mh_variant_free_projections, cache_layout,
                                        forward_carve, decode_carve, forward, decode};
+const mh_variant_ops mh_variant_overlap = {"overlap", resolve_overlap, create_overlap, mh_variant_free_projections,
+                                           cache_layout, forward_carve, decode_carve, forward, decode};

@@ -47,6 +47,15 @@ typedef struct mh_variant_ops {
                    const float* x, float* out, void* workspace);
 } mh_variant_ops;
 
+/* Helpers every variant shares (variants/variant_common.c). */
+/* Frees wq, wk, wv and wo (a zeroed matrix is fine). */
+void mh_variant_free_projections(mh_layer* L);
+/* The layer's model-level options (window, soft-cap, ALiBi, sinks) over a call's per-call
+ * ones (call may be NULL: the defaults). */
+mh_attn_options mh_variant_options(const mh_layer* L, const mh_attn_options* call);
+/* out [rows, d_model] = o [rows, wo.k_in] Wo^T + bo: the output projection. */
+void mh_variant_out_projection(const mh_layer* L, size_t rows, const float* o, float* out);
+
 /* The module serving `v`, or NULL for an unknown variant (variants/registry.c). */
 const mh_variant_ops* mh_variant_lookup(mh_variant v);
 

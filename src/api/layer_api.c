@@ -10,6 +10,7 @@
 #include "api/validate.h"
 #include "util/alloc.h"
 #include "util/checked.h"
+#include "moh.h"
 #include "variant.h"
 
 mh_layer_config mh_layer_config_default(void) {
@@ -31,12 +32,15 @@ static mh_status check_config(const mh_layer_config* c) {
     if ((c->bias != 0 && c->bias != 1) || !isfinite(c->scale) || !(c->softcap >= 0.0f) ||
         isinf(c->softcap))
         return MH_ERR_INVALID_ARGUMENT;
+    if (c->overlap != 0 && c->variant != MH_VARIANT_OVERLAP) return MH_ERR_INVALID_ARGUMENT;
     return MH_OK;
 }
 
 static mh_status check_weights(const mh_layer_config* c, const mh_layer_weights* w) {
     if (!w->w_q || !w->w_k || !w->w_v || !w->w_o) return MH_ERR_INVALID_ARGUMENT;
-    const int have = w->b_q != NULL, all = have && w->b_k && w->b_v && w->b_o;
+    /* CollabHead's shared query/key projections have no bias: b_q, b_k stay NULL */
+    const int qk = c->variant == MH_VARIANT_COLLAB ? !w->b_q && !w->b_k : w->b_q && w->b_k;
+    const int all = qk && w->b_v && w->b_o;
     const int none = !w->b_q && !w->b_k && !w->b_v && !w->b_o;
     if (c->bias ? !all : !none) return MH_ERR_INVALID_ARGUMENT;
     if (!fits_int((size_t)c->n_heads, (size_t)c->head_dim) ||
@@ -148,6 +152,10 @@ static mh_status check_forward(const mh_layer* L, const mh_forward_args* a) {
     const mh_layer_config* c = &L->cfg;
     if (a->batch <= 0 || a->n_q <= 0 || !a->query || !a->out) return MH_ERR_INVALID_ARGUMENT;
     if (a->routing && c->variant != MH_VARIANT_MOH) return MH_ERR_INVALID_ARGUMENT;
+    if (a->opt && a->opt->head_gates) return MH_ERR_UNSUPPORTED; /* mh_attention only */
+    /* MoH gathers each head's query rows, so per-row masks and probabilities do not apply */
+    if (c->variant == MH_VARIANT_MOH && a->opt && (a->opt->mask || a->opt->probs))
+        return MH_ERR_UNSUPPORTED;
     const int self = a->key == NULL;
     if (self != (a->value == NULL)) return MH_ERR_INVALID_ARGUMENT;
     if (self && (c->kdim != c->d_model || c->vdim != c->d_model)) return MH_ERR_INVALID_ARGUMENT;
@@ -189,7 +197,16 @@ mh_status mh_layer_decode_workspace_size(const mh_layer* layer, int batch, int n
 
 mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache, int batch, int n_new,
                           const float* x, float* out, void* workspace, size_t workspace_bytes) {
+    return mh_layer_decode_routed(layer, cache, batch, n_new, x, out, NULL, workspace,
+                                  workspace_bytes);
+}
+
+mh_status mh_layer_decode_routed(const mh_layer* layer, mh_kv_cache* cache, int batch,
+                                 int n_new, const float* x, float* out,
+                                 mh_routing_record* routing, void* workspace,
+                                 size_t workspace_bytes) {
     if (!layer || !cache || !x || !out || batch <= 0 || n_new <= 0) return MH_ERR_INVALID_ARGUMENT;
+    if (routing && layer->cfg.variant != MH_VARIANT_MOH) return MH_ERR_INVALID_ARGUMENT;
     const mh_layer_config* c = &layer->cfg;
     if (c->kdim != c->d_model || c->vdim != c->d_model) return MH_ERR_UNSUPPORTED;
     mh_cache_layout want;
@@ -202,6 +219,7 @@ mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache, int batch, 
     mh_status st = measure(layer, batch, n_new, -1, &need);
     if (st == MH_OK) st = check_workspace(need, workspace, workspace_bytes);
     if (st != MH_OK) return st;
-    layer->ops->decode(layer, cache, batch, n_new, x, out, workspace);
+    if (routing) mh_moh_decode_routed(layer, cache, batch, n_new, x, out, routing, workspace);
+    else layer->ops->decode(layer, cache, batch, n_new, x, out, workspace);
     return MH_OK;
 }

@@ -147,6 +147,20 @@ void* mh_core_attention_carve(const mh_kernels* k, int threads, const mh_attn_pr
     return c.scratch;
 }
 
+/* Every layout part grows with n_q except the split-KV partials, which exist only while the
+ * call has one query tile: the largest layout is the one at n_q or at one full tile. */
+void* mh_core_attention_carve_upto(const mh_kernels* k, int threads, const mh_attn_problem* p,
+                                   int prepack_ok, mh_ws* ws) {
+    mh_attn_problem one_tile = *p;
+    one_tile.n_q = (int)q_tile(k, p);
+    mh_ws a = mh_ws_begin(NULL), b = mh_ws_begin(NULL);
+    core_ws unused;
+    core_layout(k, threads, p, prepack_ok, &a, &unused);
+    core_layout(k, threads, &one_tile, prepack_ok, &b, &unused);
+    if (a.overflow || b.overflow) ws->overflow = 1;
+    return mh_ws_take(ws, a.used > b.used ? a.used : b.used, 1, 1);
+}
+
 /* One task: batch b, KV head kvh, queries [i0, i0 + nr). */
 typedef struct task {
     int b, kvh;
@@ -272,7 +286,7 @@ typedef struct task_ctx {
 } task_ctx;
 
 static void task_setup(const mh_kernels* k, const mh_attn_problem* p, const mh_attn_options* opt,
-                       size_t ti, task_ctx* c) {
+                       const mh_core_extra* ex, size_t ti, task_ctx* c) {
     const size_t tq = q_tile(k, p), n_qt = n_query_tiles(k, p), g = group_size(p);
     task* t = &c->t;
     t->kvh = (int)((ti / n_qt) % (size_t)p->n_kv_heads);
@@ -285,12 +299,16 @@ static void task_setup(const mh_kernels* k, const mh_attn_problem* p, const mh_a
     const int64_t q0 = opt->q_offset == MH_Q_OFFSET_END ? kv_len - p->n_q : opt->q_offset;
     mh_score_block blk = {t->nr, g, q0 + (int64_t)t->i0, opt->causal, opt->window, opt->softcap,
                           opt->alibi_slopes ? opt->alibi_slopes + c->h0 : NULL, NULL,
-                          opt->mask_stride_head, opt->mask_stride_row};
+                          opt->mask_stride_head, opt->mask_stride_row, NULL};
+    if (ex->q_pos) {
+        blk.pos = ex->q_pos + (ptrdiff_t)t->b * p->n_q + (ptrdiff_t)t->i0;
+        blk.p_first = blk.pos[0];
+    }
     if (opt->mask)
         blk.mask = opt->mask + t->b * opt->mask_stride_batch + c->h0 * opt->mask_stride_head +
                    (ptrdiff_t)t->i0 * opt->mask_stride_row;
     c->blk = blk;
-    key_range(opt, kv_len, blk.p_first, blk.p_first + (int64_t)t->nr - 1, &c->j_begin, &c->j_end);
+    key_range(opt, kv_len, blk.p_first, mh_score_pos(&blk, t->nr - 1), &c->j_begin, &c->j_end);
     c->kbase = mh_dtype_at(p->k.data, p->k_dtype, t->b * p->k.stride_batch + t->kvh * p->k.stride_head);
     c->vbase = mh_dtype_at(p->v.data, p->v_dtype, t->b * p->v.stride_batch + t->kvh * p->v.stride_head);
 }
@@ -404,6 +422,7 @@ typedef struct call {
     const mh_kernels* k;
     const mh_attn_problem* p;
     const mh_attn_options* opt;
+    const mh_core_extra* ex;
     core_ws cw;
     size_t n_pack;    /* K/V tiles to prepack (0 = none) */
     size_t n_tasks;   /* (batch, KV head, query tile) tasks */
@@ -412,6 +431,10 @@ typedef struct call {
     long next_item;   /* the dynamic schedule's counter */
 } call;
 
+static int task_active(const call* c, const task_ctx* t) {
+    return !c->ex->kv_active || c->ex->kv_active[t->t.b * c->p->n_kv_heads + t->t.kvh];
+}
+
 /* Runs item `item` (task item / n_split, key chunk item % n_split). */
 static void run_item(call* c, size_t item, scratch* sc) {
     const mh_kernels* k = c->k;
@@ -419,7 +442,8 @@ static void run_item(call* c, size_t item, scratch* sc) {
     const mh_attn_options* opt = c->opt;
     const size_t ti = item / c->n_split, ci = item % c->n_split, dv = (size_t)p->head_dim_v;
     task_ctx t;
-    task_setup(k, p, opt, ti, &t);
+    task_setup(k, p, opt, c->ex, ti, &t);
+    if (!task_active(c, &t)) return;
     if (c->n_split == 1) {
         attend(k, p, &c->cw, &t, c->scale, t.j_begin, t.j_end, sc);
         finish(p, opt, &t, sc->m, sc->l, sc->o);
@@ -457,7 +481,8 @@ static void worker(void* arg, int tid, int nth) {
     const size_t per_partial = partial_floats(c->k, c->p);
     for (size_t ti = (size_t)tid; ti < c->n_tasks; ti += (size_t)nth) {
         task_ctx t;
-        task_setup(c->k, c->p, c->opt, ti, &t);
+        task_setup(c->k, c->p, c->opt, c->ex, ti, &t);
+        if (!task_active(c, &t)) continue;
         float* base = partial_at(c->cw.partials, per_partial, ti, 0);
         merge(c->p, t.rows, c->n_split, base, per_partial);
         finish(c->p, c->opt, &t, base, base + t.rows, base + 2 * t.rows);
@@ -466,9 +491,16 @@ static void worker(void* arg, int tid, int nth) {
 
 void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* p,
                        const mh_attn_options* opt, int prepack_ok, void* ws_base) {
+    const mh_core_extra none = {NULL, NULL};
+    mh_core_attention_ex(k, threads, p, opt, prepack_ok, ws_base, &none);
+}
+
+void mh_core_attention_ex(const mh_kernels* k, int threads, const mh_attn_problem* p,
+                          const mh_attn_options* opt, int prepack_ok, void* ws_base,
+                          const mh_core_extra* ex) {
     call c;
     memset(&c, 0, sizeof c);
-    c.k = k, c.p = p, c.opt = opt;
+    c.k = k, c.p = p, c.opt = opt, c.ex = ex;
     mh_ws layout = mh_ws_begin(ws_base);
     core_layout(k, threads, p, prepack_ok, &layout, &c.cw);
     c.n_tasks = (size_t)p->batch * (size_t)p->n_kv_heads * n_query_tiles(k, p);

@@ -11,9 +11,29 @@
 void* mh_core_attention_carve(const mh_kernels* k, int threads, const mh_attn_problem* p,
                               int prepack_ok, mh_ws* ws);
 
+/* The same, with room for the problem at any n_q in 1..p->n_q (a caller that runs several
+ * calls of different lengths in one workspace, e.g. MoH's per-head gathered rows). */
+void* mh_core_attention_carve_upto(const mh_kernels* k, int threads, const mh_attn_problem* p,
+                                   int prepack_ok, mh_ws* ws);
+
 /* Runs attention; `ws` is what mh_core_attention_carve returned for the same arguments
  * (threads, p's shapes, prepack_ok). opt is never NULL here. */
 void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* p,
                        const mh_attn_options* opt, int prepack_ok, void* ws);
+
+/* Internal extras of a call (MoH); a NULL member is off.
+ *   q_pos     [B][N] absolute position of every query row, non-decreasing within a sequence;
+ *             it replaces q_offset (rows gathered from a longer sequence keep their causal
+ *             and window positions). A mask's rows are still indexed by the row number.
+ *   kv_active [B][Hkv] 0: the task of that sequence and KV head is skipped (its K/V are not
+ *             read and its output rows are not written). */
+typedef struct mh_core_extra {
+    const int64_t* q_pos;
+    const unsigned char* kv_active;
+} mh_core_extra;
+
+void mh_core_attention_ex(const mh_kernels* k, int threads, const mh_attn_problem* p,
+                          const mh_attn_options* opt, int prepack_ok, void* ws,
+                          const mh_core_extra* ex);
 
 #endif

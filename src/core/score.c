@@ -4,7 +4,7 @@
 
 int mh_score_tile_partial(const mh_score_block* blk, int64_t j0, size_t cols) {
     const int64_t j1 = j0 + (int64_t)cols - 1;
-    const int64_t p0 = blk->p_first, p1 = blk->p_first + (int64_t)blk->rows_per_head - 1;
+    const int64_t p0 = mh_score_pos(blk, 0), p1 = mh_score_pos(blk, blk->rows_per_head - 1);
     if (blk->causal && j1 > p0) return 1;
     if (blk->window > 0) {
         if (p1 - j0 >= blk->window) return 1;
@@ -19,7 +19,7 @@ int mh_score_rows_dropped(const mh_score_block* blk, size_t r0, size_t m, int64_
      * includes that head's last query) */
     const size_t nr = blk->rows_per_head, first = r0 % nr;
     const size_t last_ii = first + m > nr ? nr - 1 : first + m - 1;
-    return blk->p_first + (int64_t)last_ii < j0;
+    return mh_score_pos(blk, last_ii) < j0;
 }
 
 void mh_score_tile(const mh_score_block* blk, float* s, size_t lds, int64_t j0, size_t cols) {
@@ -29,7 +29,7 @@ void mh_score_tile(const mh_score_block* blk, float* s, size_t lds, int64_t j0, 
         const float slope = blk->alibi ? blk->alibi[hh] : 0.0f;
         for (size_t ii = 0; ii < blk->rows_per_head; ii++) {
             float* row = s + (hh * blk->rows_per_head + ii) * lds;
-            const int64_t p = blk->p_first + (int64_t)ii;
+            const int64_t p = mh_score_pos(blk, ii);
             if (cap > 0.0f)
                 for (size_t c = 0; c < cols; c++) row[c] = cap * tanhf(row[c] / cap);
             if (blk->alibi)

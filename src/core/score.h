@@ -21,7 +21,14 @@ typedef struct mh_score_block {
     const float* mask;        /* mask at (b, first head, first query, key 0), or NULL */
     ptrdiff_t mask_stride_head;
     ptrdiff_t mask_stride_row;
+    const int64_t* pos;       /* [rows_per_head] non-decreasing positions of the queries (they
+                                 replace p_first + ii), or NULL */
 } mh_score_block;
+
+/* Position of query ii of the block. */
+static inline int64_t mh_score_pos(const mh_score_block* blk, size_t ii) {
+    return blk->pos ? blk->pos[ii] : blk->p_first + (int64_t)ii;
+}
 
 /* Applies the score step to s[r * lds + c] for keys j0 .. j0 + cols - 1. */
 void mh_score_tile(const mh_score_block* blk, float* s, size_t lds, int64_t j0, size_t cols);

@@ -37,6 +37,7 @@
 #include <dlfcn.h>
 
 #include "check.h"
+#include "collab_fixture.h"
 #include "dcmha_fixture.h"
 #include "layer_fixture.h"
 #include "problem.h"
@@ -225,13 +226,58 @@ static void layer_workspaces(const mh_layer* L, size_t* fw_bytes, void** fw, siz
     *fw = ws_alloc(*fw_bytes), *dec = ws_alloc(*dec_bytes), *dec1 = ws_alloc(*dec1_bytes);
 }
 
-static void run_layer_calls(int threads) {
+/* MoH (both routers, on the fixture's GQA weights): forward with a routing record, decode
+ * with one, allocate nothing. */
+static void run_moh_calls(int threads, const mh_context* ctx, const layer_fixture* f, const float* x, float* y) {
+    char what[160];
+    float* router = calloc((size_t)(H + 2) * D_MODEL, sizeof(float)); /* W_r, W_s, W_h rows */
+    for (size_t i = 0; i < (size_t)(H + 2) * D_MODEL; i++) router[i] = 0.01f * (float)(i % 13);
+    int32_t* heads = malloc(sizeof(int32_t) * B * N * H);
+    float* gates = malloc(sizeof(float) * B * N * H);
+    int64_t load[H];
+    mh_routing_record rec = {heads, gates, load};
+    for (int norm = 0; norm < 2; norm++) {
+        mh_layer_config c = f->cfg;
+        c.variant = MH_VARIANT_MOH;
+        c.moh = norm ? (mh_moh_config){MH_MOH_ROUTER_NORM, 4, 2} : (mh_moh_config){MH_MOH_ROUTER_LEARNED, 2, 3};
+        mh_layer_weights w = f->w;
+        if (!norm) w.moh_w_router = router, w.moh_w_shared = router, w.moh_w_stage = router;
+        mh_layer* L = NULL;
+        if (!check_status("create MoH", mh_layer_create(ctx, &c, &w, &L), MH_OK)) continue;
+        size_t fw_bytes, dec_bytes;
+        mh_layer_forward_workspace_size(L, B, N, N, &fw_bytes);
+        mh_layer_decode_workspace_size(L, B, N, &dec_bytes);
+        void *ws_fw = ws_alloc(fw_bytes), *ws_dec = ws_alloc(dec_bytes);
+        mh_kv_cache* cache = NULL;
+        check_status("MoH cache", mh_kv_cache_create(L, B, CAP, MH_DTYPE_F16, &cache), MH_OK);
+        mh_attn_options causal = mh_attn_options_default();
+        causal.causal = 1;
+        mh_forward_args a = {.batch = B, .n_q = N, .query = x, .out = y, .opt = &causal, .routing = &rec};
+        snprintf(what, sizeof what, "%d thread(s): MoH (%s router) forward and decode allocate nothing",
+                 threads, norm ? "norm" : "learned");
+        start_counting();
+        mh_status st = mh_layer_forward(L, &a, ws_fw, fw_bytes);
+        if (st == MH_OK) st = mh_layer_decode_routed(L, cache, B, N, x, y, &rec, ws_dec, dec_bytes);
+        if (st == MH_OK) st = mh_layer_decode_routed(L, cache, B, 1, x, y, &rec, ws_dec, dec_bytes);
+        const long calls = stop_counting(what);
+        check_status("MoH calls", st, MH_OK), check_true(what, calls == 0);
+        free(ws_fw), free(ws_dec);
+        mh_kv_cache_destroy(cache);
+        mh_layer_destroy(L);
+    }
+    free(router), free(heads), free(gates);
+}
+
+/* variant: MH_VARIANT_GQA (Hkv = HKV) or MH_VARIANT_OVERLAP (o = D/4 + 3, D + 2o = 54) */
+static void run_layer_calls(int threads, mh_variant variant) {
     char what[160];
     mh_context* ctx = test_context(threads);
     test_rng r;
     rng_seed(&r, 77 + (uint64_t)threads);
     mh_layer_config c = mh_layer_config_default();
-    c.variant = MH_VARIANT_GQA, c.d_model = D_MODEL, c.n_heads = H, c.n_kv_heads = HKV;
+    c.variant = variant, c.d_model = D_MODEL, c.n_heads = H;
+    c.n_kv_heads = variant == MH_VARIANT_GQA ? HKV : 0;
+    c.overlap = variant == MH_VARIANT_OVERLAP ? D / 4 + 3 : 0;
     c.head_dim = D, c.bias = 1;
     layer_fixture f;
     if (!check_status("create", fixture_make(&f, ctx, &c, &r, 0.1f), MH_OK)) exit(1);
@@ -293,6 +339,8 @@ static void run_layer_calls(int threads) {
         calls = stop_counting(what);
         check_status("decode", st, MH_OK), check_true(what, calls == 0);
     }
+    if (variant == MH_VARIANT_GQA) run_moh_calls(threads, ctx, &f, x, y);
+
     /* error returns allocate nothing either */
     snprintf(what, sizeof what, "%d thread(s): failing calls allocate nothing", threads);
     start_counting();
@@ -308,45 +356,6 @@ static void run_layer_calls(int threads) {
     mh_kv_cache_destroy(cache16);
     mh_layer_destroy(Lw);
     fixture_free(&f);
-    mh_context_destroy(ctx);
-}
-
-/* DCMHA: its forward (materialised scores), chunked and token decode (two passes), and a decode
- * over a cache long enough to split its keys. */
-static void run_dcmha_calls(int threads) {
-    char what[160];
-    mh_context* ctx = test_context(threads);
-    test_rng r;
-    rng_seed(&r, 55 + (uint64_t)threads);
-    mh_layer_config c = mh_layer_config_default();
-    c.variant = MH_VARIANT_DCMHA, c.d_model = D_MODEL, c.n_heads = H, c.head_dim = D, c.bias = 1;
-    c.dcmha.groups = 2, c.dcmha.static_weights = 1;
-    dcmha_fixture f;
-    if (!check_status("create dcmha", dcmha_fixture_make(&f, ctx, &c, &r, 0.1f, 0.1f, 0), MH_OK)) exit(1);
-    const int cap = SLOW ? CAP : 2100 + 40;
-    const size_t n = (size_t)B * N * D_MODEL;
-    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
-    rng_fill(&r, x, n, -1, 1);
-    size_t fw_bytes, dec_bytes, dec1_bytes;
-    void *ws_fw, *ws_dec, *ws_dec1;
-    layer_workspaces(f.layer, &fw_bytes, &ws_fw, &dec_bytes, &ws_dec, &dec1_bytes, &ws_dec1);
-    mh_kv_cache* cache = NULL;
-    check_status("cache", mh_kv_cache_create(f.layer, B, cap, MH_DTYPE_F16, &cache), MH_OK);
-    mh_attn_options causal = mh_attn_options_default();
-    causal.causal = 1;
-    mh_forward_args a = {.batch = B, .n_q = N, .query = x, .out = y, .opt = &causal};
-    check_status("warm-up forward", mh_layer_forward(f.layer, &a, ws_fw, fw_bytes), MH_OK);
-    snprintf(what, sizeof what, "%d thread(s): DCMHA forward and decode allocate nothing", threads);
-    start_counting();
-    mh_status st = mh_layer_forward(f.layer, &a, ws_fw, fw_bytes);
-    while (st == MH_OK && mh_kv_cache_length(cache) + N + 2 <= cap) /* chunks, then single tokens */
-        st = mh_layer_decode(f.layer, cache, B, N, x, y, ws_dec, dec_bytes);
-    for (int t = 0; t < 2 && st == MH_OK; t++) st = mh_layer_decode(f.layer, cache, B, 1, x, y, ws_dec1, dec1_bytes);
-    long calls = stop_counting(what);
-    check_status("dcmha calls", st, MH_OK), check_true(what, calls == 0);
-    free(x), free(y), free(ws_fw), free(ws_dec), free(ws_dec1);
-    mh_kv_cache_destroy(cache);
-    dcmha_fixture_free(&f);
     mh_context_destroy(ctx);
 }
 
@@ -396,6 +405,89 @@ static void run_core_calls(int threads) {
     mh_context_destroy(ctx);
 }
 
+/* CollabHead: forward with every option and probabilities, then a bf16-cache decode long
+ * enough for the split over the keys (1100 + 2 tokens). */
+static void run_collab_calls(int threads) {
+    char what[160];
+    enum { CH = 8, CM = 1102 };
+    mh_context* ctx = test_context(threads);
+    test_rng r;
+    rng_seed(&r, 606 + (uint64_t)threads);
+    float slopes[CH], sinks[CH];
+    for (int h = 0; h < CH; h++) slopes[h] = 0.01f * (float)(h + 1), sinks[h] = 0.1f * (float)h;
+    mh_layer_config c = mh_layer_config_default();
+    c.variant = MH_VARIANT_COLLAB, c.d_model = 64, c.n_heads = CH, c.head_dim = 16, c.collab_dim = 32;
+    c.bias = 1, c.window = 40, c.softcap = 20.0f, c.alibi_slopes = slopes, c.sinks = sinks;
+    collab_fixture f;
+    if (!check_status("collab create", collab_make(&f, ctx, &c, &r, 0.1f), MH_OK)) exit(1);
+    const int n = 48;
+    float *x = malloc(sizeof(float) * CM * 64), *y = malloc(sizeof(float) * CM * 64);
+    float* probs = malloc(sizeof(float) * CH * n * n);
+    rng_fill(&r, x, (size_t)CM * 64, -1, 1);
+    size_t fw_bytes, dec_bytes, dec1_bytes;
+    check_status("forward ws", mh_layer_forward_workspace_size(f.layer, 1, n, n, &fw_bytes), MH_OK);
+    check_status("decode ws", mh_layer_decode_workspace_size(f.layer, 1, CM - 2, &dec_bytes), MH_OK);
+    check_status("decode1 ws", mh_layer_decode_workspace_size(f.layer, 1, 1, &dec1_bytes), MH_OK);
+    void *ws_fw = ws_alloc(fw_bytes), *ws_dec = ws_alloc(dec_bytes), *ws_dec1 = ws_alloc(dec1_bytes);
+    mh_kv_cache* cache = NULL;
+    check_status("cache", mh_kv_cache_create(f.layer, 1, CM, MH_DTYPE_BF16, &cache), MH_OK);
+    mh_attn_options opt = mh_attn_options_default();
+    opt.causal = 1, opt.probs = probs;
+    mh_forward_args a = {.batch = 1, .n_q = n, .query = x, .out = y, .opt = &opt};
+    check_status("warm-up", mh_layer_forward(f.layer, &a, ws_fw, fw_bytes), MH_OK);
+    snprintf(what, sizeof what, "%d thread(s): CollabHead forward and decode allocate nothing", threads);
+    start_counting();
+    mh_status st = mh_layer_forward(f.layer, &a, ws_fw, fw_bytes);
+    if (st == MH_OK) st = mh_layer_decode(f.layer, cache, 1, CM - 2, x, y, ws_dec, dec_bytes);
+    for (int t = 0; t < 2 && st == MH_OK; t++)
+        st = mh_layer_decode(f.layer, cache, 1, 1, x + (size_t)t * 64, y, ws_dec1, dec1_bytes);
+    long calls = stop_counting(what);
+    check_status("collab calls", st, MH_OK), check_true(what, calls == 0);
+    free(x), free(y), free(probs), free(ws_fw), free(ws_dec), free(ws_dec1);
+    mh_kv_cache_destroy(cache);
+    collab_free(&f);
+    mh_context_destroy(ctx);
+}
+
+/* DCMHA: its forward (materialised scores), chunked and token decode (two passes), and a decode
+ * over a cache long enough to split its keys (2048 + 2 tokens). */
+static void run_dcmha_calls(int threads) {
+    char what[160];
+    mh_context* ctx = test_context(threads);
+    test_rng r;
+    rng_seed(&r, 55 + (uint64_t)threads);
+    mh_layer_config c = mh_layer_config_default();
+    c.variant = MH_VARIANT_DCMHA, c.d_model = D_MODEL, c.n_heads = H, c.head_dim = D, c.bias = 1;
+    c.dcmha.groups = 2, c.dcmha.static_weights = 1;
+    dcmha_fixture f;
+    if (!check_status("create dcmha", dcmha_fixture_make(&f, ctx, &c, &r, 0.1f, 0.1f, 0), MH_OK)) exit(1);
+    const int cap = SLOW ? CAP : 2100 + 40;
+    const size_t n = (size_t)B * N * D_MODEL;
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    rng_fill(&r, x, n, -1, 1);
+    size_t fw_bytes, dec_bytes, dec1_bytes;
+    void *ws_fw, *ws_dec, *ws_dec1;
+    layer_workspaces(f.layer, &fw_bytes, &ws_fw, &dec_bytes, &ws_dec, &dec1_bytes, &ws_dec1);
+    mh_kv_cache* cache = NULL;
+    check_status("cache", mh_kv_cache_create(f.layer, B, cap, MH_DTYPE_F16, &cache), MH_OK);
+    mh_attn_options causal = mh_attn_options_default();
+    causal.causal = 1;
+    mh_forward_args a = {.batch = B, .n_q = N, .query = x, .out = y, .opt = &causal};
+    check_status("warm-up forward", mh_layer_forward(f.layer, &a, ws_fw, fw_bytes), MH_OK);
+    snprintf(what, sizeof what, "%d thread(s): DCMHA forward and decode allocate nothing", threads);
+    start_counting();
+    mh_status st = mh_layer_forward(f.layer, &a, ws_fw, fw_bytes);
+    while (st == MH_OK && mh_kv_cache_length(cache) + N + 2 <= cap) /* chunks, then single tokens */
+        st = mh_layer_decode(f.layer, cache, B, N, x, y, ws_dec, dec_bytes);
+    for (int t = 0; t < 2 && st == MH_OK; t++) st = mh_layer_decode(f.layer, cache, B, 1, x, y, ws_dec1, dec1_bytes);
+    long calls = stop_counting(what);
+    check_status("dcmha calls", st, MH_OK), check_true(what, calls == 0);
+    free(x), free(y), free(ws_fw), free(ws_dec), free(ws_dec1);
+    mh_kv_cache_destroy(cache);
+    dcmha_fixture_free(&f);
+    mh_context_destroy(ctx);
+}
+
 int main(void) {
     if (!install_counter()) {
         fprintf(stderr, "skipped: no way to count allocator calls on this platform\n");
@@ -425,11 +517,15 @@ int main(void) {
     if (SLOW) N = 40, D_MODEL = 64, CAP = 72;
     mh_context_destroy(ctx);
 
-    run_layer_calls(1);
-    run_core_calls(1);
-    run_layer_calls(2);
-    run_core_calls(2);
+    run_layer_calls(1, MH_VARIANT_GQA);
+    run_layer_calls(1, MH_VARIANT_OVERLAP);
+    run_collab_calls(1);
     run_dcmha_calls(1);
+    run_core_calls(1);
+    run_layer_calls(2, MH_VARIANT_GQA);
+    run_layer_calls(2, MH_VARIANT_OVERLAP);
+    run_collab_calls(2);
     run_dcmha_calls(2);
+    run_core_calls(2);
     return test_exit_code("test_no_alloc");
 }

@@ -52,15 +52,7 @@ static void random_options(test_rng* r, const mh_attn_problem* p, case_opts* c) 
             c->mask[i] = rng_int(r, 0, 9) == 0 ? -INFINITY : rng_uniform(r, -2.0f, 2.0f);
         c->opt.mask = c->mask;
     }
-    if (rng_int(r, 0, 3) == 0) c->opt.softcap = rng_uniform(r, 0.5f, 30.0f);
-    if (rng_int(r, 0, 3) == 0) {
-        for (int h = 0; h < H; h++) c->slopes[h] = powf(2.0f, -8.0f * (h + 1) / H);
-        c->opt.alibi_slopes = c->slopes;
-    }
-    if (rng_int(r, 0, 3) == 0) {
-        for (int h = 0; h < H; h++) c->sinks[h] = rng_uniform(r, -3.0f, 3.0f);
-        c->opt.sinks = c->sinks;
-    }
+    random_score_options(r, H, &c->opt, c->slopes, c->sinks);
     if (rng_int(r, 0, 3) == 0) {
         c->probs = malloc(sizeof(float) * (size_t)B * H * N * M);
         c->opt.probs = c->probs;

@@ -24,7 +24,8 @@ mh_status fixture_make(layer_fixture* f, const mh_context* ctx, const mh_layer_c
     f->wq = random_matrix(r, hd, c.d_model, amp);
     f->wk = random_matrix(r, kvd, c.kdim, amp);
     f->wv = random_matrix(r, kvdv, c.vdim, amp);
-    f->wo = random_matrix(r, c.d_model, hdv, amp);
+    /* W' of overlapping heads takes H enlarged heads of D + 2o (overlap is 0 elsewhere) */
+    f->wo = random_matrix(r, c.d_model, hdv + 2 * c.n_heads * c.overlap, amp);
     if (c.bias) {
         f->bq = random_matrix(r, 1, hd, amp);
         f->bk = random_matrix(r, 1, kvd, amp);

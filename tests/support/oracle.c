@@ -127,8 +127,8 @@ static float* to_f32(const double* x, size_t n) {
     return y;
 }
 
-void oracle_layer_forward(const mh_layer_config* cfg, const mh_layer_weights* w,
-                          const mh_forward_args* a, double* out) {
+void oracle_layer_heads(const mh_layer_config* cfg, const mh_layer_weights* w,
+                        const mh_forward_args* a, double* o) {
     const int B = a->batch, N = a->n_q;
     const int self = a->key == NULL;
     const int M = self ? N : a->n_kv;
@@ -140,7 +140,6 @@ void oracle_layer_forward(const mh_layer_config* cfg, const mh_layer_weights* w,
     double* q = malloc(sizeof(double) * nq);
     double* k = malloc(sizeof(double) * nk);
     double* v = malloc(sizeof(double) * nv);
-    double* o = malloc(sizeof(double) * (size_t)B * N * H * Dv);
     oracle_linear(a->query, B * N, cfg->d_model, w->w_q, w->b_q, H * D, q);
     oracle_linear(xk, B * M, kdim, w->w_k, w->b_k, Hkv * D, k);
     oracle_linear(xv, B * M, vdim, w->w_v, w->b_v, Hkv * Dv, v);
@@ -157,8 +156,16 @@ void oracle_layer_forward(const mh_layer_config* cfg, const mh_layer_weights* w,
     opt.window = cfg->window, opt.softcap = cfg->softcap;
     opt.alibi_slopes = cfg->alibi_slopes, opt.sinks = cfg->sinks, opt.probs = NULL;
     oracle_attention(&p, &opt, o, NULL);
+    free(q), free(k), free(v), free(qf), free(kf), free(vf);
+}
 
-    float* of = to_f32(o, (size_t)B * N * H * Dv);
-    oracle_linear(of, B * N, H * Dv, w->w_o, w->b_o, cfg->d_model, out);
-    free(q), free(k), free(v), free(o), free(qf), free(kf), free(vf), free(of);
+void oracle_layer_forward(const mh_layer_config* cfg, const mh_layer_weights* w,
+                          const mh_forward_args* a, double* out) {
+    const size_t rows = (size_t)a->batch * (size_t)a->n_q;
+    const size_t hdv = (size_t)cfg->n_heads * (size_t)cfg->head_dim_v;
+    double* o = malloc(sizeof(double) * rows * hdv);
+    oracle_layer_heads(cfg, w, a, o);
+    float* of = to_f32(o, rows * hdv);
+    oracle_linear(of, (int)rows, (int)hdv, w->w_o, w->b_o, cfg->d_model, out);
+    free(o), free(of);
 }

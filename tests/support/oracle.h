@@ -25,6 +25,11 @@ void oracle_attention(const mh_attn_problem* p, const mh_attn_options* opt, doub
 void oracle_linear(const float* x, int rows, int in, const float* w, const float* b, int out,
                    double* y);
 
+/* The per-head attention outputs o [B, N, H, Dv] of the layer (projections and attention,
+ * no output projection). cfg as for oracle_layer_forward. */
+void oracle_layer_heads(const mh_layer_config* cfg, const mh_layer_weights* w,
+                        const mh_forward_args* args, double* o);
+
 /* The whole layer forward (projections, attention, output projection) in double.
  * cfg must have its defaults resolved (n_kv_heads, head_dim_v, kdim, vdim, set).
  * out [B, N, d_model]. */

@@ -1,5 +1,6 @@
 #include "problem.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,4 +120,16 @@ mh_context* test_context(int threads) {
         exit(1);
     }
     return ctx;
+}
+
+void random_score_options(test_rng* r, int H, mh_attn_options* o, float* slopes, float* sinks) {
+    if (rng_int(r, 0, 3) == 0) o->softcap = rng_uniform(r, 0.5f, 30.0f);
+    if (rng_int(r, 0, 3) == 0) {
+        for (int h = 0; h < H; h++) slopes[h] = powf(2.0f, -8.0f * (h + 1) / H);
+        o->alibi_slopes = slopes;
+    }
+    if (rng_int(r, 0, 3) == 0) {
+        for (int h = 0; h < H; h++) sinks[h] = rng_uniform(r, -3.0f, 3.0f);
+        o->sinks = sinks;
+    }
 }

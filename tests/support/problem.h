@@ -27,6 +27,10 @@ void problem_free(test_problem* t);
 /* Copies O ([B, N, H, Dv] through its strides) into a contiguous buffer. */
 void problem_gather_o(const test_problem* t, float* dst);
 
+/* Each with probability 1/4: a soft-cap, ALiBi slopes (into slopes [H]) and sinks (into
+ * sinks [H]), set in o. */
+void random_score_options(test_rng* r, int H, mh_attn_options* o, float* slopes, float* sinks);
+
 /* Runs mh_attention with a fresh 64-aligned workspace; returns its status. */
 mh_status run_attention(const mh_context* ctx, const mh_attn_problem* p, const mh_attn_options* opt);
 

@@ -1,0 +1,87 @@
+#include "core/gathered.h"
+
+#include "util/checked.h"
+#include "util/dtype.h"
+
+/* The core's view of one head of one sequence with n gathered rows (data pointers unset). */
+static mh_attn_problem one_head(const mh_attn_problem* p, int n) {
+    mh_attn_problem q = *p;
+    const ptrdiff_t dqk = p->head_dim_qk, dv = p->head_dim_v;
+    q.batch = 1, q.n_q = n, q.n_heads = 1, q.n_kv_heads = 1;
+    q.q = (mh_tensor){NULL, n * dqk, dqk, dqk};
+    q.o = NULL;
+    q.o_stride_batch = n * dv, q.o_stride_token = dv, q.o_stride_head = dv;
+    return q;
+}
+
+void mh_gathered_carve_plan(const mh_attn_problem* p, mh_ws* ws, mh_gathered* g) {
+    const size_t B = (size_t)p->batch, H = (size_t)p->n_heads;
+    size_t rows = 0;
+    if (!mh_mul3_size(B, (size_t)p->n_q, H, &rows)) ws->overflow = 1;
+    g->seg = mh_ws_take(ws, H * B + 1, 1, sizeof(int64_t));
+    g->row = mh_ws_take(ws, rows, 1, sizeof(int32_t));
+    g->pos = mh_ws_take(ws, rows, 1, sizeof(int64_t));
+    g->attn = NULL;
+}
+
+void mh_gathered_carve(const mh_kernels* k, int threads, const mh_attn_problem* p,
+                       int prepack_ok, mh_ws* ws, mh_gathered* g) {
+    mh_gathered_carve_plan(p, ws, g);
+    const mh_attn_problem q = one_head(p, p->n_q);
+    g->attn = mh_core_attention_carve_upto(k, threads, &q, prepack_ok, ws);
+}
+
+void mh_gathered_plan(const mh_attn_problem* p, const mh_attn_options* opt, const float* gate,
+                      mh_gathered* g) {
+    const int B = p->batch, N = p->n_q, H = p->n_heads;
+    int64_t e = 0;
+    for (int h = 0; h < H; h++)
+        for (int s = 0; s < B; s++) {
+            const int64_t kv_len = opt->kv_len ? opt->kv_len[s] : p->n_kv;
+            const int64_t q0 = opt->q_offset == MH_Q_OFFSET_END ? kv_len - N : opt->q_offset;
+            g->seg[h * B + s] = e;
+            for (int t = 0; t < N; t++) {
+                const int32_t r = s * N + t;
+                if (gate[(size_t)r * (size_t)H + (size_t)h] == 0.0f) continue;
+                g->row[e] = r;
+                g->pos[e] = q0 + t;
+                e++;
+            }
+        }
+    g->seg[H * B] = e;
+}
+
+void mh_gathered_attend(const mh_kernels* k, int threads, const mh_attn_problem* p,
+                        const mh_attn_options* opt, int prepack_ok, const mh_gathered* g,
+                        const float* qg, float* og) {
+    const int B = p->batch, group = p->n_heads / p->n_kv_heads;
+    const size_t dqk = (size_t)p->head_dim_qk, dv = (size_t)p->head_dim_v;
+    for (int h = 0; h < p->n_heads; h++)
+        for (int s = 0; s < B; s++) {
+            const int64_t e0 = g->seg[h * B + s], n = g->seg[h * B + s + 1] - e0;
+            if (n == 0) continue;
+            const ptrdiff_t kvh = h / group;
+            mh_attn_problem q = one_head(p, (int)n);
+            q.q.data = qg + (size_t)e0 * dqk;
+            q.k.data = mh_dtype_at(p->k.data, p->k_dtype, s * p->k.stride_batch + kvh * p->k.stride_head);
+            q.v.data = mh_dtype_at(p->v.data, p->v_dtype, s * p->v.stride_batch + kvh * p->v.stride_head);
+            q.o = og + (size_t)e0 * dv;
+            mh_attn_options o = *opt;
+            o.kv_len = opt->kv_len ? opt->kv_len + s : NULL;
+            o.alibi_slopes = opt->alibi_slopes ? opt->alibi_slopes + h : NULL;
+            o.sinks = opt->sinks ? opt->sinks + h : NULL;
+            o.mask = NULL, o.probs = NULL, o.head_gates = NULL;
+            const mh_core_extra ex = {g->pos + e0, NULL};
+            mh_core_attention_ex(k, threads, &q, &o, prepack_ok, g->attn, &ex);
+        }
+}
+
+void mh_gathered_scale(const mh_attn_problem* p, const mh_gathered* g, const float* gate,
+                       float* og) {
+    const size_t B = (size_t)p->batch, H = (size_t)p->n_heads, dv = (size_t)p->head_dim_v;
+    for (size_t h = 0; h < H; h++)
+        for (int64_t e = g->seg[h * B]; e < g->seg[(h + 1) * B]; e++) {
+            const float gt = gate[(size_t)g->row[e] * H + h];
+            for (size_t j = 0; j < dv; j++) og[(size_t)e * dv + j] *= gt;
+        }
+}

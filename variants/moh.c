@@ -1,0 +1,367 @@
+/*
+ * MoH, mixture-of-head attention (docs/variants.md, "MoH"), on the GQA projection layout.
+ * Each token runs the shared heads and its top_k routed heads (variants/moh_router.c), and
+ * the work of every other (token, head) pair is skipped, not masked:
+ *
+ * forward: route every token (learned router: logits = x W_router^T; norm router: Q first);
+ *          list, per head, the rows that run it (plan); project K and V for every head;
+ *          per head: gather its rows' Q (learned router: project only those rows), run the
+ *          core on them with their real positions, gate the outputs and project them through
+ *          that head's block of W_O, adding into the output rows.
+ * decode:  K/V of every head go to the cache; the core runs densely over the KV heads that
+ *          some new token of the sequence uses and skips (never reads) the others; the out
+ *          projection is the same per-head gathered one.
+ */
+#include <string.h>
+
+#include "api/kv_cache.h"
+#include "core/gathered.h"
+#include "moh.h"
+#include "moh_router.h"
+#include "util/alloc.h"
+#include "variant.h"
+
+extern const mh_variant_ops mh_variant_gqa;
+
+/* What a MoH layer holds beside L->wk, L->wv (and L->wq with the norm router). */
+typedef struct moh_state {
+    mh_packed_matrix router;   /* [router_rows, d_model] learned router, else empty */
+    mh_packed_matrix* wq_head; /* [H] learned router: head h's rows of W_Q [D, d_model] and b_q */
+    mh_packed_matrix* wo_head; /* [H] head h's column block of W_O as [d_model, Dv], no bias */
+    float* b_o;                /* [d_model] or NULL */
+} moh_state;
+
+static int learned(const mh_layer* L) { return L->cfg.moh.router == MH_MOH_ROUTER_LEARNED; }
+
+static mh_status resolve(mh_layer_config* c) {
+    if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;
+    const mh_status st = mh_variant_gqa.resolve_config(c);
+    return st == MH_OK ? mh_moh_check_config(c) : st;
+}
+
+static void free_heads(mh_packed_matrix* m, int n) {
+    if (!m) return;
+    for (int h = 0; h < n; h++) mh_packed_matrix_free(&m[h]);
+    mh_free(m);
+}
+
+static void destroy(mh_layer* L) {
+    mh_packed_matrix_free(&L->wq);
+    mh_packed_matrix_free(&L->wk);
+    mh_packed_matrix_free(&L->wv);
+    moh_state* s = L->ext;
+    if (!s) return;
+    mh_packed_matrix_free(&s->router);
+    free_heads(s->wq_head, L->cfg.n_heads);
+    free_heads(s->wo_head, L->cfg.n_heads);
+    mh_free(s->b_o);
+    mh_free(s);
+    L->ext = NULL;
+    L->ext_bytes = 0;
+}
+
+static mh_status pack_router(mh_layer* L, const mh_layer_weights* w, moh_state* s) {
+    const int rows = mh_moh_router_rows(&L->cfg), d = L->cfg.d_model;
+    size_t bytes;
+    if (!mh_mul3_size((size_t)rows, (size_t)d, sizeof(float), &bytes)) return MH_ERR_SIZE_OVERFLOW;
+    float* cat = mh_alloc(bytes);
+    if (!cat) return MH_ERR_OUT_OF_MEMORY;
+    mh_moh_router_concat(&L->cfg, w, cat);
+    const mh_status st = mh_pack_matrix(L->kernels, cat, NULL, rows, d, &s->router);
+    mh_free(cat);
+    return st;
+}
+
+/* Head h's rows of W_Q (and b_q), packed one head at a time. */
+static mh_status pack_q_heads(mh_layer* L, const mh_layer_weights* w, moh_state* s) {
+    const mh_layer_config* c = &L->cfg;
+    const size_t D = (size_t)c->head_dim, d = (size_t)c->d_model;
+    s->wq_head = mh_alloc((size_t)c->n_heads * sizeof(mh_packed_matrix));
+    if (!s->wq_head) return MH_ERR_OUT_OF_MEMORY;
+    mh_status st = MH_OK;
+    for (int h = 0; h < c->n_heads && st == MH_OK; h++)
+        st = mh_pack_matrix(L->kernels, w->w_q + (size_t)h * D * d, w->b_q ? w->b_q + (size_t)h * D : NULL,
+                            c->head_dim, c->d_model, &s->wq_head[h]);
+    return st;
+}
+
+/* Head h's column block W_O[:, h*Dv : (h+1)*Dv], copied out and packed one head at a time. */
+static mh_status pack_o_heads(mh_layer* L, const mh_layer_weights* w, moh_state* s) {
+    const mh_layer_config* c = &L->cfg;
+    const size_t dv = (size_t)c->head_dim_v, d = (size_t)c->d_model, hdv = (size_t)c->n_heads * dv;
+    size_t bytes;
+    if (!mh_mul3_size(d, dv, sizeof(float), &bytes)) return MH_ERR_SIZE_OVERFLOW;
+    float* block = mh_alloc(bytes);
+    s->wo_head = mh_alloc((size_t)c->n_heads * sizeof(mh_packed_matrix));
+    mh_status st = block && s->wo_head ? MH_OK : MH_ERR_OUT_OF_MEMORY;
+    for (int h = 0; h < c->n_heads && st == MH_OK; h++) {
+        for (size_t r = 0; r < d; r++) memcpy(block + r * dv, w->w_o + r * hdv + (size_t)h * dv, dv * sizeof(float));
+        st = mh_pack_matrix(L->kernels, block, NULL, c->d_model, c->head_dim_v, &s->wo_head[h]);
+    }
+    mh_free(block);
+    return st;
+}
+
+static size_t state_bytes(const mh_layer* L, const moh_state* s) {
+    size_t bytes = s->router.bytes + (s->b_o ? (size_t)L->cfg.d_model * sizeof(float) : 0);
+    for (int h = 0; h < L->cfg.n_heads; h++)
+        bytes += (s->wq_head ? s->wq_head[h].bytes : 0) + s->wo_head[h].bytes;
+    return bytes;
+}
+
+static mh_status create(mh_layer* L, const mh_layer_weights* w) {
+    const mh_layer_config* c = &L->cfg;
+    mh_status st = mh_moh_check_weights(c, w);
+    if (st != MH_OK) return st;
+    moh_state* s = mh_alloc(sizeof *s);
+    if (!s) return MH_ERR_OUT_OF_MEMORY;
+    L->ext = s;
+    const int kvd = c->n_kv_heads * c->head_dim, kvdv = c->n_kv_heads * c->head_dim_v;
+    st = mh_pack_matrix(L->kernels, w->w_k, w->b_k, kvd, c->kdim, &L->wk);
+    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_v, w->b_v, kvdv, c->vdim, &L->wv);
+    if (st == MH_OK && learned(L)) st = pack_router(L, w, s);
+    if (st == MH_OK && learned(L)) st = pack_q_heads(L, w, s);
+    if (st == MH_OK && !learned(L))
+        st = mh_pack_matrix(L->kernels, w->w_q, w->b_q, c->n_heads * c->head_dim, c->d_model, &L->wq);
+    if (st == MH_OK) st = pack_o_heads(L, w, s);
+    if (st == MH_OK && w->b_o) {
+        s->b_o = mh_alloc((size_t)c->d_model * sizeof(float));
+        if (s->b_o) memcpy(s->b_o, w->b_o, (size_t)c->d_model * sizeof(float));
+        else st = MH_ERR_OUT_OF_MEMORY;
+    }
+    if (st != MH_OK) {
+        destroy(L);
+        return st;
+    }
+    L->ext_bytes = state_bytes(L, s);
+    return MH_OK;
+}
+
+static void cache_layout(const mh_layer* L, mh_cache_layout* out) {
+    mh_variant_gqa.cache_layout(L, out); /* every KV head is cached: MoH does not shrink it */
+}
+
+/* The workspace of one call. R = B*N token rows; "gathered" rows are (head, token) pairs that
+ * run, listed head by head, then sequence by sequence, then by token. */
+typedef struct buffers {
+    float* logits;            /* [R, router_rows]  learned router */
+    float* gate;              /* [R, H]  0 where the head does not run */
+    unsigned char* sel;       /* [R, H]  1 where the head runs */
+    mh_gathered g;            /* the rows with a nonzero gate, per (head, sequence) */
+    float* xg;                /* [R, d_model]  one head's gathered inputs (learned router) */
+    float* q;                 /* [R, H*D]  dense Q (norm router, and decode) */
+    float* qg;                /* [R*H, D]  gathered Q */
+    float *k, *v;             /* [B*M, Hkv*D], [B*M, Hkv*Dv] */
+    float* o;                 /* [R, H*Dv]  dense head outputs (decode) */
+    float* og;                /* [R*H, Dv]  gathered head outputs, then gated */
+    float* y;                 /* [R, d_model]  one head's out-projection rows */
+    unsigned char* kv_active; /* [B, Hkv]  decode: KV heads some new token uses */
+    void* attn;               /* decode: the dense core's workspace */
+} buffers;
+
+/* The core's view of `heads` query heads per row over all KV heads' rows of K/V (pointers are
+ * set by the caller). heads == 1 is one gathered head (n_kv_heads 1, K/V at its KV head). */
+static mh_attn_problem problem(const mh_layer* L, int B, int N, int M, int heads) {
+    const mh_layer_config* c = &L->cfg;
+    const ptrdiff_t hd = (ptrdiff_t)heads * c->head_dim, hdv = (ptrdiff_t)heads * c->head_dim_v;
+    const ptrdiff_t kvd = (ptrdiff_t)c->n_kv_heads * c->head_dim;
+    const ptrdiff_t kvdv = (ptrdiff_t)c->n_kv_heads * c->head_dim_v;
+    mh_attn_problem p;
+    memset(&p, 0, sizeof p);
+    p.batch = B, p.n_q = N, p.n_kv = M, p.n_heads = heads;
+    p.n_kv_heads = heads == 1 ? 1 : c->n_kv_heads;
+    p.head_dim_qk = c->head_dim, p.head_dim_v = c->head_dim_v, p.scale = c->scale;
+    p.q = (mh_tensor){NULL, N * hd, hd, c->head_dim};
+    p.k = (mh_tensor){NULL, M * kvd, kvd, c->head_dim};
+    p.v = (mh_tensor){NULL, M * kvdv, kvdv, c->head_dim_v};
+    p.k_dtype = p.v_dtype = MH_DTYPE_F32;
+    p.o_stride_batch = N * hdv, p.o_stride_token = hdv, p.o_stride_head = c->head_dim_v;
+    return p;
+}
+
+static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* ws, buffers* b) {
+    const mh_layer_config* c = &L->cfg;
+    const size_t R = (size_t)B * (size_t)N, H = (size_t)c->n_heads, d = (size_t)c->d_model;
+    const size_t D = (size_t)c->head_dim, Dv = (size_t)c->head_dim_v, rows_kv = (size_t)B * (size_t)M;
+    memset(b, 0, sizeof *b);
+    b->logits = mh_ws_take(ws, R, (size_t)mh_moh_router_rows(c), sizeof(float));
+    b->gate = mh_ws_take(ws, R, H, sizeof(float));
+    b->sel = mh_ws_take(ws, R, H, 1);
+    if (learned(L)) b->xg = mh_ws_take(ws, R, d, sizeof(float));
+    if (!learned(L) || is_decode) b->q = mh_ws_take(ws, R, H * D, sizeof(float));
+    b->qg = mh_ws_take(ws, R, H * D, sizeof(float));
+    b->k = mh_ws_take(ws, rows_kv, (size_t)c->n_kv_heads * D, sizeof(float));
+    b->v = mh_ws_take(ws, rows_kv, (size_t)c->n_kv_heads * Dv, sizeof(float));
+    if (is_decode) b->o = mh_ws_take(ws, R, H * Dv, sizeof(float));
+    b->og = mh_ws_take(ws, R, H * Dv, sizeof(float));
+    b->y = mh_ws_take(ws, R, d, sizeof(float));
+    const mh_attn_problem p = problem(L, B, N, M, c->n_heads);
+    if (is_decode) {
+        b->kv_active = mh_ws_take(ws, (size_t)B, (size_t)c->n_kv_heads, 1);
+        b->attn = mh_core_attention_carve(L->kernels, L->threads, &p, 0, ws);
+        mh_gathered_carve_plan(&p, ws, &b->g);
+    } else {
+        mh_gathered_carve(L->kernels, L->threads, &p, 1, ws, &b->g);
+    }
+}
+
+/* Gates and selection of every token row. The norm router reads b->q (already projected). */
+static void route(const mh_layer* L, size_t R, const float* x, buffers* b) {
+    const mh_layer_config* c = &L->cfg;
+    const size_t H = (size_t)c->n_heads;
+    if (learned(L)) {
+        const moh_state* s = L->ext;
+        const size_t nl = (size_t)s->router.n_out;
+        mh_gemm_packed(L->kernels, L->threads, R, x, (size_t)c->d_model, &s->router, b->logits, nl);
+        for (size_t r = 0; r < R; r++) mh_moh_route_learned(c, b->logits + r * nl, b->gate + r * H, b->sel + r * H);
+    } else {
+        const size_t hd = H * (size_t)c->head_dim;
+        for (size_t r = 0; r < R; r++) mh_moh_route_norm(c, b->q + r * hd, b->gate + r * H, b->sel + r * H);
+    }
+}
+
+/* Gathered Q of every head: learned router, x rows through that head's W_Q rows only; norm
+ * router, copied out of the dense Q. */
+static void gather_q(const mh_layer* L, int B, const float* x, buffers* b) {
+    const mh_layer_config* c = &L->cfg;
+    const moh_state* s = L->ext;
+    const size_t d = (size_t)c->d_model, D = (size_t)c->head_dim, hd = (size_t)c->n_heads * D;
+    for (int h = 0; h < c->n_heads; h++) {
+        const int64_t e0 = b->g.seg[h * B], n = b->g.seg[(h + 1) * B] - e0;
+        float* qg = b->qg + (size_t)e0 * D;
+        if (!learned(L)) {
+            for (int64_t i = 0; i < n; i++) memcpy(qg + i * D, b->q + (size_t)b->g.row[e0 + i] * hd + (size_t)h * D, D * sizeof(float));
+            continue;
+        }
+        if (n == 0) continue;
+        for (int64_t i = 0; i < n; i++) memcpy(b->xg + i * d, x + (size_t)b->g.row[e0 + i] * d, d * sizeof(float));
+        mh_gemm_packed(L->kernels, L->threads, (size_t)n, b->xg, d, &s->wq_head[h], qg, D);
+    }
+}
+
+/* out = b_o + sum over running heads h (ascending) of gate * O_h W_O^h, each head's rows
+ * gathered into one GEMM. */
+static void project_out(const mh_layer* L, int B, size_t R, buffers* b, float* out) {
+    const mh_layer_config* c = &L->cfg;
+    const moh_state* s = L->ext;
+    const size_t d = (size_t)c->d_model, Dv = (size_t)c->head_dim_v;
+    for (size_t r = 0; r < R; r++) {
+        if (s->b_o) memcpy(out + r * d, s->b_o, d * sizeof(float));
+        else memset(out + r * d, 0, d * sizeof(float));
+    }
+    for (int h = 0; h < c->n_heads; h++) {
+        const int64_t e0 = b->g.seg[h * B], n = b->g.seg[(h + 1) * B] - e0;
+        if (n == 0) continue;
+        const float* og = b->og + (size_t)e0 * Dv;
+        mh_gemm_packed(L->kernels, L->threads, (size_t)n, og, Dv, &s->wo_head[h], b->y, d);
+        for (int64_t i = 0; i < n; i++) {
+            float* dst = out + (size_t)b->g.row[e0 + i] * d;
+            const float* src = b->y + (size_t)i * d;
+            for (size_t j = 0; j < d; j++) dst[j] += src[j];
+        }
+    }
+}
+
+static void record(const mh_layer* L, size_t R, const buffers* b, mh_routing_record* rec) {
+    const size_t H = (size_t)L->cfg.n_heads;
+    const size_t A = (size_t)(L->cfg.moh.shared_heads + L->cfg.moh.top_k);
+    if (rec->load) memset(rec->load, 0, H * sizeof(int64_t));
+    for (size_t r = 0; r < R; r++) {
+        size_t a = 0;
+        for (size_t h = 0; h < H; h++) {
+            if (!b->sel[r * H + h]) continue;
+            if (rec->heads) rec->heads[r * A + a] = (int32_t)h;
+            if (rec->gates) rec->gates[r * A + a] = b->gate[r * H + h];
+            if (rec->load) rec->load[h]++;
+            a++;
+        }
+    }
+}
+
+static void forward_carve(const mh_layer* L, int B, int N, int M, mh_ws* ws) {
+    buffers b;
+    carve(L, B, N, M, 0, ws, &b);
+}
+
+static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace) {
+    const mh_layer_config* c = &L->cfg;
+    const int self = a->key == NULL, B = a->batch, N = a->n_q, M = self ? N : a->n_kv;
+    const mh_attn_options call = a->opt ? *a->opt : mh_attn_options_default();
+    mh_ws ws = mh_ws_begin(workspace);
+    buffers b;
+    carve(L, B, N, M, 0, &ws, &b);
+    const size_t R = (size_t)B * (size_t)N, rows_kv = (size_t)B * (size_t)M;
+    if (!learned(L)) mh_gemm_packed(L->kernels, L->threads, R, a->query, (size_t)c->d_model, &L->wq, b.q, (size_t)L->wq.n_out);
+    route(L, R, a->query, &b);
+    mh_attn_problem p = problem(L, B, N, M, c->n_heads);
+    p.k.data = b.k, p.v.data = b.v;
+    mh_attn_options opt = call;
+    opt.window = c->window, opt.softcap = c->softcap, opt.alibi_slopes = L->alibi, opt.sinks = L->sinks;
+    mh_gathered_plan(&p, &opt, b.gate, &b.g);
+    mh_gemm_packed(L->kernels, L->threads, rows_kv, self ? a->query : a->key, (size_t)c->kdim, &L->wk, b.k, (size_t)L->wk.n_out);
+    mh_gemm_packed(L->kernels, L->threads, rows_kv, self ? a->query : a->value, (size_t)c->vdim, &L->wv, b.v, (size_t)L->wv.n_out);
+    gather_q(L, B, a->query, &b);
+    mh_gathered_attend(L->kernels, L->threads, &p, &opt, 1, &b.g, b.qg, b.og);
+    mh_gathered_scale(&p, &b.g, b.gate, b.og);
+    project_out(L, B, R, &b, a->out);
+    if (a->routing) record(L, R, &b, a->routing);
+}
+
+static void decode_carve(const mh_layer* L, int B, int n, mh_ws* ws) {
+    buffers b;
+    carve(L, B, n, n, 1, ws, &b);
+}
+
+void mh_moh_decode_routed(const mh_layer* L, struct mh_kv_cache* cache, int B, int n,
+                          const float* x, float* out, mh_routing_record* routing, void* workspace) {
+    const mh_layer_config* c = &L->cfg;
+    const size_t H = (size_t)c->n_heads, D = (size_t)c->head_dim, Dv = (size_t)c->head_dim_v;
+    const size_t R = (size_t)B * (size_t)n, d = (size_t)c->d_model;
+    mh_ws ws = mh_ws_begin(workspace);
+    buffers b;
+    carve(L, B, n, n, 1, &ws, &b);
+    mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wk, b.k, (size_t)L->wk.n_out);
+    mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wv, b.v, (size_t)L->wv.n_out);
+    mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
+    if (!learned(L)) mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wq, b.q, H * D);
+    route(L, R, x, &b);
+    const int total = cache->length + n;
+    mh_attn_problem p = problem(L, B, n, total, c->n_heads);
+    mh_attn_options opt = mh_attn_options_default();
+    opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
+    opt.window = c->window, opt.softcap = c->softcap, opt.alibi_slopes = L->alibi, opt.sinks = L->sinks;
+    mh_gathered_plan(&p, &opt, b.gate, &b.g);
+    if (learned(L)) { /* only the running heads' Q rows, scattered into a zeroed dense Q */
+        gather_q(L, B, x, &b);
+        memset(b.q, 0, R * H * D * sizeof(float));
+        for (size_t h = 0; h < H; h++)
+            for (int64_t e = b.g.seg[h * (size_t)B]; e < b.g.seg[(h + 1) * (size_t)B]; e++)
+                memcpy(b.q + (size_t)b.g.row[e] * H * D + h * D, b.qg + (size_t)e * D, D * sizeof(float));
+    }
+    const size_t group = H / (size_t)c->n_kv_heads;
+    memset(b.kv_active, 0, (size_t)B * (size_t)c->n_kv_heads);
+    for (size_t r = 0; r < R; r++)
+        for (size_t h = 0; h < H; h++)
+            if (b.gate[r * H + h] != 0.0f) b.kv_active[(r / (size_t)n) * (size_t)c->n_kv_heads + h / group] = 1;
+
+    p.q.data = b.q, p.o = b.o;
+    mh_kv_cache_views(cache, &p.k, &p.v);
+    p.k_dtype = p.v_dtype = cache->dtype;
+    const mh_core_extra ex = {NULL, b.kv_active};
+    mh_core_attention_ex(L->kernels, L->threads, &p, &opt, 0, b.attn, &ex);
+    for (size_t h = 0; h < H; h++) /* the running heads' outputs, in the gathered order */
+        for (int64_t e = b.g.seg[h * (size_t)B]; e < b.g.seg[(h + 1) * (size_t)B]; e++)
+            memcpy(b.og + (size_t)e * Dv, b.o + (size_t)b.g.row[e] * H * Dv + h * Dv, Dv * sizeof(float));
+    mh_gathered_scale(&p, &b.g, b.gate, b.og);
+    project_out(L, B, R, &b, out);
+    if (routing) record(L, R, &b, routing);
+    cache->length = total;
+}
+
+static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, const float* x,
+                   float* out, void* workspace) {
+    mh_moh_decode_routed(L, cache, B, n, x, out, NULL, workspace);
+}
+
+const mh_variant_ops mh_variant_moh = {"moh", resolve, create, destroy, cache_layout,
+                                       forward_carve, decode_carve, forward, decode};
