@@ -6,7 +6,8 @@
  * different normalisers, so the online softmax of attention.c does not apply:
  *   materialised: the composed scores of the task's rows over all its keys stay in a per-worker
  *                 buffer [Hg][tq][M] (softmax in one go, then post-compose + P.V);
- *   two-pass:     pass 1 keeps only the running max/sum, pass 2 recomputes the scores.
+ *   two-pass:     pass 1 keeps only the running max/sum; pass 2 reads the scores back from a
+ *                 store of fixed size when they fit, else recomputes them.
  * Two-pass tasks of decode shape split their keys into chunks (fixed by the shapes) whose
  * statistics and outputs are merged in order, so results never depend on the thread count.
  */
