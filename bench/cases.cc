@@ -611,7 +611,8 @@ protected:
     LayerPtr layer_;
 };
 
-// layer / cross: mh_layer_forward without a mask (full attention). cross: key = value input
+// layer / cross: mh_layer_forward without a mask (full attention); prefill with a d_model:
+// the same, causal (e.g. DCMHA, which has no bare-core form). cross: key = value input
 // [B, M, kdim], as an encoder's output feeds a decoder. The oracle: batch 0 at up to 32 query
 // rows spread over N (every K/V projection computed).
 class ForwardFixture : public LayerFixtureBase {
@@ -665,7 +666,9 @@ private:
         args_.key = c_.mode == Mode::Cross ? xkv_.data() : nullptr;
         args_.value = args_.key;
         args_.out = out_.as<float>();
-        args_.opt = nullptr;
+        opt_ = mh_attn_options_default();
+        opt_.causal = c_.mode == Mode::Prefill ? 1 : 0;
+        args_.opt = opt_.causal ? &opt_ : nullptr;
         if (c_.impl == Impl::Blas) {
             const size_t n = blas_layer_scratch_floats(w_, B, N, M);
             ws_ = AlignedBuffer(n * sizeof(float));
@@ -678,7 +681,11 @@ private:
             ws_ = AlignedBuffer(ws);
         }
         kv_bytes_per_token_ = (static_cast<size_t>(w_.n_kv_heads) * (w_.head_dim + w_.head_dim_v) + 4 * static_cast<size_t>(cfg_.overlap)) * sizeof(float);
-        flops_ = B * (projection_flops(N, M) + attention_flops(static_cast<double>(N) * M));
+        mh_kv_cache* probe = nullptr;  // DCMHA's cache also holds its key factors: ask the cache
+        if (cfg_.variant == MH_VARIANT_DCMHA && mh_kv_cache_create(layer_.get(), 1, 1, MH_DTYPE_F32, &probe) == MH_OK)
+            kv_bytes_per_token_ = mh_kv_cache_bytes_per_token(probe);
+        mh_kv_cache_destroy(probe);
+        flops_ = B * (projection_flops(N, M) + attention_flops(opt_.causal ? causal_pairs(N, M) : static_cast<double>(N) * M));
         const double in_bytes = 4.0 * (static_cast<double>(nx) + static_cast<double>(xkv_.size()));
         bytes_ = weight_float_bytes() + in_bytes + 4.0 * static_cast<double>(nx);
         working_set_bytes_ = bytes_ + static_cast<double>(workspace_bytes_);
@@ -686,7 +693,7 @@ private:
         if (!call()) return false;
         const std::vector<int> rows = spread(N, 32);
         std::vector<double> ref;
-        layer_rows(xq_.data(), N, xk(), M, false, rows, ref);
+        layer_rows(xq_.data(), N, xk(), M, opt_.causal != 0, rows, ref);
         ErrorAccumulator acc;
         const float* out = out_.as<float>();
         for (size_t ri = 0; ri < rows.size(); ri++)
@@ -700,6 +707,7 @@ private:
 
     std::vector<float> xq_, xkv_;
     AlignedBuffer out_, ws_;
+    mh_attn_options opt_{};
     mh_forward_args args_{};
     double flops_ = 0, bytes_ = 0;
 };
@@ -822,7 +830,9 @@ std::unique_ptr<Fixture> g_current;
 
 std::unique_ptr<Fixture> make_fixture(const CaseSpec& c) {
     switch (c.mode) {
-    case Mode::Prefill: return std::make_unique<CoreFixture>(c);
+    case Mode::Prefill:
+        if (is_layer_api(c)) return std::make_unique<ForwardFixture>(c);
+        return std::make_unique<CoreFixture>(c);
     case Mode::Decode:
         if (is_layer_api(c)) return std::make_unique<DecodeLayerFixture>(c);
         return std::make_unique<CoreFixture>(c);
@@ -891,7 +901,7 @@ public:
         c.threads = threads > 0 ? threads : t1_;
         c.impl = impl;
         if (impl == Impl::Blas && (!blas_available() || c.kv_dtype != MH_DTYPE_F32 ||
-                                   (c.mode == Mode::Decode && is_layer_api(c))))
+                                   (c.mode != Mode::Layer && c.mode != Mode::Cross && is_layer_api(c))))
             return;
         if (!mh_isa_supported(c.isa)) return;
         if (case_kv_heads(c) <= 0) return;
@@ -1026,6 +1036,16 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
         if (self_ok) s.add(make(L, "gqa4", enc, 512, 512, F32, true), isa);
     }
 
+    // DCMHA against MHA at the LLM heads through the layer (DCMHA has no bare-core form):
+    // causal prefill N = 2048, decode at 32K cached tokens
+    if (!file) {
+        const Shape dc{32, 128, 1024};
+        for (const char* v : {"mha", "dcmha"}) {
+            s.add(make(P, v, dc, 2048, 2048, F32, true));
+            s.add(make(DEC, v, dc, 1, 32768, F16, true));
+        }
+    }
+
     // 7. thread scaling (every processor), unless --threads fixed one count for everything
     if (s.scaling()) {
         const int t = s.tall();
@@ -1057,6 +1077,7 @@ int case_kv_heads(const CaseSpec& c) {
     const VariantSpec* v = find_variant(c.variant);
     if (!v) return 0;
     if (!is_layer_api(c) && !v->core) return 0;
+    if (c.mode == Mode::Cross && v->self_only) return 0;
     return v->kv_heads(c.n_heads, base_kv_heads(c));
 }
 

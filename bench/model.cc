@@ -143,6 +143,34 @@ LayerWeights derive_collab(const LayerWeights& base, int) {
     return w;
 }
 
+// DCMHA on the base layer's projections, R = 2, G = 1, C = 4H, erf GELU, no W_b, with seeded
+// generator weights: W1 and Wd uniform in +-1/sqrt(d) (gates tanh(x Wd) of order 0.5), W2 in
+// +-0.1/sqrt(C) (low-rank factors w2 of order 0.1). The output then differs from the base
+// layer's by about half (its fidelity_rel_l2): a real composition, not a near-identity one.
+constexpr int kDcmhaRank = 2;
+
+void bind_dcmha(const LayerWeights& w, mh_layer_config* cfg, mh_layer_weights* view) {
+    if (cfg) cfg->dcmha = mh_dcmha_config{kDcmhaRank, 4 * w.n_heads, 1, MH_GELU_ERF, 0};
+    if (view) view->dcmha_w1 = w.extra[0].data(), view->dcmha_w2 = w.extra[1].data(), view->dcmha_wd = w.extra[2].data();
+}
+
+LayerWeights derive_dcmha(const LayerWeights& base, int) {
+    LayerWeights w = base;
+    const size_t d = static_cast<size_t>(base.d_model), H = static_cast<size_t>(base.n_heads), C = 4 * H;
+    const size_t sizes[3] = {d * 4 * C, 4 * C * 2 * kDcmhaRank * H, d * 4 * H};  // W1, W2, Wd
+    const float amps[3] = {static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))),
+                           static_cast<float>(0.1 / std::sqrt(static_cast<double>(C))),
+                           static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))};
+    Rng rng(0xdc3a);
+    w.extra.resize(3);
+    for (int i = 0; i < 3; i++) {
+        w.extra[i].resize(sizes[i]);
+        rng.fill(w.extra[i].data(), sizes[i], amps[i]);
+    }
+    w.bind = bind_dcmha;
+    return w;
+}
+
 }  // namespace
 
 LayerWeights pool_kv_heads(const LayerWeights& base, int n_kv_heads) {
@@ -213,6 +241,8 @@ const std::vector<VariantSpec>& variant_table() {
          kv_moh, derive_moh<4, 14>, 0.875, true},
         {"collab", MH_VARIANT_COLLAB, "CollabHead at D~ = H*D/4: W~_Q, W~_K = first H/4 base heads, cyclic one-hot mixing",
          [](int h, int base_kv) { return base_kv == h && h % 4 == 0 ? h : 0; }, derive_collab, 1.0, false},
+        {"dcmha", MH_VARIANT_DCMHA, "the base layer + seeded small DCMHA generator weights (R 2, G 1, C 4H, no W_b)",
+         [](int h, int base_kv) { return base_kv == h ? h : 0; }, derive_dcmha, 1.0, false, 0, true},
     };
     return table;
 }

@@ -61,6 +61,7 @@ struct VariantSpec {
     // Overlapping heads: the halo o = D * halo_pct / 100 (the core mode's strided views, FLOP
     // counting); 0 for disjoint heads.
     int halo_pct = 0;
+    bool self_only = false;  // serves self-attention only (no cross cases)
 };
 
 const std::vector<VariantSpec>& variant_table();

@@ -1,5 +1,7 @@
 #include "reference.h"
 
+#include "oracle_dcmha.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -180,6 +182,12 @@ void ref_layer_rows(const mh_layer_config& cfg, const mh_layer_weights& w, const
                     const float* xv, int n_kv, bool causal, const std::vector<int>& rows, std::vector<double>& out) {
     if (cfg.variant == MH_VARIANT_OVERLAP) return overlap_rows(cfg, w, xq, n_q, xk, xv, n_kv, causal, rows, out);
     if (cfg.variant == MH_VARIANT_COLLAB) return collab_rows(cfg, w, xq, n_q, xk, xv, n_kv, causal, rows, out);
+    if (cfg.variant == MH_VARIANT_DCMHA) {  // self-attention only: xq = xk = xv, n_q = n_kv
+        out.assign(rows.size() * static_cast<size_t>(cfg.d_model), 0.0);
+        oracle_dcmha_rows(&cfg, &w, xq, n_kv, causal ? 1 : 0, rows.data(), static_cast<int>(rows.size()),
+                          ORACLE_COMPOSE_LOWRANK, out.data());
+        return;
+    }
     const int dm = cfg.d_model, H = cfg.n_heads, Hkv = cfg.n_kv_heads, D = cfg.head_dim;
     const int Dv = cfg.head_dim_v, group = H / Hkv;
     const int kw = Hkv * D, vw = Hkv * Dv, qw = H * D, ow = H * Dv;

@@ -206,8 +206,10 @@ typedef enum mh_gelu {
     MH_GELU_TANH = 1 /* tanh approximation (JAX nn.gelu default) */
 } mh_gelu;
 
+#define MH_DCMHA_MAX_RANK 8
+
 typedef struct mh_dcmha_config {
-    int rank;           /* R, 0 = 2 */
+    int rank;           /* R, 0 = 2; 1 .. MH_DCMHA_MAX_RANK */
     int hidden;         /* C per group, 0 = 4 * H / groups */
     int groups;         /* G, 0 = 1: composition is block-diagonal over G groups of H/G heads */
     mh_gelu gelu;

@@ -5,6 +5,7 @@ extern const mh_variant_ops mh_variant_mha, mh_variant_gqa, mh_variant_mqa;
 extern const mh_variant_ops mh_variant_overlap;
 extern const mh_variant_ops mh_variant_moh;
 extern const mh_variant_ops mh_variant_collab;
+extern const mh_variant_ops mh_variant_dcmha;
 
 const mh_variant_ops* mh_variant_lookup(mh_variant v) {
     switch (v) {
@@ -14,6 +15,7 @@ const mh_variant_ops* mh_variant_lookup(mh_variant v) {
     case MH_VARIANT_OVERLAP: return &mh_variant_overlap;
     case MH_VARIANT_MOH: return &mh_variant_moh;
     case MH_VARIANT_COLLAB: return &mh_variant_collab;
+    case MH_VARIANT_DCMHA: return &mh_variant_dcmha;
     default: return NULL; /* not (yet) built: mh_layer_create says MH_ERR_INVALID_ARGUMENT */
     }
 }

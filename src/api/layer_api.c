@@ -141,6 +141,13 @@ mh_status mh_layer_forward_workspace_size(const mh_layer* layer, int batch, int 
     return measure(layer, batch, n_q, n_kv, bytes);
 }
 
+/* DCMHA serves self-attention with at most the causal flag (docs/variants.md, "DCMHA"). */
+static int dcmha_unsupported(const mh_forward_args* a) {
+    const mh_attn_options* o = a->opt;
+    return a->key || (o && (o->kv_len || o->mask || o->probs ||
+                            (o->q_offset != MH_Q_OFFSET_END && o->q_offset != 0)));
+}
+
 static mh_status check_forward(const mh_layer* L, const mh_forward_args* a) {
     const mh_layer_config* c = &L->cfg;
     if (a->batch <= 0 || a->n_q <= 0 || !a->query || !a->out) return MH_ERR_INVALID_ARGUMENT;
@@ -162,6 +169,7 @@ static mh_status check_forward(const mh_layer* L, const mh_forward_args* a) {
         if (st != MH_OK) return st;
         if (o->probs && !mh_probs_fit(a->batch, c->n_heads, a->n_q, M)) return MH_ERR_SIZE_OVERFLOW;
     }
+    if (c->variant == MH_VARIANT_DCMHA && dcmha_unsupported(a)) return MH_ERR_UNSUPPORTED;
     if (!rows_fit(a->batch, a->n_q, c->d_model) || !rows_fit(a->batch, M, c->kdim) ||
         !rows_fit(a->batch, M, c->vdim))
         return MH_ERR_SIZE_OVERFLOW;

@@ -14,6 +14,22 @@
 
 #include "multihead.h"
 
+/* The factors of one DCMHA composition over a group of g heads, rank <= MH_DCMHA_MAX_RANK,
+ * for one query row and a run of keys (key-side factors key-contiguous, rows ldk apart):
+ *   a'[m][c] = a[m * lda + c] * (ascale ? ascale[m] : 1)
+ *   out[n * ldo + c] = a'[n][c] * ((1 + qdd[n]) + kdd[n * ldk + c])
+ *       + sum_r qw2[r * g + n] * (sum_m qw1[r * g + m] * a'[m][c])
+ *       + sum_r kw2[(r * g + n) * ldk + c] * (sum_m kw1[(r * g + m) * ldk + c] * a'[m][c])
+ *       + (wb ? sum_m wb[m * g + n] * a'[m][c] : 0)
+ * for n < g, c < cols (sums over m ascending, then r ascending; terms added in this order). */
+typedef struct mh_compose_factors {
+    size_t g, rank;
+    const float *qw1, *qw2, *qdd; /* the query's [R][g], [R][g], [g] */
+    const float* wb;              /* static [g][g] (in head m, out head n), or NULL */
+    const float *kw1, *kw2, *kdd; /* the keys' [R][g][ldk], [R][g][ldk], [g][ldk] */
+    size_t ldk;
+} mh_compose_factors;
+
 typedef struct mh_kernels {
     mh_isa isa;
 
@@ -60,6 +76,11 @@ typedef struct mh_kernels {
      * KV tile (a multiple of gemm_nr). */
     size_t attn_block_rows;
     size_t attn_kv_tile;
+
+    /* ---- DCMHA cross-head composition of one query row (variants/dcmha.c, docs/variants.md
+     * "DCMHA"): see mh_compose_factors. out must not overlap a. */
+    void (*dcmha_compose)(const struct mh_compose_factors* f, size_t cols, const float* a,
+                          size_t lda, const float* ascale, float* out, size_t ldo);
 
     /* ---- storage conversions (round to nearest even on the way down). */
     void (*f32_to_f16)(size_t n, const float* x, uint16_t* y);

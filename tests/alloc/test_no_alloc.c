@@ -37,6 +37,7 @@
 #include <dlfcn.h>
 
 #include "check.h"
+#include "dcmha_fixture.h"
 #include "layer_fixture.h"
 #include "problem.h"
 
@@ -215,6 +216,15 @@ enum { B = 2, H = 8, HKV = 2, D = 32 };
  * small ones on a slow machine */
 static int N = 128, D_MODEL = 256, CAP = 160, SLOW = 0;
 
+/* Workspaces of a forward over [B, N], a decode of N tokens and one of a single token. */
+static void layer_workspaces(const mh_layer* L, size_t* fw_bytes, void** fw, size_t* dec_bytes, void** dec,
+                             size_t* dec1_bytes, void** dec1) {
+    check_status("forward ws", mh_layer_forward_workspace_size(L, B, N, N, fw_bytes), MH_OK);
+    check_status("decode ws", mh_layer_decode_workspace_size(L, B, N, dec_bytes), MH_OK);
+    check_status("decode1 ws", mh_layer_decode_workspace_size(L, B, 1, dec1_bytes), MH_OK);
+    *fw = ws_alloc(*fw_bytes), *dec = ws_alloc(*dec_bytes), *dec1 = ws_alloc(*dec1_bytes);
+}
+
 /* MoH (both routers, on the fixture's GQA weights): forward with a routing record, decode
  * with one, allocate nothing. */
 static void run_moh_calls(int threads, const mh_context* ctx, const layer_fixture* f, const float* x, float* y) {
@@ -281,10 +291,8 @@ static void run_layer_calls(int threads, mh_variant variant) {
     float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
     rng_fill(&r, x, n, -1, 1);
     size_t fw_bytes, dec_bytes, dec1_bytes;
-    check_status("forward ws", mh_layer_forward_workspace_size(f.layer, B, N, N, &fw_bytes), MH_OK);
-    check_status("decode ws", mh_layer_decode_workspace_size(f.layer, B, N, &dec_bytes), MH_OK);
-    check_status("decode1 ws", mh_layer_decode_workspace_size(f.layer, B, 1, &dec1_bytes), MH_OK);
-    void *ws_fw = ws_alloc(fw_bytes), *ws_dec = ws_alloc(dec_bytes), *ws_dec1 = ws_alloc(dec1_bytes);
+    void *ws_fw, *ws_dec, *ws_dec1;
+    layer_workspaces(f.layer, &fw_bytes, &ws_fw, &dec_bytes, &ws_dec, &dec1_bytes, &ws_dec1);
     mh_kv_cache *cache = NULL, *cache16 = NULL;
     check_status("cache", mh_kv_cache_create(f.layer, B, CAP, MH_DTYPE_F32, &cache), MH_OK);
     check_status("cache f16", mh_kv_cache_create(f.layer, B, CAP, MH_DTYPE_F16, &cache16), MH_OK);
@@ -444,6 +452,45 @@ static void run_collab_calls(int threads) {
     mh_context_destroy(ctx);
 }
 
+/* DCMHA: its forward (materialised scores), chunked and token decode (two passes), and a decode
+ * over a cache long enough to split its keys (2048 + 2 tokens). */
+static void run_dcmha_calls(int threads) {
+    char what[160];
+    mh_context* ctx = test_context(threads);
+    test_rng r;
+    rng_seed(&r, 55 + (uint64_t)threads);
+    mh_layer_config c = mh_layer_config_default();
+    c.variant = MH_VARIANT_DCMHA, c.d_model = D_MODEL, c.n_heads = H, c.head_dim = D, c.bias = 1;
+    c.dcmha.groups = 2, c.dcmha.static_weights = 1;
+    dcmha_fixture f;
+    if (!check_status("create dcmha", dcmha_fixture_make(&f, ctx, &c, &r, 0.1f, 0.1f, 0), MH_OK)) exit(1);
+    const int cap = SLOW ? CAP : 2100 + 40;
+    const size_t n = (size_t)B * N * D_MODEL;
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    rng_fill(&r, x, n, -1, 1);
+    size_t fw_bytes, dec_bytes, dec1_bytes;
+    void *ws_fw, *ws_dec, *ws_dec1;
+    layer_workspaces(f.layer, &fw_bytes, &ws_fw, &dec_bytes, &ws_dec, &dec1_bytes, &ws_dec1);
+    mh_kv_cache* cache = NULL;
+    check_status("cache", mh_kv_cache_create(f.layer, B, cap, MH_DTYPE_F16, &cache), MH_OK);
+    mh_attn_options causal = mh_attn_options_default();
+    causal.causal = 1;
+    mh_forward_args a = {.batch = B, .n_q = N, .query = x, .out = y, .opt = &causal};
+    check_status("warm-up forward", mh_layer_forward(f.layer, &a, ws_fw, fw_bytes), MH_OK);
+    snprintf(what, sizeof what, "%d thread(s): DCMHA forward and decode allocate nothing", threads);
+    start_counting();
+    mh_status st = mh_layer_forward(f.layer, &a, ws_fw, fw_bytes);
+    while (st == MH_OK && mh_kv_cache_length(cache) + N + 2 <= cap) /* chunks, then single tokens */
+        st = mh_layer_decode(f.layer, cache, B, N, x, y, ws_dec, dec_bytes);
+    for (int t = 0; t < 2 && st == MH_OK; t++) st = mh_layer_decode(f.layer, cache, B, 1, x, y, ws_dec1, dec1_bytes);
+    long calls = stop_counting(what);
+    check_status("dcmha calls", st, MH_OK), check_true(what, calls == 0);
+    free(x), free(y), free(ws_fw), free(ws_dec), free(ws_dec1);
+    mh_kv_cache_destroy(cache);
+    dcmha_fixture_free(&f);
+    mh_context_destroy(ctx);
+}
+
 int main(void) {
     if (!install_counter()) {
         fprintf(stderr, "skipped: no way to count allocator calls on this platform\n");
@@ -476,10 +523,12 @@ int main(void) {
     run_layer_calls(1, MH_VARIANT_GQA);
     run_layer_calls(1, MH_VARIANT_OVERLAP);
     run_collab_calls(1);
+    run_dcmha_calls(1);
     run_core_calls(1);
     run_layer_calls(2, MH_VARIANT_GQA);
     run_layer_calls(2, MH_VARIANT_OVERLAP);
     run_collab_calls(2);
+    run_dcmha_calls(2);
     run_core_calls(2);
     return test_exit_code("test_no_alloc");
 }

@@ -5,7 +5,8 @@ add_library(mh_oracle STATIC
   ${CMAKE_CURRENT_LIST_DIR}/oracle.c
   ${CMAKE_CURRENT_LIST_DIR}/oracle_overlap.c
   ${CMAKE_CURRENT_LIST_DIR}/oracle_moh.c
-  ${CMAKE_CURRENT_LIST_DIR}/oracle_collab.c)
+  ${CMAKE_CURRENT_LIST_DIR}/oracle_collab.c
+  ${CMAKE_CURRENT_LIST_DIR}/oracle_dcmha.c)
 target_include_directories(mh_oracle PUBLIC ${CMAKE_CURRENT_LIST_DIR} ${PROJECT_SOURCE_DIR}/include)
 target_compile_options(mh_oracle PRIVATE ${MH_WARNINGS})
 target_link_libraries(mh_oracle PUBLIC m)

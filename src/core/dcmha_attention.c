@@ -1,0 +1,543 @@
+/*
+ * DCMHA attention over (batch, head group, query tile) tasks. Per key tile a task computes
+ * Q.K^T for all Hg heads of its group, pre-composes across heads (kernel dcmha_compose), masks,
+ * and later, with the per-head softmax normalisers known, post-composes the probabilities and
+ * accumulates P'.V per head. Post-composition mixes normalised probabilities of heads with
+ * different normalisers, so the online softmax of attention.c does not apply:
+ *   materialised: the composed scores of the task's rows over all its keys stay in a per-worker
+ *                 buffer [Hg][tq][M] (softmax in one go, then post-compose + P.V);
+ *   two-pass:     pass 1 keeps only the running max/sum; pass 2 reads the scores back from a
+ *                 store of fixed size when they fit, else recomputes them.
+ * Two-pass tasks of decode shape split their keys into chunks (fixed by the shapes) whose
+ * statistics and outputs are merged in order, so results never depend on the thread count.
+ */
+#include "core/dcmha_attention.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/parallel.h"
+#include "util/dtype.h"
+
+#define MAX_SPLIT 8
+#define SPLIT_KEYS 1024
+#define TILE_KEYS 256 /* keys per tile, rounded up to a multiple of the GEMM's NR */
+/* Query rows per task: up to MAX_ROW_BLOCKS GEMM row blocks, so each K/V tile a task packs or
+ * streams serves that many rows; the materialised score rows of a task stay within
+ * SCORE_BUDGET bytes unless one row block alone needs more. */
+#define MAX_ROW_BLOCKS 16
+/* Decode keeps pass 1's composed scores for pass 2 in a store of a size fixed by the shapes
+ * without M (rows of the call times STORE_KEYS, at most STORE_BUDGET bytes): when a task's rows
+ * over all M keys fit its share, pass 2 reads them instead of recomputing Q.K^T and the
+ * pre-composition (the same bits either way). */
+#define STORE_KEYS ((size_t)65536)
+#define STORE_BUDGET ((size_t)16 << 20)
+#define SCORE_BUDGET ((size_t)32 << 20)
+
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+
+/* Shapes every part of a call derives the same way. */
+typedef struct geom {
+    size_t hg, fb, tq, tk, n_qt, n_tasks, n_tiles, m_pad, rows;
+    size_t v_panels; /* V columns rounded up to NR */
+} geom;
+
+size_t mh_dcmha_key_tile(const mh_kernels* k) { return (TILE_KEYS + k->gemm_nr - 1) / k->gemm_nr * k->gemm_nr; }
+
+void mh_dcmha_store_key(const mh_kernels* k, const mh_dcmha_key_factors* kf, int b, size_t pos,
+                        const float* pre, const float* post) {
+    const size_t tk = mh_dcmha_key_tile(k), j0 = pos / tk * tk, n = min_size(tk, kf->cols - j0), c = pos - j0;
+    float* tile = kf->data + (ptrdiff_t)b * kf->stride_batch + j0 * 2 * kf->branch;
+    for (size_t r = 0; r < kf->branch; r++) tile[r * n + c] = pre[r], tile[(kf->branch + r) * n + c] = post[r];
+}
+
+static geom make_geom(const mh_kernels* k, const mh_dcmha_problem* p, int materialise) {
+    geom g;
+    g.hg = (size_t)(p->n_heads / p->groups);
+    g.fb = (size_t)(2 * p->rank + 1) * g.hg;
+    g.tk = mh_dcmha_key_tile(k);
+    g.n_tiles = ((size_t)p->n_kv + g.tk - 1) / g.tk;
+    g.m_pad = g.n_tiles * g.tk;
+    size_t blocks = MAX_ROW_BLOCKS;
+    if (materialise) {
+        const size_t per_block = g.hg * g.m_pad * k->gemm_mr * sizeof(float);
+        blocks = per_block ? SCORE_BUDGET / per_block : 1;
+        blocks = blocks < 1 ? 1 : blocks > MAX_ROW_BLOCKS ? MAX_ROW_BLOCKS : blocks;
+    }
+    g.tq = min_size(blocks * k->gemm_mr, (size_t)p->n_q);
+    g.n_qt = ((size_t)p->n_q + g.tq - 1) / g.tq;
+    g.n_tasks = (size_t)p->batch * (size_t)p->groups * g.n_qt;
+    g.rows = g.hg * g.tq;
+    g.v_panels = ((size_t)p->head_dim_v + k->gemm_nr - 1) / k->gemm_nr * k->gemm_nr;
+    return g;
+}
+
+/* One worker's buffers (rows = Hg * tq, head-major: r = h * tq + t). */
+typedef struct scratch {
+    float* q;     /* [rows][D]   the task's queries, pre-scaled */
+    float* t1;    /* [rows][tk]  raw scores, later post-composed probabilities */
+    float* t2;    /* [rows][tk]  composed scores (two-pass) */
+    float* s;     /* [rows][m_pad] composed scores over all keys (materialised) */
+    float* o;     /* [rows][Dv]  output accumulator */
+    float* m;     /* [rows]      softmax max */
+    float* l;     /* [rows]      softmax sum */
+    float* mfix;  /* [rows]      the final max, handed to softmax_tile in pass 2 */
+    float* junk;  /* [rows]      sums pass 2 does not need */
+    float* alpha; /* [rows]      softmax_tile's rescale output */
+    float* ones;  /* [rows]      P.V accumulates with alpha = 1 */
+    float* inv;   /* [tq][Hg]    1 / l per query row, over the heads */
+    float* kpack; /* [tk/NR][D][NR]        one head's K tile packed (two-pass GEMM tasks) */
+    float* vpack; /* [ceil(Dv/NR)][tk][NR] one head's V tile packed */
+} scratch;
+
+static void carve_scratch(const geom* g, const mh_dcmha_problem* p, int materialise, mh_ws* ws,
+                          scratch* sc) {
+    sc->q = mh_ws_take(ws, g->rows, (size_t)p->head_dim_qk, sizeof(float));
+    sc->t1 = mh_ws_take(ws, g->rows, g->tk, sizeof(float));
+    sc->t2 = materialise ? NULL : mh_ws_take(ws, g->rows, g->tk, sizeof(float));
+    sc->s = materialise ? mh_ws_take(ws, g->rows, g->m_pad, sizeof(float)) : NULL;
+    sc->o = mh_ws_take(ws, g->rows, (size_t)p->head_dim_v, sizeof(float));
+    float** vecs[] = {&sc->m, &sc->l, &sc->mfix, &sc->junk, &sc->alpha, &sc->ones, &sc->inv};
+    for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) *vecs[i] = mh_ws_take(ws, g->rows, 1, sizeof(float));
+    sc->kpack = materialise ? NULL : mh_ws_take(ws, g->tk, (size_t)p->head_dim_qk, sizeof(float));
+    sc->vpack = materialise ? NULL : mh_ws_take(ws, g->v_panels, g->tk, sizeof(float));
+}
+
+static size_t per_thread_bytes(const geom* g, const mh_dcmha_problem* p, int materialise) {
+    mh_ws measure = mh_ws_begin(NULL);
+    scratch unused;
+    size_t bytes;
+    carve_scratch(g, p, materialise, &measure, &unused);
+    if (measure.overflow || !mh_align_size(measure.used, MH_WS_ALIGN, &bytes)) return 0;
+    return bytes;
+}
+
+static size_t kt_floats(const geom* g, const mh_dcmha_problem* p) { return g->tk * (size_t)p->head_dim_qk; }
+
+static size_t vt_floats(const geom* g) { return g->v_panels * g->tk; }
+
+/* Floats of one task chunk's partial state: m, l and the output, per row. */
+static size_t partial_floats(const geom* g, const mh_dcmha_problem* p) {
+    return g->rows * ((size_t)p->head_dim_v + 2);
+}
+
+typedef struct call_ws {
+    unsigned char* scratch; /* [threads][per_thread] */
+    size_t per_thread;
+    float* kt_all;          /* [B*H][n_tiles] packed K tiles (materialised) */
+    float* vt_all;          /* [B*H][n_tiles] packed V tiles */
+    float* partials;        /* [n_tasks][MAX_SPLIT][partial] (two-pass) */
+    float* store;           /* [store_floats] pass 1's composed scores (two-pass) */
+    size_t store_floats;
+} call_ws;
+
+static void call_layout(const mh_kernels* k, int threads, const mh_dcmha_problem* p, int materialise,
+                        mh_ws* ws, call_ws* out) {
+    const geom g = make_geom(k, p, materialise);
+    memset(out, 0, sizeof *out);
+    out->per_thread = per_thread_bytes(&g, p, materialise);
+    if (out->per_thread == 0) ws->overflow = 1;
+    out->scratch = mh_ws_take(ws, (size_t)threads, out->per_thread, 1);
+    if (materialise) {
+        size_t tiles = 0;
+        if (!mh_mul3_size((size_t)p->batch, (size_t)p->n_heads, g.n_tiles, &tiles)) ws->overflow = 1;
+        out->kt_all = mh_ws_take(ws, tiles, kt_floats(&g, p), sizeof(float));
+        out->vt_all = mh_ws_take(ws, tiles, vt_floats(&g), sizeof(float));
+    } else {
+        out->partials = mh_ws_take(ws, g.n_tasks * MAX_SPLIT, partial_floats(&g, p), sizeof(float));
+        size_t rows_all = 0;
+        if (!mh_mul_size(g.n_tasks, g.rows, &rows_all)) ws->overflow = 1;
+        out->store_floats = rows_all <= STORE_BUDGET / sizeof(float) / STORE_KEYS ? rows_all * STORE_KEYS
+                                                                                 : STORE_BUDGET / sizeof(float);
+        out->store = mh_ws_take(ws, out->store_floats, 1, sizeof(float));
+    }
+}
+
+void* mh_dcmha_attention_carve(const mh_kernels* k, int threads, const mh_dcmha_problem* p,
+                               int materialise, mh_ws* ws) {
+    call_ws c;
+    call_layout(k, threads, p, materialise, ws, &c);
+    return c.scratch;
+}
+
+/* Everything the workers of one call share. */
+typedef struct call {
+    const mh_kernels* k;
+    const mh_dcmha_problem* p;
+    geom g;
+    call_ws cw;
+    int materialise;
+    size_t n_split;
+    int stored;   /* two-pass: pass 2 reads pass 1's scores from cw.store */
+    float scale;
+    long next[2]; /* dynamic schedules of the two passes */
+} call;
+
+/* One task: batch b, group grp, queries [i0, i0 + nq). */
+typedef struct task {
+    size_t b, grp, i0, nq, h0;
+    int64_t j_end; /* keys [0, j_end) may be kept by some row */
+} task;
+
+static task make_task(const call* c, size_t ti) {
+    const mh_dcmha_problem* p = c->p;
+    task t;
+    t.i0 = (ti % c->g.n_qt) * c->g.tq;
+    t.grp = (ti / c->g.n_qt) % (size_t)p->groups;
+    t.b = ti / (c->g.n_qt * (size_t)p->groups);
+    t.nq = min_size(c->g.tq, (size_t)p->n_q - t.i0);
+    t.h0 = t.grp * c->g.hg;
+    t.j_end = p->n_kv;
+    const int64_t last = p->q_pos + (int64_t)(t.i0 + t.nq) - 1;
+    if (p->causal && last + 1 < t.j_end) t.j_end = last + 1;
+    return t;
+}
+
+/* Gathers the task's queries (pre-scaled) into sc->q, rows head-major. Rows past t.nq (the
+ * last, short query tile) are zero. */
+static void load_queries(const call* c, const task* t, scratch* sc) {
+    const mh_dcmha_problem* p = c->p;
+    const size_t d = (size_t)p->head_dim_qk, tq = c->g.tq;
+    const float* q = (const float*)p->q.data;
+    for (size_t h = 0; h < c->g.hg; h++)
+        for (size_t i = 0; i < tq; i++) {
+            float* dst = sc->q + (h * tq + i) * d;
+            if (i >= t->nq) {
+                memset(dst, 0, d * sizeof(float));
+                continue;
+            }
+            const float* src = q + (ptrdiff_t)t->b * p->q.stride_batch +
+                               (ptrdiff_t)(t->i0 + i) * p->q.stride_token +
+                               (ptrdiff_t)(t->h0 + h) * p->q.stride_head;
+            for (size_t dd = 0; dd < d; dd++) dst[dd] = src[dd] * c->scale;
+        }
+}
+
+/* K (or V) rows of head h of the task from key j0, in the storage dtype. */
+static const void* kv_rows(const mh_tensor* x, mh_dtype dt, const task* t, size_t h, int64_t j0) {
+    return mh_dtype_at(x->data, dt, (ptrdiff_t)t->b * x->stride_batch + (ptrdiff_t)j0 * x->stride_token +
+                                        (ptrdiff_t)(t->h0 + h) * x->stride_head);
+}
+
+/* Packed tiles (prepacked per call, or packed here per head for a two-pass task of enough
+ * rows) feed the GEMM micro-kernels; a task of few rows (decode) reads K/V in place. */
+static int use_gemm(const call* c, const task* t) {
+    return c->cw.kt_all != NULL || t->nq >= c->k->attn_direct_rows;
+}
+
+static size_t tile_index(const call* c, const task* t, size_t h, int64_t j0) {
+    return ((t->b * (size_t)c->p->n_heads + t->h0 + h) * c->g.n_tiles) + (size_t)j0 / c->g.tk;
+}
+
+/* Keys of [j0, j0 + nc) that query row i of the task may keep (a prefix: causality drops the
+ * rest); for a block of rows, its last row's count covers them all. */
+static size_t kept(const call* c, const task* t, size_t i, int64_t j0, size_t nc) {
+    if (!c->p->causal) return nc;
+    const int64_t n = c->p->q_pos + (int64_t)(t->i0 + i) + 1 - j0;
+    return n <= 0 ? 0 : (size_t)n < nc ? (size_t)n : nc;
+}
+
+/* P.V runs over key chunks of this many so the V panel stays in L1 across the row blocks. */
+#define PV_KEYS 64
+
+/* Raw scores of keys [j0, j0 + nc) for every head of the task into sc->t1 [Hg][tq][tk]. */
+static void qk_tile(const call* c, const task* t, int64_t j0, size_t nc, scratch* sc) {
+    const mh_kernels* k = c->k;
+    const mh_dcmha_problem* p = c->p;
+    const size_t d = (size_t)p->head_dim_qk, tq = c->g.tq, tk = c->g.tk, nr = k->gemm_nr, mr = k->gemm_mr;
+    for (size_t h = 0; h < c->g.hg; h++) {
+        const float* qh = sc->q + h * tq * d;
+        float* s = sc->t1 + h * tq * tk;
+        const void* ks = kv_rows(&p->k, p->k_dtype, t, h, j0);
+        if (use_gemm(c, t)) {
+            const float* kt = sc->kpack;
+            if (c->cw.kt_all) kt = c->cw.kt_all + tile_index(c, t, h, j0) * kt_floats(&c->g, p);
+            else k->pack_kt(nc, d, ks, p->k.stride_token, p->k_dtype, sc->kpack);
+            for (size_t c0 = 0; c0 < nc; c0 += nr)
+                for (size_t r = 0; r < t->nq; r += mr) {
+                    const size_t m = min_size(mr, t->nq - r);
+                    if (c0 < kept(c, t, r + m - 1, j0, nc)) /* else: all dropped, never read */
+                        k->gemm(m, min_size(nr, nc - c0), d, qh + r * d, d, kt + (c0 / nr) * d * nr, NULL,
+                                s + r * tk + c0, tk);
+                }
+        } else {
+            const size_t step = k->attn_direct_rows - 1;
+            for (size_t r = 0; r < t->nq; r += step)
+                k->qk_direct(min_size(step, t->nq - r), nc, d, qh + r * d, d, ks, p->k.stride_token, p->k_dtype,
+                             s + r * tk, tk);
+        }
+    }
+}
+
+/* o += P'.V for keys [j0, j0 + nc), P' in sc->t1. */
+static void pv_tile(const call* c, const task* t, int64_t j0, size_t nc, scratch* sc) {
+    const mh_kernels* k = c->k;
+    const mh_dcmha_problem* p = c->p;
+    const size_t dv = (size_t)p->head_dim_v, tq = c->g.tq, tk = c->g.tk, nr = k->gemm_nr, mr = k->gemm_mr;
+    for (size_t h = 0; h < c->g.hg; h++) {
+        const float* ph = sc->t1 + h * tq * tk;
+        float* oh = sc->o + h * tq * dv;
+        const void* vs = kv_rows(&p->v, p->v_dtype, t, h, j0);
+        if (use_gemm(c, t)) {
+            const float* vt = sc->vpack;
+            size_t vt_cols = nc; /* keys the packed tile holds */
+            if (c->cw.vt_all) {
+                vt = c->cw.vt_all + tile_index(c, t, h, j0) * vt_floats(&c->g);
+                vt_cols = min_size(tk, (size_t)p->n_kv - (size_t)j0);
+            } else {
+                k->pack_v(nc, dv, vs, p->v.stride_token, p->v_dtype, sc->vpack);
+            }
+            for (size_t d0 = 0; d0 < dv; d0 += nr)
+                for (size_t k0 = 0; k0 < nc; k0 += PV_KEYS)
+                    for (size_t r = 0; r < t->nq; r += mr) {
+                        const size_t m = min_size(mr, t->nq - r), kb = kept(c, t, r + m - 1, j0, nc);
+                        if (k0 < kb) /* P' is 0 past kb */
+                            k->gemm_acc(m, min_size(nr, dv - d0), min_size(PV_KEYS, kb - k0), ph + r * tk + k0, tk,
+                                        vt + ((d0 / nr) * vt_cols + k0) * nr, sc->ones, oh + r * dv + d0, dv);
+                    }
+        } else {
+            const size_t step = k->attn_direct_rows - 1;
+            for (size_t r = 0; r < t->nq; r += step)
+                k->pv_direct(min_size(step, t->nq - r), nc, dv, ph + r * tk, tk, vs, p->v.stride_token, p->v_dtype,
+                             sc->ones, oh + r * dv, dv);
+        }
+    }
+}
+
+/* The factors of branch `post` (0 = pre, 1 = post) for query row i of the task and its keys
+ * from j0 (a tile start). */
+static mh_compose_factors factors(const call* c, const task* t, int post, size_t i, int64_t j0) {
+    const mh_dcmha_problem* p = c->p;
+    const size_t hg = c->g.hg, R = (size_t)p->rank, fb = c->g.fb, br = p->kf.branch;
+    const float* qrow = p->qf.data + (ptrdiff_t)t->b * p->qf.stride_batch +
+                        (ptrdiff_t)(t->i0 + i) * p->qf.stride_token + (post ? p->qf.post : p->qf.pre) +
+                        (ptrdiff_t)(t->grp * fb);
+    const size_t n = min_size(c->g.tk, p->kf.cols - (size_t)j0);
+    const float* kw = p->kf.data + (ptrdiff_t)t->b * p->kf.stride_batch + (size_t)j0 * 2 * br +
+                      ((post ? br : 0) + t->grp * fb) * n;
+    mh_compose_factors f = {hg, R, qrow, qrow + R * hg, qrow + 2 * R * hg, NULL,
+                            kw, kw + R * hg * n, kw + 2 * R * hg * n, n};
+    if (p->wb) f.wb = p->wb + ((size_t)post * (size_t)p->groups + t->grp) * hg * hg;
+    return f;
+}
+
+/* Pre-composed, masked scores of keys [j0, j0 + nc) into dst (row i of head h at
+ * dst[(h * tq + i) * ld]; dst points at key j0). */
+static void composed_scores(const call* c, const task* t, int64_t j0, size_t nc, float* dst, size_t ld,
+                            scratch* sc) {
+    const size_t tq = c->g.tq, tk = c->g.tk;
+    qk_tile(c, t, j0, nc, sc);
+    for (size_t i = 0; i < t->nq; i++) {
+        const mh_compose_factors f = factors(c, t, 0, i, j0);
+        const size_t keep = kept(c, t, i, j0, nc);
+        c->k->dcmha_compose(&f, keep, sc->t1 + i * tk, tq * tk, NULL, dst + i * ld, tq * ld);
+        for (size_t h = 0; h < c->g.hg; h++) /* the mask, after composing: same for every head */
+            for (size_t j = keep; j < nc; j++) dst[(h * tq + i) * ld + j] = -INFINITY;
+    }
+}
+
+/* Softmax step over `cols` keys of the task's rows (head h's rows are s + h * tq * ld; rows
+ * past nq of a short tile are skipped), with running max m and sum l per row. */
+static void softmax_rows(const call* c, const task* t, float* s, size_t ld, size_t cols, float* m,
+                         float* l, scratch* sc) {
+    const size_t tq = c->g.tq;
+    for (size_t h = 0; h < c->g.hg; h++)
+        c->k->softmax_tile(t->nq, cols, s + h * tq * ld, ld, m + h * tq, l + h * tq, sc->alpha);
+}
+
+/* inv[i][h] = 1 / l of row (h, i). */
+static void inverse_sums(const call* c, const task* t, const float* l, scratch* sc) {
+    for (size_t i = 0; i < t->nq; i++)
+        for (size_t h = 0; h < c->g.hg; h++) sc->inv[i * c->g.hg + h] = 1.0f / l[h * c->g.tq + i];
+}
+
+/* Post-composes the normalised probabilities of keys [j0, j0 + nc) (src as in composed_scores,
+ * unnormalised exponentials) into sc->t1 and accumulates P'.V. */
+static void compose_and_accumulate(const call* c, const task* t, int64_t j0, size_t nc, const float* src,
+                                   size_t ld, scratch* sc) {
+    const size_t tq = c->g.tq, tk = c->g.tk;
+    for (size_t i = 0; i < t->nq; i++) {
+        const mh_compose_factors f = factors(c, t, 1, i, j0);
+        const size_t keep = kept(c, t, i, j0, nc); /* masked probabilities are 0 and stay 0 */
+        c->k->dcmha_compose(&f, keep, src + i * ld, tq * ld, sc->inv + i * c->g.hg, sc->t1 + i * tk, tq * tk);
+        for (size_t h = 0; h < c->g.hg; h++) memset(sc->t1 + (h * tq + i) * tk + keep, 0, (nc - keep) * sizeof(float));
+    }
+    pv_tile(c, t, j0, nc, sc);
+}
+
+static void reset_rows(const call* c, scratch* sc) {
+    for (size_t r = 0; r < c->g.rows; r++) sc->m[r] = -INFINITY, sc->l[r] = 0.0f, sc->ones[r] = 1.0f;
+    memset(sc->o, 0, c->g.rows * (size_t)c->p->head_dim_v * sizeof(float));
+    memset(sc->t1, 0, c->g.rows * c->g.tk * sizeof(float)); /* rows past nq stay 0 for the GEMMs */
+}
+
+/* Writes the task's output rows from sc-like storage o [rows][Dv]. */
+static void store_output(const call* c, const task* t, const float* o) {
+    const mh_dcmha_problem* p = c->p;
+    const size_t dv = (size_t)p->head_dim_v, H = (size_t)p->n_heads;
+    for (size_t h = 0; h < c->g.hg; h++)
+        for (size_t i = 0; i < t->nq; i++)
+            memcpy(p->o + ((t->b * (size_t)p->n_q + t->i0 + i) * H + t->h0 + h) * dv, o + (h * c->g.tq + i) * dv,
+                   dv * sizeof(float));
+}
+
+static void run_materialised(const call* c, size_t ti, scratch* sc) {
+    const task t = make_task(c, ti);
+    const size_t tk = c->g.tk, ld = c->g.m_pad;
+    reset_rows(c, sc);
+    load_queries(c, &t, sc);
+    for (int64_t j0 = 0; j0 < t.j_end; j0 += (int64_t)tk)
+        composed_scores(c, &t, j0, min_size(tk, (size_t)(t.j_end - j0)), sc->s + j0, ld, sc);
+    softmax_rows(c, &t, sc->s, ld, (size_t)t.j_end, sc->m, sc->l, sc);
+    inverse_sums(c, &t, sc->l, sc);
+    for (int64_t j0 = 0; j0 < t.j_end; j0 += (int64_t)tk)
+        compose_and_accumulate(c, &t, j0, min_size(tk, (size_t)(t.j_end - j0)), sc->s + j0, ld, sc);
+    store_output(c, &t, sc->o);
+}
+
+/* Keys [lo, hi) of chunk ci of a task. */
+static void chunk_range(const call* c, const task* t, size_t ci, int64_t* lo, int64_t* hi) {
+    const int64_t tk = (int64_t)c->g.tk, n = (int64_t)c->n_split;
+    const int64_t chunk = ((t->j_end + n - 1) / n + tk - 1) / tk * tk;
+    *lo = (int64_t)ci * chunk;
+    *hi = *lo + chunk < t->j_end ? *lo + chunk : t->j_end;
+    if (*hi < *lo) *hi = *lo;
+}
+
+static float* partial_at(const call* c, size_t ti, size_t ci) {
+    return c->cw.partials + (ti * MAX_SPLIT + ci) * partial_floats(&c->g, c->p);
+}
+
+/* Task ti's rows of stored scores [rows][m_pad], at key 0. */
+static float* stored_at(const call* c, size_t ti) { return c->cw.store + ti * c->g.rows * c->g.m_pad; }
+
+/* Pass 1 of chunk ci: the running max and sum of its composed scores into its partial (and
+ * the scores into the store, when stored). */
+static void pass_stats(const call* c, size_t item, scratch* sc) {
+    const size_t ti = item / c->n_split, ci = item % c->n_split, tk = c->g.tk;
+    const task t = make_task(c, ti);
+    int64_t lo, hi;
+    chunk_range(c, &t, ci, &lo, &hi);
+    reset_rows(c, sc);
+    load_queries(c, &t, sc);
+    for (int64_t j0 = lo; j0 < hi; j0 += (int64_t)tk) {
+        const size_t nc = min_size(tk, (size_t)(hi - j0));
+        if (c->stored) { /* keep the scores, run the statistics on a copy */
+            float* st = stored_at(c, ti) + j0;
+            composed_scores(c, &t, j0, nc, st, c->g.m_pad, sc);
+            for (size_t r = 0; r < c->g.rows; r++) memcpy(sc->t2 + r * tk, st + r * c->g.m_pad, nc * sizeof(float));
+        } else {
+            composed_scores(c, &t, j0, nc, sc->t2, tk, sc);
+        }
+        softmax_rows(c, &t, sc->t2, tk, nc, sc->m, sc->l, sc);
+    }
+    float* part = partial_at(c, ti, ci);
+    memcpy(part, sc->m, c->g.rows * sizeof(float));
+    memcpy(part + c->g.rows, sc->l, c->g.rows * sizeof(float));
+}
+
+/* The task's softmax statistics from its chunks' partials, merged in order into sc->m/l. */
+static void merge_stats(const call* c, size_t ti, scratch* sc) {
+    const size_t rows = c->g.rows;
+    for (size_t r = 0; r < rows; r++) sc->m[r] = -INFINITY, sc->l[r] = 0.0f;
+    for (size_t ci = 0; ci < c->n_split; ci++) {
+        const float* part = partial_at(c, ti, ci);
+        for (size_t r = 0; r < rows; r++) {
+            const float pm = part[r], pl = part[rows + r];
+            if (pm == -INFINITY) continue;
+            const float mx = pm > sc->m[r] ? pm : sc->m[r];
+            sc->l[r] = sc->l[r] * expf(sc->m[r] - mx) + pl * expf(pm - mx);
+            sc->m[r] = mx;
+        }
+    }
+}
+
+/* Pass 2 of chunk ci: recomputes the composed scores, normalises with the task's statistics,
+ * post-composes and accumulates P'.V into the chunk's partial output. */
+static void pass_output(const call* c, size_t item, scratch* sc) {
+    const size_t ti = item / c->n_split, ci = item % c->n_split, tk = c->g.tk, rows = c->g.rows;
+    const task t = make_task(c, ti);
+    int64_t lo, hi;
+    chunk_range(c, &t, ci, &lo, &hi);
+    reset_rows(c, sc);
+    merge_stats(c, ti, sc);
+    inverse_sums(c, &t, sc->l, sc);
+    load_queries(c, &t, sc);
+    for (int64_t j0 = lo; j0 < hi; j0 += (int64_t)tk) {
+        const size_t nc = min_size(tk, (size_t)(hi - j0)), ld = c->stored ? c->g.m_pad : tk;
+        float* s = c->stored ? stored_at(c, ti) + j0 : sc->t2;
+        if (!c->stored) composed_scores(c, &t, j0, nc, s, ld, sc);
+        memcpy(sc->mfix, sc->m, rows * sizeof(float)); /* exp(s - final max): the same bits as pass 1 saw */
+        softmax_rows(c, &t, s, ld, nc, sc->mfix, sc->junk, sc);
+        compose_and_accumulate(c, &t, j0, nc, s, ld, sc);
+    }
+    memcpy(partial_at(c, ti, ci) + 2 * rows, sc->o, rows * (size_t)c->p->head_dim_v * sizeof(float));
+}
+
+/* Sums the task's chunk outputs in order and writes them. */
+static void finish_two_pass(const call* c, size_t ti) {
+    const size_t n = c->g.rows * (size_t)c->p->head_dim_v;
+    float* acc = partial_at(c, ti, 0) + 2 * c->g.rows;
+    for (size_t ci = 1; ci < c->n_split; ci++) {
+        const float* part = partial_at(c, ti, ci) + 2 * c->g.rows;
+        for (size_t e = 0; e < n; e++) acc[e] += part[e];
+    }
+    const task t = make_task(c, ti);
+    store_output(c, &t, acc);
+}
+
+/* Packs K/V tile `item` (head-major grid over B*H heads) for the materialised path. */
+static void prepack_tile(const call* c, size_t item) {
+    const mh_kernels* k = c->k;
+    const mh_dcmha_problem* p = c->p;
+    const size_t head = item / c->g.n_tiles, j0 = (item % c->g.n_tiles) * c->g.tk;
+    const size_t b = head / (size_t)p->n_heads, h = head % (size_t)p->n_heads;
+    const size_t nc = min_size(c->g.tk, (size_t)p->n_kv - j0);
+    const void* ks = mh_dtype_at(p->k.data, p->k_dtype, (ptrdiff_t)b * p->k.stride_batch +
+                                 (ptrdiff_t)h * p->k.stride_head + (ptrdiff_t)j0 * p->k.stride_token);
+    const void* vs = mh_dtype_at(p->v.data, p->v_dtype, (ptrdiff_t)b * p->v.stride_batch +
+                                 (ptrdiff_t)h * p->v.stride_head + (ptrdiff_t)j0 * p->v.stride_token);
+    k->pack_kt(nc, (size_t)p->head_dim_qk, ks, p->k.stride_token, p->k_dtype, c->cw.kt_all + item * kt_floats(&c->g, p));
+    k->pack_v(nc, (size_t)p->head_dim_v, vs, p->v.stride_token, p->v_dtype,
+              c->cw.vt_all + item * vt_floats(&c->g));
+}
+
+static void worker(void* arg, int tid, int nth) {
+    call* c = arg;
+    mh_ws ws = mh_ws_begin(c->cw.scratch + (size_t)tid * c->cw.per_thread);
+    scratch sc;
+    carve_scratch(&c->g, c->p, c->materialise, &ws, &sc);
+    if (c->materialise) {
+        const size_t n_pack = (size_t)c->p->batch * (size_t)c->p->n_heads * c->g.n_tiles;
+        for (size_t i = (size_t)tid; i < n_pack; i += (size_t)nth) prepack_tile(c, i);
+        mh_barrier(nth);
+        for (long ti; (ti = mh_next_item(&c->next[0])) < (long)c->g.n_tasks;) run_materialised(c, (size_t)ti, &sc);
+        return;
+    }
+    const long n_items = (long)(c->g.n_tasks * c->n_split);
+    for (long item; (item = mh_next_item(&c->next[0])) < n_items;) pass_stats(c, (size_t)item, &sc);
+    mh_barrier(nth);
+    for (long item; (item = mh_next_item(&c->next[1])) < n_items;) pass_output(c, (size_t)item, &sc);
+    mh_barrier(nth);
+    for (size_t ti = (size_t)tid; ti < c->g.n_tasks; ti += (size_t)nth) finish_two_pass(c, ti);
+}
+
+void mh_dcmha_attention(const mh_kernels* k, int threads, const mh_dcmha_problem* p, int materialise,
+                        void* ws_base) {
+    call c;
+    memset(&c, 0, sizeof c);
+    c.k = k, c.p = p, c.materialise = materialise;
+    c.g = make_geom(k, p, materialise);
+    mh_ws layout = mh_ws_begin(ws_base);
+    call_layout(k, threads, p, materialise, &layout, &c.cw);
+    c.n_split = 1;
+    if (!materialise && c.g.n_qt == 1) { /* decode shape: split the keys (by the shapes only) */
+        const size_t n = (size_t)p->n_kv / SPLIT_KEYS;
+        c.n_split = n < 1 ? 1 : n > MAX_SPLIT ? MAX_SPLIT : n;
+    }
+    c.stored = !materialise && c.g.rows * c.g.m_pad <= c.cw.store_floats / c.g.n_tasks;
+    c.scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim_qk);
+    const double flops = 2.0 * (double)p->batch * p->n_q * p->n_kv * p->n_heads *
+                         (p->head_dim_qk + p->head_dim_v + 4.0 * p->rank + 2.0);
+    mh_parallel(mh_workers(threads, c.g.n_tasks * c.n_split, flops), worker, &c);
+}

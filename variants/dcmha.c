@@ -1,0 +1,191 @@
+/*
+ * DCMHA (docs/variants.md, "DCMHA"): MHA projections, a per-token dynamic-weight generator
+ * (dcmha_generator.c) and the cross-head attention driver (src/core/dcmha_attention.c).
+ *
+ * forward: Q, K, V = x Wq^T + bq, ...; F = generator(x) (all four branches per token)
+ *          O = dcmha_attention(Q, K, V, query factors F[0, 2], key factors F[1, 3])
+ *          out = O Wo^T + bo
+ * decode:  K/V and the key-side factors F[1], F[3] of the new tokens go to the cache (its aux
+ *          stream, 2 * (2RH + H) floats per token), then causal attention over the cache.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dcmha_attention.h"
+#include "dcmha.h"
+
+static mh_status resolve(mh_layer_config* c) {
+    mh_dcmha_config* d = &c->dcmha;
+    if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;
+    if (c->head_dim_v == 0) c->head_dim_v = c->head_dim;
+    if (c->kdim == 0) c->kdim = c->d_model;
+    if (c->vdim == 0) c->vdim = c->d_model;
+    if (d->rank == 0) d->rank = 2;
+    if (d->groups == 0) d->groups = 1;
+    if (c->n_kv_heads != c->n_heads || c->kdim != c->d_model || c->vdim != c->d_model)
+        return MH_ERR_INVALID_ARGUMENT; /* MHA projections, self-attention only */
+    if (c->window || c->softcap != 0.0f || c->alibi_slopes || c->sinks) return MH_ERR_INVALID_ARGUMENT;
+    if (d->rank < 1 || d->rank > MH_DCMHA_MAX_RANK || d->groups < 1 || c->n_heads % d->groups != 0)
+        return MH_ERR_INVALID_ARGUMENT;
+    if (d->hidden == 0) d->hidden = 4 * (c->n_heads / d->groups);
+    if (d->hidden < 1 || (d->gelu != MH_GELU_ERF && d->gelu != MH_GELU_TANH) ||
+        (d->static_weights != 0 && d->static_weights != 1))
+        return MH_ERR_INVALID_ARGUMENT;
+    /* every generator shape must fit an int (the packed matrices' sizes) */
+    const size_t z = 4 * (size_t)d->groups * (size_t)d->hidden + 4 * (size_t)c->n_heads;
+    if (z > (size_t)INT32_MAX / 8 || (size_t)d->hidden > (size_t)INT32_MAX / 8) return MH_ERR_SIZE_OVERFLOW;
+    return MH_OK;
+}
+
+static void destroy(mh_layer* L) {
+    mh_variant_free_projections(L);
+    if (L->ext) mh_dcmha_generator_destroy(L->ext);
+    free(L->ext);
+    L->ext = NULL;
+}
+
+static mh_status create(mh_layer* L, const mh_layer_weights* w) {
+    const mh_layer_config* c = &L->cfg;
+    const int st_w = c->dcmha.static_weights;
+    if (!w->dcmha_w1 || !w->dcmha_w2 || !w->dcmha_wd || !w->dcmha_wb_pre != !st_w ||
+        !w->dcmha_wb_post != !st_w)
+        return MH_ERR_INVALID_ARGUMENT;
+    const int hd = c->n_heads * c->head_dim, hdv = c->n_heads * c->head_dim_v;
+    mh_status st = mh_pack_matrix(L->kernels, w->w_q, w->b_q, hd, c->d_model, &L->wq);
+    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_k, w->b_k, hd, c->kdim, &L->wk);
+    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_v, w->b_v, hdv, c->vdim, &L->wv);
+    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_o, w->b_o, c->d_model, hdv, &L->wo);
+    if (st == MH_OK) {
+        L->ext = calloc(1, sizeof(dcmha_state));
+        st = L->ext ? mh_dcmha_generator_create(L, w, L->ext) : MH_ERR_OUT_OF_MEMORY;
+        if (st != MH_OK) free(L->ext), L->ext = NULL;
+    }
+    if (st == MH_OK) L->ext_bytes = mh_dcmha_generator_bytes(L);
+    if (st != MH_OK) destroy(L);
+    return st;
+}
+
+static void cache_layout(const mh_layer* L, mh_cache_layout* out) {
+    const mh_layer_config* c = &L->cfg;
+    *out = (mh_cache_layout){c->n_heads, c->head_dim, c->n_heads, c->head_dim_v,
+                             (int)(2 * mh_dcmha_dims(c).branch)};
+}
+
+/* One call's workspace:
+ *   q [B*N, H*D]  k [B*M, H*D]  v [B*M, H*Dv]  o [B*N, H*Dv]
+ *   z [B*N, 4GC + 4H]  f [B*N, 4 (2RH + H)]
+ *   kf [B*M, 2 (2RH + H)] the key-side factors in mh_dcmha_key_factors' tiles (forward)  attn */
+typedef struct buffers {
+    float *q, *k, *v, *o, *z, *f, *kf;
+    void* attn;
+} buffers;
+
+static mh_dcmha_problem problem(const mh_layer* L, int B, int N, int M, const buffers* b) {
+    const mh_layer_config* c = &L->cfg;
+    const dcmha_dims d = mh_dcmha_dims(c);
+    const ptrdiff_t hd = (ptrdiff_t)c->n_heads * c->head_dim, hdv = (ptrdiff_t)c->n_heads * c->head_dim_v;
+    const ptrdiff_t row = (ptrdiff_t)d.row, br = (ptrdiff_t)d.branch;
+    mh_dcmha_problem p;
+    memset(&p, 0, sizeof p);
+    p.batch = B, p.n_q = N, p.n_kv = M, p.n_heads = c->n_heads, p.groups = d.G, p.rank = d.R;
+    p.head_dim_qk = c->head_dim, p.head_dim_v = c->head_dim_v, p.scale = c->scale;
+    p.q = (mh_tensor){b->q, N * hd, hd, c->head_dim};
+    p.k = (mh_tensor){b->k, M * hd, hd, c->head_dim};
+    p.v = (mh_tensor){b->v, M * hdv, hdv, c->head_dim_v};
+    p.k_dtype = p.v_dtype = MH_DTYPE_F32;
+    p.o = b->o;
+    p.qf = (mh_dcmha_factors){b->f, N * row, row, 0, 2 * br};
+    p.kf = (mh_dcmha_key_factors){b->kf, M * 2 * br, (size_t)M, d.branch};
+    p.wb = L->ext ? ((const dcmha_state*)L->ext)->wb : NULL;
+    return p;
+}
+
+static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* ws, buffers* b) {
+    const mh_layer_config* c = &L->cfg;
+    const dcmha_dims d = mh_dcmha_dims(c);
+    const size_t rows_q = (size_t)B * (size_t)N, rows_kv = (size_t)B * (size_t)M;
+    const size_t hd = (size_t)c->n_heads * (size_t)c->head_dim, hdv = (size_t)c->n_heads * (size_t)c->head_dim_v;
+    b->q = mh_ws_take(ws, rows_q, hd, sizeof(float));
+    b->k = mh_ws_take(ws, rows_kv, hd, sizeof(float));
+    b->v = mh_ws_take(ws, rows_kv, hdv, sizeof(float));
+    b->o = mh_ws_take(ws, rows_q, hdv, sizeof(float));
+    b->z = mh_ws_take(ws, rows_q, d.z, sizeof(float));
+    b->f = mh_ws_take(ws, rows_q, d.row, sizeof(float));
+    b->kf = is_decode ? NULL : mh_ws_take(ws, rows_kv, 2 * d.branch, sizeof(float));
+    const mh_dcmha_problem p = problem(L, B, N, M, b);
+    b->attn = mh_dcmha_attention_carve(L->kernels, L->threads, &p, !is_decode, ws);
+}
+
+static void forward_carve(const mh_layer* L, int B, int N, int M, mh_ws* ws) {
+    buffers b;
+    carve(L, B, N, M, 0, ws, &b);
+}
+
+static void project(const mh_layer* L, size_t rows, const float* x, const buffers* b) {
+    const size_t dm = (size_t)L->cfg.d_model;
+    mh_gemm_packed(L->kernels, L->threads, rows, x, dm, &L->wq, b->q, (size_t)L->wq.n_out);
+    mh_gemm_packed(L->kernels, L->threads, rows, x, dm, &L->wk, b->k, (size_t)L->wk.n_out);
+    mh_gemm_packed(L->kernels, L->threads, rows, x, dm, &L->wv, b->v, (size_t)L->wv.n_out);
+    mh_dcmha_generate(L, rows, x, b->z, b->f);
+}
+
+/* The key-side branches 1 and 3 of tokens [0, n) of every sequence (factor rows f) into kf
+ * at positions pos0 .. pos0 + n - 1. */
+static void store_keys(const mh_layer* L, const mh_dcmha_key_factors* kf, int B, int n, size_t pos0, const float* f) {
+    const dcmha_dims d = mh_dcmha_dims(&L->cfg);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < n; t++) {
+            const float* row = f + ((size_t)b * (size_t)n + (size_t)t) * d.row;
+            mh_dcmha_store_key(L->kernels, kf, b, pos0 + (size_t)t, row + d.branch, row + 3 * d.branch);
+        }
+}
+
+
+/* Per-call options were checked by layer_api.c: self-attention, at most `causal` set. */
+static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace) {
+    const int B = a->batch, N = a->n_q;
+    mh_ws ws = mh_ws_begin(workspace);
+    buffers b;
+    carve(L, B, N, N, 0, &ws, &b);
+    const size_t rows = (size_t)B * (size_t)N;
+    project(L, rows, a->query, &b);
+    mh_dcmha_problem p = problem(L, B, N, N, &b);
+    store_keys(L, &p.kf, B, N, 0, b.f);
+    p.causal = a->opt ? a->opt->causal : 0;
+    mh_dcmha_attention(L->kernels, L->threads, &p, 1, b.attn);
+    mh_variant_out_projection(L, rows, b.o, a->out);
+}
+
+static void decode_carve(const mh_layer* L, int B, int n, mh_ws* ws) {
+    buffers b;
+    carve(L, B, n, n, 1, ws, &b);
+}
+
+static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, const float* x, float* out,
+                   void* workspace) {
+    const dcmha_dims d = mh_dcmha_dims(&L->cfg);
+    mh_ws ws = mh_ws_begin(workspace);
+    buffers b;
+    carve(L, B, n, n, 1, &ws, &b);
+    const size_t rows = (size_t)B * (size_t)n;
+    project(L, rows, x, &b);
+    mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
+    /* the cache's aux stream [B][capacity][aux_dim] holds the key factors in tiles */
+    const mh_dcmha_key_factors kf = {cache->aux, (ptrdiff_t)cache->capacity * cache->layout.aux_dim,
+                                     (size_t)cache->capacity, d.branch};
+    store_keys(L, &kf, B, n, (size_t)cache->length, b.f);
+
+    const int total = cache->length + n;
+    mh_dcmha_problem p = problem(L, B, n, total, &b);
+    mh_kv_cache_views(cache, &p.k, &p.v);
+    p.k_dtype = p.v_dtype = cache->dtype;
+    p.kf = kf;
+    p.causal = 1;
+    p.q_pos = cache->length;
+    mh_dcmha_attention(L->kernels, L->threads, &p, 0, b.attn);
+    mh_variant_out_projection(L, rows, b.o, out);
+    cache->length = total;
+}
+
+const mh_variant_ops mh_variant_dcmha = {"dcmha", resolve, create, destroy, cache_layout,
+                                         forward_carve, decode_carve, forward, decode};
