@@ -3,6 +3,8 @@
 //   mh_bench [options] [--benchmark_* flags...]
 //
 //   --mh_quick               the tiny-shape suite, well under a minute (or MH_BENCH_QUICK=1)
+//   --mh_long                add the layer decode cases at 32K cached keys (MHA, CollabHead,
+//                            DCMHA): filling those caches through the layers takes minutes
 //   --mh_threads=N           every case at N threads (default: 1 thread, plus a thread-scaling
 //                            set at every processor)
 //   --weights=FILE           the layer modes start from this attention layer (safetensors,
@@ -315,6 +317,7 @@ int main(int argc, char** argv) {
     mhb::SuiteOptions opt;
     if (const char* e = std::getenv("MH_BENCH_QUICK")) opt.quick = truthy(e);
     if (take_flag(&argc, argv, "--mh_quick")) opt.quick = true;
+    if (take_flag(&argc, argv, "--mh_long")) opt.long_decode = true;
     const bool selfcheck = take_flag(&argc, argv, "--mh_selfcheck");
     const bool list = take_flag(&argc, argv, "--mh_list");
     std::string v, weights_path, prefix, example;
