@@ -219,7 +219,7 @@ int mha_base_only(int h, int base_kv) { return base_kv == h ? h : 0; }
 
 const std::vector<VariantSpec>& variant_table() {
     // One row per variant. kv_heads returns 0 where the row does not apply (e.g. gqa8 at H = 8
-    // would be MHA again). MoH / overlapping heads / CollabHead / DCMHA: add their rows here.
+    // would be MHA again).
     static const std::vector<VariantSpec> table = {
         {"mha", MH_VARIANT_MHA, "the base layer (K/V heads = query heads)",
          [](int h, int base_kv) { return base_kv == h ? h : 0; }, derive_pooled, 1.0, true},

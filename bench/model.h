@@ -1,8 +1,7 @@
 // The layers the harness compares: host copies of one attention layer's weights, the variant
 // table, and how each variant is derived from the base (MHA) layer.
 //
-// Adding a variant (MoH, overlapping heads, CollabHead, DCMHA as they land) is ONE row in
-// variant_table() (model.cc): its name (the `variant` field of case names), the library
+// Adding a variant is ONE row in variant_table() (model.cc): its name (the `variant` field of case names), the library
 // family it creates, how many K/V heads it keeps for a given H, how its weights are derived
 // from the base layer, and the fraction of heads it activates (FLOP counting). The suite
 // (cases.cc) runs every row on every comparison shape it applies to, and report.py picks the
