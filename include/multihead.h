@@ -243,7 +243,7 @@ typedef struct mh_layer_weights {
     const float* w_q; /* [H*D,    d_model] */
     const float* w_k; /* [Hkv*D,  kdim]    */
     const float* w_v; /* [Hkv*Dv, vdim]    */
-    const float* w_o; /* [d_model, H*Dv]   */
+    const float* w_o; /* [d_model, H*Dv]   (overlapping heads: [d_model, H*(Dv + 2o)]) */
     const float* b_q; /* [H*D]    or NULL when bias == 0 */
     const float* b_k; /* [Hkv*D]  */
     const float* b_v; /* [Hkv*Dv] */
@@ -253,12 +253,14 @@ typedef struct mh_layer_weights {
     const float* moh_w_shared; /* MoH learned router W_s [shared_heads, d_model] */
     const float* moh_w_stage;  /* MoH learned router W_h [2, d_model] */
     const float* collab_mix;   /* CollabHead M [H, D~] */
-    const float* collab_content; /* CollabHead C [H, d_model] */
-    const float* dcmha_w1;     /* DCMHA dynamic-weight hidden projection */
-    const float* dcmha_w2;     /* DCMHA hidden -> low-rank factors */
-    const float* dcmha_wd;     /* DCMHA gate projection */
-    const float* dcmha_wb_pre; /* DCMHA static pre-composition, static_weights only */
-    const float* dcmha_wb_post; /* DCMHA static post-composition, static_weights only */
+    const float* collab_content; /* CollabHead C [H, kdim] */
+    /* DCMHA (row-major, DCPythia layouts; branch axis 0 pre/query, 1 pre/key, 2 post/query,
+     * 3 post/key; G groups of Hg = H/G heads, C hidden, R rank) */
+    const float* dcmha_w1;      /* [d_model, G, 4, C]     hidden projection (GELU after) */
+    const float* dcmha_w2;      /* [G, 4, C, 2R, Hg]      hidden -> w1 (first R) | w2 */
+    const float* dcmha_wd;      /* [d_model, G, 4, Hg]    gate projection (tanh after) */
+    const float* dcmha_wb_pre;  /* [G, Hg, Hg] static pre-composition minus I; static_weights */
+    const float* dcmha_wb_post; /* [G, Hg, Hg] static post-composition minus I */
 } mh_layer_weights;
 
 typedef struct mh_layer mh_layer;
