@@ -17,6 +17,7 @@
 #include "check.h"
 #include "layer_fixture.h"
 #include "oracle_moh.h"
+#include "problem.h"
 
 typedef struct moh_case {
     layer_fixture f;     /* the weights, and f.layer: the GQA/MHA layer on the same weights */
@@ -550,10 +551,7 @@ static void bad_input(const mh_context* ctx, test_rng* rng) {
 }
 
 int main(void) {
-    mh_context* ctx;
-    mh_context_config cc = mh_context_config_default();
-    cc.num_threads = 2;
-    if (!check_status("context", mh_context_create(&cc, &ctx), MH_OK)) return test_exit_code("test_moh");
+    mh_context* ctx = test_context(2); /* exits 77 (skipped) when MH_ISA is not on this CPU */
     test_rng rng;
     rng_seed(&rng, 0x30e5);
     oracle_suite(ctx, &rng);
