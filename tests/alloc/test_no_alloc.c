@@ -172,30 +172,12 @@ static long stop_counting(const char* what) {
     return total;
 }
 
-/* Emulators: one 4-MFLOP attention call takes at most a millisecond natively (tens of ms for
- * the scalar kernels under ASan), 0.03-0.1 s under qemu-user and ~2 s with its SVE, where
- * the full-size shapes would take many minutes. Above 10 ms (200 ms in sanitizer builds, which
- * keep the full shapes) this test uses smaller shapes (and says so). */
+/* Slow-machine limit (tests/support/problem.h): sanitizer builds keep the full shapes. */
 #if defined(MH_SANITIZED_ALLOC)
 #define SLOW_MS 200.0
 #else
 #define SLOW_MS 10.0
 #endif
-static int slow_machine(const mh_context* ctx) {
-    test_rng r;
-    rng_seed(&r, 1);
-    test_problem t;
-    problem_make(&t, &r, 1, 16, 512, 2, 2, 64, 64, MH_DTYPE_F32, LAYOUT_TOKEN_MAJOR, 1.0f);
-    run_attention(ctx, &t.p, NULL); /* warm */
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    run_attention(ctx, &t.p, NULL);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    problem_free(&t);
-    const double ms = 1e3 * (double)(b.tv_sec - a.tv_sec) + 1e-6 * (double)(b.tv_nsec - a.tv_nsec);
-    if (ms > SLOW_MS) printf("slow machine (a 4-MFLOP call took %.0f ms): reduced shapes\n", ms);
-    return ms > SLOW_MS;
-}
 
 static void* ws_alloc(size_t bytes) { return aligned_alloc(64, (bytes + 63) / 64 * 64 + 64); }
 
@@ -516,7 +498,7 @@ int main(void) {
     check_true("the counter sees mh_kv_cache_create's allocations", cache_calls > 0);
     mh_kv_cache_destroy(cache);
     fixture_free(&f);
-    SLOW = slow_machine(ctx);
+    SLOW = slow_machine(ctx, SLOW_MS);
     if (SLOW) N = 40, D_MODEL = 64, CAP = 72;
     mh_context_destroy(ctx);
 

@@ -559,30 +559,13 @@ static int want_part(int argc, char** argv, const char* part) {
     return 0;
 }
 
-/* Emulators: one 4-MFLOP attention call takes at most a millisecond natively (tens of ms for
- * the scalar kernels under ASan), 0.03-0.1 s under qemu-user and ~2 s with its SVE, where
- * the full-size shapes would take many minutes. Above 10 ms this test uses smaller shapes
- * (and says so). */
-static int slow_machine(const mh_context* ctx) {
-    test_rng r;
-    rng_seed(&r, 1);
-    test_problem t;
-    problem_make(&t, &r, 1, 16, 512, 2, 2, 64, 64, MH_DTYPE_F32, LAYOUT_TOKEN_MAJOR, 1.0f);
-    run_attention(ctx, &t.p, NULL); /* warm */
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    run_attention(ctx, &t.p, NULL);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    problem_free(&t);
-    const double ms = 1e3 * (double)(b.tv_sec - a.tv_sec) + 1e-6 * (double)(b.tv_nsec - a.tv_nsec);
-    if (ms > 10.0) printf("slow machine (a 4-MFLOP call took %.0f ms): reduced shapes\n", ms);
-    return ms > 10.0;
-}
+/* Slow-machine limit (tests/support/problem.h). */
+#define SLOW_MS 10.0
 
 /* test_limits [long] [heads] [impossible] [oom]: the parts to run (default all) */
 int main(int argc, char** argv) {
     mh_context* ctx = test_context(1);
-    const int slow = slow_machine(ctx);
+    const int slow = slow_machine(ctx, SLOW_MS);
     if (slow) g_long_keys = 1 << 12; /* still split (>= 2048 keys) */
     const double t0 = now();
     if (want_part(argc, argv, "long")) long_cache(ctx);

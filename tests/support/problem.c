@@ -1,9 +1,11 @@
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "problem.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Storage rounding for test inputs. Exactness does not matter here: the oracle decodes the
  * stored bits, so both sides see the same rounded values. Tiny values flush to zero. */
@@ -132,4 +134,20 @@ void random_score_options(test_rng* r, int H, mh_attn_options* o, float* slopes,
         for (int h = 0; h < H; h++) sinks[h] = rng_uniform(r, -3.0f, 3.0f);
         o->sinks = sinks;
     }
+}
+
+int slow_machine(const mh_context* ctx, double limit_ms) {
+    test_rng r;
+    rng_seed(&r, 1);
+    test_problem t;
+    problem_make(&t, &r, 1, 16, 512, 2, 2, 64, 64, MH_DTYPE_F32, LAYOUT_TOKEN_MAJOR, 1.0f);
+    run_attention(ctx, &t.p, NULL); /* warm */
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    run_attention(ctx, &t.p, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    problem_free(&t);
+    const double ms = 1e3 * (double)(b.tv_sec - a.tv_sec) + 1e-6 * (double)(b.tv_nsec - a.tv_nsec);
+    if (ms > limit_ms) printf("slow machine (a 4-MFLOP call took %.0f ms): reduced shapes\n", ms);
+    return ms > limit_ms;
 }

@@ -38,4 +38,10 @@ mh_status run_attention(const mh_context* ctx, const mh_attn_problem* p, const m
  * (skipped) if MH_ISA names an ISA this machine lacks, 1 on any other failure. */
 mh_context* test_context(int threads);
 
+/* Emulators: one 4-MFLOP attention call takes at most a millisecond natively (tens of ms for
+ * the scalar kernels under ASan), 0.03-0.1 s under qemu-user and ~2 s with its SVE, where a
+ * test's full-size shapes would take many minutes. Times such a call on ctx and returns 1 (and
+ * says so) when it took more than limit_ms: the test then uses smaller shapes. */
+int slow_machine(const mh_context* ctx, double limit_ms);
+
 #endif

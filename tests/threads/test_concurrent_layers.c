@@ -102,30 +102,12 @@ static void results_free(results* r) {
 
 static mh_dtype cache_dtype(int index) { return (mh_dtype)(index % 3); }
 
-/* Emulators: one 4-MFLOP attention call takes at most a millisecond natively (tens of ms for
- * the scalar kernels under ASan), 0.03-0.1 s under qemu-user and ~2 s with its SVE, where
- * the full-size shapes would take many minutes. Above 10 ms (200 ms in sanitizer builds, which
- * keep the full shapes) this test uses smaller shapes (and says so). */
+/* Slow-machine limit (tests/support/problem.h): sanitizer builds keep the full shapes. */
 #if defined(MH_SANITIZED)
 #define SLOW_MS 200.0
 #else
 #define SLOW_MS 10.0
 #endif
-static int slow_machine(const mh_context* ctx) {
-    test_rng r;
-    rng_seed(&r, 1);
-    test_problem t;
-    problem_make(&t, &r, 1, 16, 512, 2, 2, 64, 64, MH_DTYPE_F32, LAYOUT_TOKEN_MAJOR, 1.0f);
-    run_attention(ctx, &t.p, NULL); /* warm */
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    run_attention(ctx, &t.p, NULL);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    problem_free(&t);
-    const double ms = 1e3 * (double)(b.tv_sec - a.tv_sec) + 1e-6 * (double)(b.tv_nsec - a.tv_nsec);
-    if (ms > SLOW_MS) printf("slow machine (a 4-MFLOP call took %.0f ms): reduced shapes\n", ms);
-    return ms > SLOW_MS;
-}
 
 static int g_rounds = ROUNDS;
 
@@ -290,7 +272,7 @@ static void run_part(const shape* s, int n_callers, int ctx_threads, uint64_t se
 int main(int argc, char** argv) {
     int teams = !(argc > 1 && strcmp(argv[1], "--no-omp-teams") == 0);
     mh_context* probe = test_context(1);
-    const int slow = slow_machine(probe);
+    const int slow = slow_machine(probe, SLOW_MS);
     mh_context_destroy(probe);
     if (slow) g_rounds = 1;
     /* 8 callers on 1-thread contexts: small shapes, many calls at once */
