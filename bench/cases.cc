@@ -387,7 +387,8 @@ private:
         const size_t copy_bytes = kv_elems * es;  // one of K or V
         size_t ncopies = 1;
         const double llc = static_cast<double>(machine_limits().llc_bytes);
-        if (decode && !g_opt.quick && !nested_ && llc > 0) {
+        // Interleaved cases are all alive at once: no shared rotation pool, one copy each.
+        if (decode && !g_opt.quick && !nested_ && llc > 0 && !g_opt.interleave) {
             ncopies = static_cast<size_t>(std::ceil(2.0 * llc / (2.0 * static_cast<double>(copy_bytes))));
             ncopies = std::min<size_t>(std::max<size_t>(ncopies, 1), 4096);
         }
@@ -827,6 +828,9 @@ private:
 // ------------------------------------------------------------------ the one live fixture
 std::string g_current_name;
 std::unique_ptr<Fixture> g_current;
+// --mh_interleave: repetitions of different cases alternate, so each case's fixture (a filled
+// KV cache, packed layers) is kept for its next repetition instead of being rebuilt.
+std::map<std::string, std::unique_ptr<Fixture>> g_kept;
 
 std::unique_ptr<Fixture> make_fixture(const CaseSpec& c) {
     switch (c.mode) {
@@ -843,6 +847,15 @@ std::unique_ptr<Fixture> make_fixture(const CaseSpec& c) {
 }
 
 void run_case(const CaseSpec& c, const std::string& name, benchmark::State& st) {
+    if (g_opt.interleave && g_current_name != name) {
+        if (g_current) g_kept[g_current_name] = std::move(g_current);
+        auto kept = g_kept.find(name);
+        if (kept != g_kept.end()) {
+            g_current = std::move(kept->second);
+            g_current_name = name;
+            g_kept.erase(kept);
+        }
+    }
     if (!g_current || g_current_name != name) {
         g_current.reset();  // free the previous case first
         if (g_start_hook) g_start_hook(name);
@@ -1125,7 +1138,7 @@ void register_cases(const std::vector<CaseSpec>& cases, const SuiteOptions& o) {
     for (const CaseSpec& c : cases) {
         // A call that takes a large fraction of a second averages over the scheduler's
         // interruptions by itself: one repetition (and no cv) is enough for it.
-        const int reps = estimated_seconds(c) > 0.25 ? 1 : repetitions(o);
+        const int reps = estimated_seconds(c) > 0.25 && !o.interleave ? 1 : repetitions(o);
         const std::string name = case_name(c);
         benchmark::internal::Benchmark* b =
             benchmark::RegisterBenchmark(name.c_str(), [c, name](benchmark::State& st) { run_case(c, name, st); });
@@ -1142,6 +1155,7 @@ void set_case_start_hook(std::function<void(const std::string&)> hook) { g_start
 
 void release_fixtures() {
     g_current.reset();
+    g_kept.clear();
     g_current_name.clear();
     g_base_outputs.clear();
     g_pool = AlignedBuffer();

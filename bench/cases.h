@@ -59,6 +59,7 @@ struct SuiteOptions {
     const LayerWeights* file_layer = nullptr;  // --weights: the layer modes use it as the base
     double min_time = 0.0;                  // seconds per repetition; 0 = the suite's default
     int repetitions = 0;                    // per case (median reported); 0 = 3, quick 1
+    bool interleave = false;                // --mh_interleave: every case's fixture stays alive
 };
 
 const char* mode_name(Mode mode);

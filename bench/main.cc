@@ -13,6 +13,13 @@
 //   --mh_weights_prefix=P    tensor name prefix, e.g. model.layers.0.self_attn. (default: found)
 //   --mh_min_time=S          seconds per repetition (default 0.1; quick 0.02)
 //   --mh_repetitions=R       repetitions per case, the median reported (default 3; quick 1)
+//   --mh_interleave          the repetitions of all selected cases run in random order
+//                            (Google Benchmark's random interleaving), so a ratio between two
+//                            cases is not skewed by the machine slowing down in between; every
+//                            case keeps its fixture (caches, packed layers) for the whole run,
+//                            so select few cases (--benchmark_filter); peak_rss_bytes then
+//                            counts from the case's first start, and the decode core cases
+//                            read one K/V copy (no rotation of copies through the LLC)
 //   --mh_selfcheck           run the harness's own checks (safetensors loader errors, weight
 //                            derivation, oracle, baseline) and exit
 //   --mh_write_example=FILE  write a seeded MHA layer (d_model 256, H 8) as F16 safetensors
@@ -318,6 +325,7 @@ int main(int argc, char** argv) {
     if (const char* e = std::getenv("MH_BENCH_QUICK")) opt.quick = truthy(e);
     if (take_flag(&argc, argv, "--mh_quick")) opt.quick = true;
     if (take_flag(&argc, argv, "--mh_long")) opt.long_decode = true;
+    opt.interleave = take_flag(&argc, argv, "--mh_interleave");
     const bool selfcheck = take_flag(&argc, argv, "--mh_selfcheck");
     const bool list = take_flag(&argc, argv, "--mh_list");
     std::string v, weights_path, prefix, example;
@@ -368,7 +376,13 @@ int main(int argc, char** argv) {
     const int argc_all = argc;
     const std::string format = flag_value(argc, argv, "--benchmark_format");
 
-    benchmark::Initialize(&argc, argv);
+    std::vector<char*> gb_argv(argv, argv + argc);
+    char interleave_flag[] = "--benchmark_enable_random_interleaving=true";
+    if (opt.interleave) gb_argv.push_back(interleave_flag);
+    gb_argv.push_back(nullptr);
+    int gb_argc = static_cast<int>(gb_argv.size()) - 1;
+    benchmark::Initialize(&gb_argc, gb_argv.data());
+    argc = gb_argc, argv = gb_argv.data();
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
 
     const std::vector<mhb::CaseSpec> cases = mhb::make_suite(opt);
@@ -395,7 +409,8 @@ int main(int argc, char** argv) {
         size_t width = 40;
         for (const mhb::CaseSpec& c : cases) width = std::max(width, mhb::case_name(c).size());
         TableReporter display(width);
-        mhb::set_case_start_hook([&display](const std::string& name) { display.start(name); });
+        // interleaved cases start before the previous one's row is printed: no early name
+        if (!opt.interleave) mhb::set_case_start_hook([&display](const std::string& name) { display.start(name); });
         benchmark::RunSpecifiedBenchmarks(&display, file);
         errors = display.errors();
     } else if (format == "json") {
