@@ -136,7 +136,7 @@ static void store_keys(const mh_layer* L, const mh_dcmha_key_factors* kf, int B,
     for (int b = 0; b < B; b++)
         for (int t = 0; t < n; t++) {
             const float* row = f + ((size_t)b * (size_t)n + (size_t)t) * d.row;
-            mh_dcmha_store_key(L->kernels, kf, b, pos0 + (size_t)t, row + d.branch, row + 3 * d.branch);
+            mh_dcmha_store_key(kf, b, pos0 + (size_t)t, row + d.branch, row + 3 * d.branch);
         }
 }
 

@@ -3,11 +3,12 @@
  * Q.K^T for all Hg heads of its group, pre-composes across heads (kernel dcmha_compose), masks,
  * and later, with the per-head softmax normalisers known, post-composes the probabilities and
  * accumulates P'.V per head. Post-composition mixes normalised probabilities of heads with
- * different normalisers, so the online softmax of attention.c does not apply:
- *   materialised: the composed scores of the task's rows over all its keys stay in a per-worker
- *                 buffer [Hg][tq][M] (softmax in one go, then post-compose + P.V);
- *   two-pass:     pass 1 keeps only the running max/sum; pass 2 reads the scores back from a
- *                 store of fixed size when they fit, else recomputes them.
+ * different normalisers, so the online softmax of attention.c does not apply. Both paths run
+ * two passes over a task's keys: pass 1 composes the scores tile by tile and keeps the running
+ * max/sum, pass 2 turns each tile into exp(s - final max), post-composes and accumulates P'.V.
+ * Pass 2 reads pass 1's composed scores back (each written once and read once) from
+ *   materialised: a per-worker buffer [Hg][tq][M] (prefill; K/V packed once per call);
+ *   two-pass:     a store of fixed size when they fit (decode), else it recomputes them.
  * Two-pass tasks of decode shape split their keys into chunks (fixed by the shapes) whose
  * statistics and outputs are merged in order, so results never depend on the thread count.
  */
@@ -21,7 +22,13 @@
 
 #define MAX_SPLIT 8
 #define SPLIT_KEYS 1024
-#define TILE_KEYS 256 /* keys per tile, rounded up to a multiple of the GEMM's NR */
+/* Keys per compute tile, rounded up to a multiple of the GEMM's NR. Prefill: one tile of all
+ * Hg heads' scores of a task, [Hg][tq][tk], twice (raw and composed), stays in L2. Two-pass:
+ * as many keys as TWO_PASS_TILE_FLOATS allow over the task's rows, so each head's K/V is read
+ * in long runs (a run restarts the prefetchers), at most TWO_PASS_MAX_KEYS. */
+#define PREFILL_TILE_KEYS 64
+#define TWO_PASS_TILE_FLOATS ((size_t)65536)
+#define TWO_PASS_MAX_KEYS ((size_t)1024)
 /* Query rows per task: up to MAX_ROW_BLOCKS GEMM row blocks, so each K/V tile a task packs or
  * streams serves that many rows; the materialised score rows of a task stay within
  * SCORE_BUDGET bytes unless one row block alone needs more. */
@@ -39,28 +46,33 @@ static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 /* Shapes every part of a call derives the same way. */
 typedef struct geom {
     size_t hg, fb, tq, tk, n_qt, n_tasks, n_tiles, m_pad, rows;
+    size_t hs;       /* head stride of a score tile [Hg][hs], rows tk apart (tile_head_stride) */
     size_t v_panels; /* V columns rounded up to NR */
 } geom;
 
-size_t mh_dcmha_key_tile(const mh_kernels* k) { return (TILE_KEYS + k->gemm_nr - 1) / k->gemm_nr * k->gemm_nr; }
-
-void mh_dcmha_store_key(const mh_kernels* k, const mh_dcmha_key_factors* kf, int b, size_t pos,
-                        const float* pre, const float* post) {
-    const size_t tk = mh_dcmha_key_tile(k), j0 = pos / tk * tk, n = min_size(tk, kf->cols - j0), c = pos - j0;
+void mh_dcmha_store_key(const mh_dcmha_key_factors* kf, int b, size_t pos, const float* pre, const float* post) {
+    const size_t tk = MH_DCMHA_KEY_TILE, j0 = pos / tk * tk, n = min_size(tk, kf->cols - j0), c = pos - j0;
     float* tile = kf->data + (ptrdiff_t)b * kf->stride_batch + j0 * 2 * kf->branch;
     for (size_t r = 0; r < kf->branch; r++) tile[r * n + c] = pre[r], tile[(kf->branch + r) * n + c] = post[r];
 }
+
+/* A score tile holds head h's tq rows of tk keys at h * hs. The composition reads one row of
+ * every head at a time: one cache line more than tq * tk puts the heads' rows in different L1
+ * sets (tq * tk floats is a multiple of 4 KiB for most shapes, so they would all share one). */
+static size_t tile_head_stride(size_t tq, size_t tk) { return tq * tk + 16; }
+
+/* n rounded to a multiple of NR, at least NR. */
+static size_t panel_keys(const mh_kernels* k, size_t n) { return n < k->gemm_nr ? k->gemm_nr : n / k->gemm_nr * k->gemm_nr; }
 
 static geom make_geom(const mh_kernels* k, const mh_dcmha_problem* p, int materialise) {
     geom g;
     g.hg = (size_t)(p->n_heads / p->groups);
     g.fb = (size_t)(2 * p->rank + 1) * g.hg;
-    g.tk = mh_dcmha_key_tile(k);
-    g.n_tiles = ((size_t)p->n_kv + g.tk - 1) / g.tk;
-    g.m_pad = g.n_tiles * g.tk;
     size_t blocks = MAX_ROW_BLOCKS;
     if (materialise) {
-        const size_t per_block = g.hg * g.m_pad * k->gemm_mr * sizeof(float);
+        g.tk = panel_keys(k, PREFILL_TILE_KEYS);
+        const size_t m_pad = ((size_t)p->n_kv + g.tk - 1) / g.tk * g.tk;
+        const size_t per_block = g.hg * m_pad * k->gemm_mr * sizeof(float);
         blocks = per_block ? SCORE_BUDGET / per_block : 1;
         blocks = blocks < 1 ? 1 : blocks > MAX_ROW_BLOCKS ? MAX_ROW_BLOCKS : blocks;
     }
@@ -68,6 +80,10 @@ static geom make_geom(const mh_kernels* k, const mh_dcmha_problem* p, int materi
     g.n_qt = ((size_t)p->n_q + g.tq - 1) / g.tq;
     g.n_tasks = (size_t)p->batch * (size_t)p->groups * g.n_qt;
     g.rows = g.hg * g.tq;
+    if (!materialise) g.tk = panel_keys(k, min_size(TWO_PASS_TILE_FLOATS / g.rows, TWO_PASS_MAX_KEYS));
+    g.n_tiles = ((size_t)p->n_kv + g.tk - 1) / g.tk;
+    g.m_pad = g.n_tiles * g.tk;
+    g.hs = tile_head_stride(g.tq, g.tk);
     g.v_panels = ((size_t)p->head_dim_v + k->gemm_nr - 1) / k->gemm_nr * k->gemm_nr;
     return g;
 }
@@ -75,17 +91,17 @@ static geom make_geom(const mh_kernels* k, const mh_dcmha_problem* p, int materi
 /* One worker's buffers (rows = Hg * tq, head-major: r = h * tq + t). */
 typedef struct scratch {
     float* q;     /* [rows][D]   the task's queries, pre-scaled */
-    float* t1;    /* [rows][tk]  raw scores, later post-composed probabilities */
-    float* t2;    /* [rows][tk]  composed scores (two-pass) */
-    float* s;     /* [rows][m_pad] composed scores over all keys (materialised) */
+    float* t1;    /* [Hg][hs]    score tile: raw scores, later post-composed probabilities */
+    float* t2;    /* [Hg][hs]    composed scores, then their exponentials (unstored pass 2) */
+    float* s;     /* [stored_floats] the task's stored exponentials (materialised) */
     float* o;     /* [rows][Dv]  output accumulator */
     float* m;     /* [rows]      softmax max */
     float* l;     /* [rows]      softmax sum */
-    float* mfix;  /* [rows]      the final max, handed to softmax_tile in pass 2 */
-    float* junk;  /* [rows]      sums pass 2 does not need */
+    float* mrun;  /* [rows]      pass 2's running max, recomputing as pass 1 did */
+    float* lrun;  /* [rows]      and its sum (unused) */
     float* alpha; /* [rows]      softmax_tile's rescale output */
     float* ones;  /* [rows]      P.V accumulates with alpha = 1 */
-    float* inv;   /* [tq][Hg]    1 / l per query row, over the heads */
+    float* scale; /* [tq][Hg]    a tile's exponentials to probabilities, per query row */
     float* kpack; /* [tk/NR][D][NR]        one head's K tile packed (two-pass GEMM tasks) */
     float* vpack; /* [ceil(Dv/NR)][tk][NR] one head's V tile packed */
 } scratch;
@@ -93,11 +109,11 @@ typedef struct scratch {
 static void carve_scratch(const geom* g, const mh_dcmha_problem* p, int materialise, mh_ws* ws,
                           scratch* sc) {
     sc->q = mh_ws_take(ws, g->rows, (size_t)p->head_dim_qk, sizeof(float));
-    sc->t1 = mh_ws_take(ws, g->rows, g->tk, sizeof(float));
-    sc->t2 = materialise ? NULL : mh_ws_take(ws, g->rows, g->tk, sizeof(float));
-    sc->s = materialise ? mh_ws_take(ws, g->rows, g->m_pad, sizeof(float)) : NULL;
+    sc->t1 = mh_ws_take(ws, g->hg, g->hs, sizeof(float));
+    sc->t2 = mh_ws_take(ws, g->hg, g->hs, sizeof(float));
+    sc->s = materialise ? mh_ws_take(ws, g->n_tiles, g->hg * g->hs + g->rows, sizeof(float)) : NULL; /* store_floats */
     sc->o = mh_ws_take(ws, g->rows, (size_t)p->head_dim_v, sizeof(float));
-    float** vecs[] = {&sc->m, &sc->l, &sc->mfix, &sc->junk, &sc->alpha, &sc->ones, &sc->inv};
+    float** vecs[] = {&sc->m, &sc->l, &sc->mrun, &sc->lrun, &sc->alpha, &sc->ones, &sc->scale};
     for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) *vecs[i] = mh_ws_take(ws, g->rows, 1, sizeof(float));
     sc->kpack = materialise ? NULL : mh_ws_take(ws, g->tk, (size_t)p->head_dim_qk, sizeof(float));
     sc->vpack = materialise ? NULL : mh_ws_take(ws, g->v_panels, g->tk, sizeof(float));
@@ -127,7 +143,7 @@ typedef struct call_ws {
     float* kt_all;          /* [B*H][n_tiles] packed K tiles (materialised) */
     float* vt_all;          /* [B*H][n_tiles] packed V tiles */
     float* partials;        /* [n_tasks][MAX_SPLIT][partial] (two-pass) */
-    float* store;           /* [store_floats] pass 1's composed scores (two-pass) */
+    float* store;           /* [store_floats] pass 1's exponentials per task (two-pass) */
     size_t store_floats;
 } call_ws;
 
@@ -247,7 +263,7 @@ static void qk_tile(const call* c, const task* t, int64_t j0, size_t nc, scratch
     const size_t d = (size_t)p->head_dim_qk, tq = c->g.tq, tk = c->g.tk, nr = k->gemm_nr, mr = k->gemm_mr;
     for (size_t h = 0; h < c->g.hg; h++) {
         const float* qh = sc->q + h * tq * d;
-        float* s = sc->t1 + h * tq * tk;
+        float* s = sc->t1 + h * c->g.hs;
         const void* ks = kv_rows(&p->k, p->k_dtype, t, h, j0);
         if (use_gemm(c, t)) {
             const float* kt = sc->kpack;
@@ -275,7 +291,7 @@ static void pv_tile(const call* c, const task* t, int64_t j0, size_t nc, scratch
     const mh_dcmha_problem* p = c->p;
     const size_t dv = (size_t)p->head_dim_v, tq = c->g.tq, tk = c->g.tk, nr = k->gemm_nr, mr = k->gemm_mr;
     for (size_t h = 0; h < c->g.hg; h++) {
-        const float* ph = sc->t1 + h * tq * tk;
+        const float* ph = sc->t1 + h * c->g.hs;
         float* oh = sc->o + h * tq * dv;
         const void* vs = kv_rows(&p->v, p->v_dtype, t, h, j0);
         if (use_gemm(c, t)) {
@@ -304,71 +320,123 @@ static void pv_tile(const call* c, const task* t, int64_t j0, size_t nc, scratch
     }
 }
 
-/* The factors of branch `post` (0 = pre, 1 = post) for query row i of the task and its keys
- * from j0 (a tile start). */
-static mh_compose_factors factors(const call* c, const task* t, int post, size_t i, int64_t j0) {
+/* The factors of branch `post` (0 = pre, 1 = post) for query row i of the task and the keys
+ * of the layout tile starting at jt, from key jt + off. */
+static mh_compose_factors factors(const call* c, const task* t, int post, size_t i, size_t jt, size_t off) {
     const mh_dcmha_problem* p = c->p;
     const size_t hg = c->g.hg, R = (size_t)p->rank, fb = c->g.fb, br = p->kf.branch;
     const float* qrow = p->qf.data + (ptrdiff_t)t->b * p->qf.stride_batch +
                         (ptrdiff_t)(t->i0 + i) * p->qf.stride_token + (post ? p->qf.post : p->qf.pre) +
                         (ptrdiff_t)(t->grp * fb);
-    const size_t n = min_size(c->g.tk, p->kf.cols - (size_t)j0);
-    const float* kw = p->kf.data + (ptrdiff_t)t->b * p->kf.stride_batch + (size_t)j0 * 2 * br +
-                      ((post ? br : 0) + t->grp * fb) * n;
+    const size_t n = min_size(MH_DCMHA_KEY_TILE, p->kf.cols - jt);
+    const float* kw = p->kf.data + (ptrdiff_t)t->b * p->kf.stride_batch + jt * 2 * br +
+                      ((post ? br : 0) + t->grp * fb) * n + off;
     mh_compose_factors f = {hg, R, qrow, qrow + R * hg, qrow + 2 * R * hg, NULL,
                             kw, kw + R * hg * n, kw + 2 * R * hg * n, n};
     if (p->wb) f.wb = p->wb + ((size_t)post * (size_t)p->groups + t->grp) * hg * hg;
     return f;
 }
 
-/* Pre-composed, masked scores of keys [j0, j0 + nc) into dst (row i of head h at
- * dst[(h * tq + i) * ld]; dst points at key j0). */
-static void composed_scores(const call* c, const task* t, int64_t j0, size_t nc, float* dst, size_t ld,
-                            scratch* sc) {
-    const size_t tq = c->g.tq, tk = c->g.tk;
+/* Composes query row i of the task over keys [j0, j0 + nc) of branch `post`: a and out point
+ * at key j0 of head 0's row (heads lda, ldo apart). One kernel call per layout tile of the
+ * key factors (MH_DCMHA_KEY_TILE keys, read row by row, in order). */
+static void compose_row(const call* c, const task* t, int post, size_t i, int64_t j0, size_t nc,
+                        const float* a, size_t lda, const float* ascale, float* out, size_t ldo) {
+    for (size_t done = 0; done < nc;) {
+        const size_t j = (size_t)j0 + done, jt = j / MH_DCMHA_KEY_TILE * MH_DCMHA_KEY_TILE;
+        const size_t len = min_size(jt + MH_DCMHA_KEY_TILE - j, nc - done);
+        const mh_compose_factors f = factors(c, t, post, i, jt, j - jt);
+        c->k->dcmha_compose(&f, len, a + done, lda, ascale, out + done, ldo);
+        done += len;
+    }
+}
+
+/* Pre-composed, masked scores of keys [j0, j0 + nc) into the score tile dst. */
+static void composed_scores(const call* c, const task* t, int64_t j0, size_t nc, float* dst, scratch* sc) {
+    const size_t tk = c->g.tk, hs = c->g.hs;
     qk_tile(c, t, j0, nc, sc);
     for (size_t i = 0; i < t->nq; i++) {
-        const mh_compose_factors f = factors(c, t, 0, i, j0);
         const size_t keep = kept(c, t, i, j0, nc);
-        c->k->dcmha_compose(&f, keep, sc->t1 + i * tk, tq * tk, NULL, dst + i * ld, tq * ld);
+        compose_row(c, t, 0, i, j0, keep, sc->t1 + i * tk, hs, NULL, dst + i * tk, hs);
         for (size_t h = 0; h < c->g.hg; h++) /* the mask, after composing: same for every head */
-            for (size_t j = keep; j < nc; j++) dst[(h * tq + i) * ld + j] = -INFINITY;
+            for (size_t j = keep; j < nc; j++) dst[h * hs + i * tk + j] = -INFINITY;
     }
 }
 
-/* Softmax step over `cols` keys of the task's rows (head h's rows are s + h * tq * ld; rows
- * past nq of a short tile are skipped), with running max m and sum l per row. */
-static void softmax_rows(const call* c, const task* t, float* s, size_t ld, size_t cols, float* m,
-                         float* l, scratch* sc) {
+/* Softmax step over nc keys of the task's rows in the score tile s (rows past nq of a short
+ * tile are skipped), with running max m and sum l per row. */
+static void softmax_rows(const call* c, const task* t, float* s, size_t nc, float* m, float* l, scratch* sc) {
     const size_t tq = c->g.tq;
     for (size_t h = 0; h < c->g.hg; h++)
-        c->k->softmax_tile(t->nq, cols, s + h * tq * ld, ld, m + h * tq, l + h * tq, sc->alpha);
+        c->k->softmax_tile(t->nq, nc, s + h * c->g.hs, c->g.tk, m + h * tq, l + h * tq, sc->alpha);
 }
 
-/* inv[i][h] = 1 / l of row (h, i). */
-static void inverse_sums(const call* c, const task* t, const float* l, scratch* sc) {
-    for (size_t i = 0; i < t->nq; i++)
-        for (size_t h = 0; h < c->g.hg; h++) sc->inv[i * c->g.hg + h] = 1.0f / l[h * c->g.tq + i];
+/* A task's store: per key tile a score tile [Hg][hs] of exponentials (contiguous, so pass 2
+ * reads it as one stream), then the tile maxima [n_tiles][rows]. */
+static size_t store_floats(const geom* g) { return g->n_tiles * (g->hg * g->hs + g->rows); }
+
+static float* store_block(const call* c, float* store, int64_t j0) {
+    return store + (size_t)j0 / c->g.tk * c->g.hg * c->g.hs;
 }
 
-/* Post-composes the normalised probabilities of keys [j0, j0 + nc) (src as in composed_scores,
- * unnormalised exponentials) into sc->t1 and accumulates P'.V. */
-static void compose_and_accumulate(const call* c, const task* t, int64_t j0, size_t nc, const float* src,
-                                   size_t ld, scratch* sc) {
-    const size_t tq = c->g.tq, tk = c->g.tk;
-    for (size_t i = 0; i < t->nq; i++) {
-        const mh_compose_factors f = factors(c, t, 1, i, j0);
-        const size_t keep = kept(c, t, i, j0, nc); /* masked probabilities are 0 and stay 0 */
-        c->k->dcmha_compose(&f, keep, src + i * ld, tq * ld, sc->inv + i * c->g.hg, sc->t1 + i * tk, tq * tk);
-        for (size_t h = 0; h < c->g.hg; h++) memset(sc->t1 + (h * tq + i) * tk + keep, 0, (nc - keep) * sizeof(float));
+static float* store_max(const call* c, float* store, int64_t j0) {
+    return store + c->g.n_tiles * c->g.hg * c->g.hs + (size_t)j0 / c->g.tk * c->g.rows;
+}
+
+/* Pass 1 over keys [lo, hi): tile by tile, the pre-composed scores become exp(s - running max)
+ * (softmax_tile) and the running max and sum per row land in sc->m, sc->l. With a store the
+ * exponentials stay there with the max they are relative to. */
+static void stats_range(const call* c, const task* t, int64_t lo, int64_t hi, float* store, scratch* sc) {
+    const size_t tk = c->g.tk;
+    for (int64_t j0 = lo; j0 < hi; j0 += (int64_t)tk) {
+        const size_t nc = min_size(tk, (size_t)(hi - j0));
+        float* e = store ? store_block(c, store, j0) : sc->t2;
+        composed_scores(c, t, j0, nc, e, sc);
+        softmax_rows(c, t, e, nc, sc->m, sc->l, sc);
+        if (store) memcpy(store_max(c, store, j0), sc->m, c->g.rows * sizeof(float));
     }
-    pv_tile(c, t, j0, nc, sc);
+}
+
+/* scale[i][h] = exp(mt - max) / sum of row (h, i): turns exponentials relative to the tile's
+ * max mt into probabilities (0 where the row had kept no key yet). */
+static void tile_scales(const call* c, const task* t, const float* mt, scratch* sc) {
+    const size_t tq = c->g.tq, hg = c->g.hg;
+    for (size_t h = 0; h < hg; h++)
+        for (size_t i = 0; i < t->nq; i++) {
+            const size_t r = h * tq + i;
+            sc->scale[i * hg + h] = mt[r] == -INFINITY ? 0.0f : expf(mt[r] - sc->m[r]) / sc->l[r];
+        }
+}
+
+/* Pass 2 over keys [lo, hi), with the final max and sum per row in sc->m, sc->l: the
+ * probabilities (pass 1's exponentials, scaled by tile_scales) are post-composed and
+ * accumulated as P'.V into sc->o. Without a store the exponentials are recomputed as pass 1
+ * made them (the same tiles from lo, the running max restarted), so both give the same bits. */
+static void output_range(const call* c, const task* t, int64_t lo, int64_t hi, float* store, scratch* sc) {
+    const size_t tk = c->g.tk, hs = c->g.hs, rows = c->g.rows;
+    for (size_t r = 0; r < rows; r++) sc->mrun[r] = -INFINITY, sc->lrun[r] = 0.0f;
+    for (int64_t j0 = lo; j0 < hi; j0 += (int64_t)tk) {
+        const size_t nc = min_size(tk, (size_t)(hi - j0));
+        const float* e = store ? store_block(c, store, j0) : sc->t2;
+        if (!store) {
+            composed_scores(c, t, j0, nc, sc->t2, sc);
+            softmax_rows(c, t, sc->t2, nc, sc->mrun, sc->lrun, sc);
+        }
+        tile_scales(c, t, store ? store_max(c, store, j0) : sc->mrun, sc);
+        for (size_t i = 0; i < t->nq; i++) {
+            const size_t keep = kept(c, t, i, j0, nc); /* masked probabilities are 0 and stay 0 */
+            float* dst = sc->t1 + i * tk;
+            compose_row(c, t, 1, i, j0, keep, e + i * tk, hs, sc->scale + i * c->g.hg, dst, hs);
+            for (size_t h = 0; h < c->g.hg; h++) memset(dst + h * hs + keep, 0, (nc - keep) * sizeof(float));
+        }
+        pv_tile(c, t, j0, nc, sc);
+    }
 }
 
 static void reset_rows(const call* c, scratch* sc) {
     for (size_t r = 0; r < c->g.rows; r++) sc->m[r] = -INFINITY, sc->l[r] = 0.0f, sc->ones[r] = 1.0f;
     memset(sc->o, 0, c->g.rows * (size_t)c->p->head_dim_v * sizeof(float));
-    memset(sc->t1, 0, c->g.rows * c->g.tk * sizeof(float)); /* rows past nq stay 0 for the GEMMs */
+    memset(sc->t1, 0, c->g.hg * c->g.hs * sizeof(float)); /* rows past nq stay 0 for the GEMMs */
 }
 
 /* Writes the task's output rows from sc-like storage o [rows][Dv]. */
@@ -381,17 +449,13 @@ static void store_output(const call* c, const task* t, const float* o) {
                    dv * sizeof(float));
 }
 
+/* A whole task at once, its exponentials kept in the worker's sc->s. */
 static void run_materialised(const call* c, size_t ti, scratch* sc) {
     const task t = make_task(c, ti);
-    const size_t tk = c->g.tk, ld = c->g.m_pad;
     reset_rows(c, sc);
     load_queries(c, &t, sc);
-    for (int64_t j0 = 0; j0 < t.j_end; j0 += (int64_t)tk)
-        composed_scores(c, &t, j0, min_size(tk, (size_t)(t.j_end - j0)), sc->s + j0, ld, sc);
-    softmax_rows(c, &t, sc->s, ld, (size_t)t.j_end, sc->m, sc->l, sc);
-    inverse_sums(c, &t, sc->l, sc);
-    for (int64_t j0 = 0; j0 < t.j_end; j0 += (int64_t)tk)
-        compose_and_accumulate(c, &t, j0, min_size(tk, (size_t)(t.j_end - j0)), sc->s + j0, ld, sc);
+    stats_range(c, &t, 0, t.j_end, sc->s, sc);
+    output_range(c, &t, 0, t.j_end, sc->s, sc);
     store_output(c, &t, sc->o);
 }
 
@@ -408,29 +472,18 @@ static float* partial_at(const call* c, size_t ti, size_t ci) {
     return c->cw.partials + (ti * MAX_SPLIT + ci) * partial_floats(&c->g, c->p);
 }
 
-/* Task ti's rows of stored scores [rows][m_pad], at key 0. */
-static float* stored_at(const call* c, size_t ti) { return c->cw.store + ti * c->g.rows * c->g.m_pad; }
+/* Task ti's store (store_floats), or NULL when pass 2 recomputes. */
+static float* stored_at(const call* c, size_t ti) { return c->stored ? c->cw.store + ti * store_floats(&c->g) : NULL; }
 
-/* Pass 1 of chunk ci: the running max and sum of its composed scores into its partial (and
- * the scores into the store, when stored). */
+/* Pass 1 of chunk ci: its softmax statistics into its partial. */
 static void pass_stats(const call* c, size_t item, scratch* sc) {
-    const size_t ti = item / c->n_split, ci = item % c->n_split, tk = c->g.tk;
+    const size_t ti = item / c->n_split, ci = item % c->n_split;
     const task t = make_task(c, ti);
     int64_t lo, hi;
     chunk_range(c, &t, ci, &lo, &hi);
     reset_rows(c, sc);
     load_queries(c, &t, sc);
-    for (int64_t j0 = lo; j0 < hi; j0 += (int64_t)tk) {
-        const size_t nc = min_size(tk, (size_t)(hi - j0));
-        if (c->stored) { /* keep the scores, run the statistics on a copy */
-            float* st = stored_at(c, ti) + j0;
-            composed_scores(c, &t, j0, nc, st, c->g.m_pad, sc);
-            for (size_t r = 0; r < c->g.rows; r++) memcpy(sc->t2 + r * tk, st + r * c->g.m_pad, nc * sizeof(float));
-        } else {
-            composed_scores(c, &t, j0, nc, sc->t2, tk, sc);
-        }
-        softmax_rows(c, &t, sc->t2, tk, nc, sc->m, sc->l, sc);
-    }
+    stats_range(c, &t, lo, hi, stored_at(c, ti), sc);
     float* part = partial_at(c, ti, ci);
     memcpy(part, sc->m, c->g.rows * sizeof(float));
     memcpy(part + c->g.rows, sc->l, c->g.rows * sizeof(float));
@@ -452,26 +505,18 @@ static void merge_stats(const call* c, size_t ti, scratch* sc) {
     }
 }
 
-/* Pass 2 of chunk ci: recomputes the composed scores, normalises with the task's statistics,
- * post-composes and accumulates P'.V into the chunk's partial output. */
+/* Pass 2 of chunk ci: its share of the output, with the task's merged statistics, into its
+ * partial. */
 static void pass_output(const call* c, size_t item, scratch* sc) {
-    const size_t ti = item / c->n_split, ci = item % c->n_split, tk = c->g.tk, rows = c->g.rows;
+    const size_t ti = item / c->n_split, ci = item % c->n_split;
     const task t = make_task(c, ti);
     int64_t lo, hi;
     chunk_range(c, &t, ci, &lo, &hi);
     reset_rows(c, sc);
     merge_stats(c, ti, sc);
-    inverse_sums(c, &t, sc->l, sc);
     load_queries(c, &t, sc);
-    for (int64_t j0 = lo; j0 < hi; j0 += (int64_t)tk) {
-        const size_t nc = min_size(tk, (size_t)(hi - j0)), ld = c->stored ? c->g.m_pad : tk;
-        float* s = c->stored ? stored_at(c, ti) + j0 : sc->t2;
-        if (!c->stored) composed_scores(c, &t, j0, nc, s, ld, sc);
-        memcpy(sc->mfix, sc->m, rows * sizeof(float)); /* exp(s - final max): the same bits as pass 1 saw */
-        softmax_rows(c, &t, s, ld, nc, sc->mfix, sc->junk, sc);
-        compose_and_accumulate(c, &t, j0, nc, s, ld, sc);
-    }
-    memcpy(partial_at(c, ti, ci) + 2 * rows, sc->o, rows * (size_t)c->p->head_dim_v * sizeof(float));
+    output_range(c, &t, lo, hi, stored_at(c, ti), sc);
+    memcpy(partial_at(c, ti, ci) + 2 * c->g.rows, sc->o, c->g.rows * (size_t)c->p->head_dim_v * sizeof(float));
 }
 
 /* Sums the task's chunk outputs in order and writes them. */
@@ -535,7 +580,9 @@ void mh_dcmha_attention(const mh_kernels* k, int threads, const mh_dcmha_problem
         const size_t n = (size_t)p->n_kv / SPLIT_KEYS;
         c.n_split = n < 1 ? 1 : n > MAX_SPLIT ? MAX_SPLIT : n;
     }
-    c.stored = !materialise && c.g.rows * c.g.m_pad <= c.cw.store_floats / c.g.n_tasks;
+    size_t unit = 0;
+    c.stored = !materialise && mh_mul_size(c.g.rows, c.g.m_pad + c.g.n_tiles, &unit) &&
+               unit <= c.cw.store_floats / c.g.n_tasks;
     c.scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim_qk);
     const double flops = 2.0 * (double)p->batch * p->n_q * p->n_kv * p->n_heads *
                          (p->head_dim_qk + p->head_dim_v + 4.0 * p->rank + 2.0);

@@ -15,7 +15,7 @@ typedef struct mh_dcmha_factors {
 } mh_dcmha_factors;
 
 /* Per-key factors (the key-side branches 1 and 3), key-contiguous in tiles of
- * mh_dcmha_key_tile() keys, so the composition reads them without a transposition: the tile
+ * MH_DCMHA_KEY_TILE keys, so the composition reads them without a transposition: the tile
  * of sequence b holding keys [j0, j0 + tk) (j0 a multiple of tk) starts at
  * data + b * stride_batch + j0 * 2 * branch and is [2 * branch][n], n = min(tk, cols - j0):
  * the pre branch's rows, then the post branch's. */
@@ -26,11 +26,13 @@ typedef struct mh_dcmha_key_factors {
     size_t branch;          /* floats of one branch, 2RH + H */
 } mh_dcmha_key_factors;
 
-size_t mh_dcmha_key_tile(const mh_kernels* k);
+/* Keys per layout tile of the key factors: a tile's rows are short enough that the composition
+ * reads the whole tile in order (one stream), whatever the vector width. */
+#define MH_DCMHA_KEY_TILE ((size_t)32)
 
 /* Stores the key-side branches pre, post [branch] of the key at position pos of sequence b. */
-void mh_dcmha_store_key(const mh_kernels* k, const mh_dcmha_key_factors* kf, int b, size_t pos,
-                        const float* pre, const float* post);
+void mh_dcmha_store_key(const mh_dcmha_key_factors* kf, int b, size_t pos, const float* pre,
+                        const float* post);
 
 typedef struct mh_dcmha_problem {
     int batch, n_q, n_kv;         /* B, N, M */

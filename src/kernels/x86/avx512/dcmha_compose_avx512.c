@@ -1,61 +1,85 @@
-/* DCMHA composition, 16 keys per vector (contract in kernels.h). Two vectors of keys per step:
- * the sums over the input heads are chains of dependent FMAs, and two blocks give the core
- * twice as many independent chains. The query-side and key-side low-rank projections of a
- * block stay in registers across the output heads (the default rank R = 2 is specialised so
- * its arrays are registers, not stack). */
-#include "kernels/scalar/kernels_scalar.h"
+/* DCMHA composition, 16 keys per vector (contract in kernels.h). Up to two vectors of keys per
+ * step: the sums over the input heads are chains of dependent FMAs, and two blocks give the
+ * core twice as many independent chains. The query-side and key-side low-rank projections of a
+ * block stay in registers across the output heads. A step walks the heads with pointers bumped
+ * by lda/ldk (no index arithmetic in the loops), and the last, partial vector is masked, so no
+ * column goes to scalar code. The default rank R = 2 without static weights is specialised
+ * (with and without the input scale), so its loops hold only constants and registers. */
 #include "kernels/x86/avx512/kernels_avx512.h"
 #include "kernels/x86/avx512/simd_avx512.h"
 
-#define V 2 /* vectors per step (then single vectors, then the scalar tail) */
+#define V 2 /* vectors per step */
 
-/* a'[m] for the V vectors from column c. */
-MH_INLINE __m512 load_a(const float* a, size_t lda, const float* ascale, size_t m, size_t c) {
-    const __m512 v = _mm512_loadu_ps(a + m * lda + c);
-    return ascale ? _mm512_mul_ps(v, _mm512_set1_ps(ascale[m])) : v;
-}
-
-/* Columns [c, c + nv * 16), nv <= V, with rank R (constants where inlined with them). */
-MH_INLINE void block(const mh_compose_factors* f, size_t R, size_t nv, size_t c, const float* a, size_t lda,
-                     const float* ascale, float* out, size_t ldo) {
-    const size_t g = f->g, ldk = f->ldk;
+/* Columns [c, c + 16 * nv) (lanes past `last` of the final vector masked off), rank R, the
+ * input scaled by ascale when `scaled`, static weights when `mixed` (constants where inlined
+ * with them). */
+MH_INLINE void block(const mh_compose_factors* f, const size_t R, const int scaled, const int mixed, const int nv,
+                     const __mmask16 last, size_t c, const float* a, size_t lda, const float* ascale, float* out,
+                     size_t ldo) {
+    const size_t g = f->g, ldk = f->ldk, rstride = g * ldk; /* rows r and r + 1 of kw1/kw2 */
+    __mmask16 mk[V];
+    for (int v = 0; v < V; v++) mk[v] = v == nv - 1 ? last : (__mmask16)0xffff;
     __m512 hq[MH_DCMHA_MAX_RANK][V], hk[MH_DCMHA_MAX_RANK][V];
     for (size_t r = 0; r < R; r++)
-        for (size_t v = 0; v < nv; v++) hq[r][v] = hk[r][v] = _mm512_setzero_ps();
-    for (size_t m = 0; m < g; m++)
-        for (size_t v = 0; v < nv; v++) {
-            const size_t cv = c + v * 16;
-            const __m512 am = load_a(a, lda, ascale, m, cv);
-            for (size_t r = 0; r < R; r++) {
-                hq[r][v] = _mm512_fmadd_ps(_mm512_set1_ps(f->qw1[r * g + m]), am, hq[r][v]);
-                hk[r][v] = _mm512_fmadd_ps(_mm512_loadu_ps(f->kw1 + (r * g + m) * ldk + cv), am, hk[r][v]);
+        for (int v = 0; v < nv; v++) hq[r][v] = hk[r][v] = _mm512_setzero_ps();
+    const float* ap = a + c;
+    const float* kp = f->kw1 + c;
+    for (size_t m = 0; m < g; m++, ap += lda, kp += ldk) {
+        __m512 am[V];
+        for (int v = 0; v < nv; v++) {
+            am[v] = _mm512_maskz_loadu_ps(mk[v], ap + 16 * v);
+            if (scaled) am[v] = _mm512_mul_ps(am[v], _mm512_set1_ps(ascale[m]));
+        }
+        for (size_t r = 0; r < R; r++) {
+            const __m512 qw = _mm512_set1_ps(f->qw1[r * g + m]);
+            for (int v = 0; v < nv; v++) {
+                hq[r][v] = _mm512_fmadd_ps(qw, am[v], hq[r][v]);
+                hk[r][v] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk[v], kp + r * rstride + 16 * v), am[v], hk[r][v]);
             }
         }
-    for (size_t n = 0; n < g; n++)
-        for (size_t v = 0; v < nv; v++) {
-            const size_t cv = c + v * 16;
-            const __m512 gate = _mm512_add_ps(_mm512_set1_ps(1.0f + f->qdd[n]), _mm512_loadu_ps(f->kdd + n * ldk + cv));
-            __m512 acc = _mm512_mul_ps(load_a(a, lda, ascale, n, cv), gate);
+    }
+    ap = a + c;
+    const float* k2 = f->kw2 + c;
+    const float* kd = f->kdd + c;
+    float* op = out + c;
+    for (size_t n = 0; n < g; n++, ap += lda, k2 += ldk, kd += ldk, op += ldo) {
+        const __m512 q1 = _mm512_set1_ps(1.0f + f->qdd[n]);
+        for (int v = 0; v < nv; v++) {
+            __m512 an = _mm512_maskz_loadu_ps(mk[v], ap + 16 * v);
+            if (scaled) an = _mm512_mul_ps(an, _mm512_set1_ps(ascale[n]));
+            __m512 acc = _mm512_mul_ps(an, _mm512_add_ps(q1, _mm512_maskz_loadu_ps(mk[v], kd + 16 * v)));
             for (size_t r = 0; r < R; r++) acc = _mm512_fmadd_ps(_mm512_set1_ps(f->qw2[r * g + n]), hq[r][v], acc);
             for (size_t r = 0; r < R; r++)
-                acc = _mm512_fmadd_ps(_mm512_loadu_ps(f->kw2 + (r * g + n) * ldk + cv), hk[r][v], acc);
-            if (f->wb)
-                for (size_t m = 0; m < g; m++)
-                    acc = _mm512_fmadd_ps(_mm512_set1_ps(f->wb[m * g + n]), load_a(a, lda, ascale, m, cv), acc);
-            _mm512_storeu_ps(out + n * ldo + cv, acc);
+                acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk[v], k2 + r * rstride + 16 * v), hk[r][v], acc);
+            if (mixed)
+                for (size_t m = 0; m < g; m++) {
+                    __m512 am = _mm512_maskz_loadu_ps(mk[v], a + m * lda + c + 16 * v);
+                    if (scaled) am = _mm512_mul_ps(am, _mm512_set1_ps(ascale[m]));
+                    acc = _mm512_fmadd_ps(_mm512_set1_ps(f->wb[m * g + n]), am, acc);
+                }
+            _mm512_mask_storeu_ps(op + 16 * v, mk[v], acc);
         }
+    }
+}
+
+/* All columns: full steps of V vectors, then one step of the rest (the last vector masked). */
+MH_INLINE void columns(const mh_compose_factors* f, const size_t R, const int scaled, const int mixed, size_t cols,
+                       const float* a, size_t lda, const float* ascale, float* out, size_t ldo) {
+    const size_t step = V * 16;
+    size_t c = 0;
+    for (; c + step <= cols; c += step) block(f, R, scaled, mixed, V, 0xffff, c, a, lda, ascale, out, ldo);
+    const size_t rest = cols - c;
+    if (rest == 0) return;
+    const int nv = (int)((rest + 15) / 16);
+    block(f, R, scaled, mixed, nv, mh_mask16(rest, (size_t)(nv - 1) * 16), c, a, lda, ascale, out, ldo);
 }
 
 void mh_dcmha_compose__avx512(const mh_compose_factors* f, size_t cols, const float* a, size_t lda,
                               const float* ascale, float* out, size_t ldo) {
-    const size_t step = V * 16, pairs = cols / step * step, full = cols / 16 * 16;
-    for (size_t c = 0; c < pairs; c += step) {
-        if (f->rank == 2) block(f, 2, V, c, a, lda, ascale, out, ldo);
-        else block(f, f->rank, V, c, a, lda, ascale, out, ldo);
+    if (f->rank == 2 && !f->wb) {
+        if (ascale) columns(f, 2, 1, 0, cols, a, lda, ascale, out, ldo);
+        else columns(f, 2, 0, 0, cols, a, lda, ascale, out, ldo);
+        return;
     }
-    for (size_t c = pairs; c < full; c += 16) block(f, f->rank, 1, c, a, lda, ascale, out, ldo);
-    if (full == cols) return;
-    mh_compose_factors tail = *f;
-    tail.kw1 += full, tail.kw2 += full, tail.kdd += full;
-    mh_dcmha_compose__scalar(&tail, cols - full, a + full, lda, ascale, out + full, ldo);
+    columns(f, f->rank, ascale != NULL, f->wb != NULL, cols, a, lda, ascale, out, ldo);
 }
