@@ -1,14 +1,17 @@
 /*
- * DCMHA attention over (batch, head group, query tile) tasks. Per key tile a task computes
- * Q.K^T for all Hg heads of its group, pre-composes across heads (kernel dcmha_compose), masks,
- * and later, with the per-head softmax normalisers known, post-composes the probabilities and
- * accumulates P'.V per head. Post-composition mixes normalised probabilities of heads with
- * different normalisers, so the online softmax of attention.c does not apply. Both paths run
- * two passes over a task's keys: pass 1 composes the scores tile by tile and keeps the running
- * max/sum, pass 2 turns each tile into exp(s - final max), post-composes and accumulates P'.V.
- * Pass 2 reads pass 1's composed scores back (each written once and read once) from
- *   materialised: a per-worker buffer [Hg][tq][M] (prefill; K/V packed once per call);
- *   two-pass:     a store of fixed size when they fit (decode), else it recomputes them.
+ * DCMHA attention over (batch, head group, query tile) tasks. Post-composition mixes the
+ * normalised probabilities of heads with different normalisers, so the online softmax of
+ * attention.c does not apply; a task runs two passes over its keys, key tile by key tile:
+ *   pass 1: Q.K^T for all Hg heads of its group, pre-composition across heads (kernel
+ *           dcmha_compose), the mask, then softmax_tile: the tile becomes exp(s - running max)
+ *           and the running max/sum advance;
+ *   pass 2: with each row's final max m and sum l, the tile's exponentials times
+ *           exp(running max - m) / l (the composition's per-row input scale) are post-composed
+ *           and accumulated as P'.V per head.
+ * Pass 2 reads pass 1's tiles of exponentials back (each written once and read once) from
+ *   materialised: a per-worker buffer (prefill; K/V packed once per call);
+ *   two-pass:     a store of fixed size when they fit (decode), else it recomputes them as
+ *                 pass 1 made them (same tiles, so the same bits).
  * Two-pass tasks of decode shape split their keys into chunks (fixed by the shapes) whose
  * statistics and outputs are merged in order, so results never depend on the thread count.
  */
@@ -22,21 +25,21 @@
 
 #define MAX_SPLIT 8
 #define SPLIT_KEYS 1024
-/* Keys per compute tile, rounded up to a multiple of the GEMM's NR. Prefill: one tile of all
- * Hg heads' scores of a task, [Hg][tq][tk], twice (raw and composed), stays in L2. Two-pass:
- * as many keys as TWO_PASS_TILE_FLOATS allow over the task's rows, so each head's K/V is read
- * in long runs (a run restarts the prefetchers), at most TWO_PASS_MAX_KEYS. */
+/* Keys per compute tile, rounded to a multiple of the GEMM's NR. Prefill: a tile of all Hg
+ * heads' scores of a task (tq rows of tk keys per head), raw and composed, stays in L2.
+ * Two-pass: as many keys as TWO_PASS_TILE_FLOATS allow over the task's rows, so each head's K/V
+ * is read in long runs (a run restarts the prefetchers), at most TWO_PASS_MAX_KEYS. */
 #define PREFILL_TILE_KEYS 64
 #define TWO_PASS_TILE_FLOATS ((size_t)65536)
 #define TWO_PASS_MAX_KEYS ((size_t)1024)
 /* Query rows per task: up to MAX_ROW_BLOCKS GEMM row blocks, so each K/V tile a task packs or
- * streams serves that many rows; the materialised score rows of a task stay within
- * SCORE_BUDGET bytes unless one row block alone needs more. */
+ * streams serves that many rows; a materialised task's kept tiles stay within SCORE_BUDGET
+ * bytes unless one row block alone needs more. */
 #define MAX_ROW_BLOCKS 16
-/* Decode keeps pass 1's composed scores for pass 2 in a store of a size fixed by the shapes
- * without M (rows of the call times STORE_KEYS, at most STORE_BUDGET bytes): when a task's rows
- * over all M keys fit its share, pass 2 reads them instead of recomputing Q.K^T and the
- * pre-composition (the same bits either way). */
+/* Decode keeps pass 1's tiles for pass 2 in a store of a size fixed by the shapes without M
+ * (rows of the call times STORE_KEYS, at most STORE_BUDGET bytes): when a task's rows over all
+ * M keys fit its share, pass 2 reads them instead of recomputing Q.K^T, the pre-composition
+ * and the exponentials (the same bits either way). */
 #define STORE_KEYS ((size_t)65536)
 #define STORE_BUDGET ((size_t)16 << 20)
 #define SCORE_BUDGET ((size_t)32 << 20)
@@ -256,7 +259,7 @@ static size_t kept(const call* c, const task* t, size_t i, int64_t j0, size_t nc
 /* P.V runs over key chunks of this many so the V panel stays in L1 across the row blocks. */
 #define PV_KEYS 64
 
-/* Raw scores of keys [j0, j0 + nc) for every head of the task into sc->t1 [Hg][tq][tk]. */
+/* Raw scores of keys [j0, j0 + nc) for every head of the task into the score tile sc->t1. */
 static void qk_tile(const call* c, const task* t, int64_t j0, size_t nc, scratch* sc) {
     const mh_kernels* k = c->k;
     const mh_dcmha_problem* p = c->p;

@@ -49,11 +49,13 @@ typedef struct mh_dcmha_problem {
     int64_t q_pos;                /* position of query 0; keys sit at 0 .. M - 1 */
 } mh_dcmha_problem;
 
-/* Carves (or measures, with ws->base == NULL) the workspace; returns its start.
- * materialise = 1 (prefill; the workspace depends on M): each task keeps its composed score rows
- * over all keys [heads][queries][M] and K/V are packed once per call.
- * materialise = 0 (decode; the workspace does not depend on M): two passes over the keys, the
- * first for the softmax statistics, the second recomputing the scores; K/V are read in place. */
+/* Carves (or measures, with ws->base == NULL) the workspace; returns its start. Both modes run
+ * two passes over the keys (softmax statistics, then post-composition and P'.V).
+ * materialise = 1 (prefill; the workspace depends on M): each task keeps pass 1's exponentiated
+ * scores over all keys ([heads][queries][M] in key tiles) for pass 2; K/V are packed once per
+ * call.
+ * materialise = 0 (decode; the workspace does not depend on M): pass 2 reads pass 1's tiles
+ * from a store of fixed size when they fit, else recomputes them; K/V are read in place. */
 void* mh_dcmha_attention_carve(const mh_kernels* k, int threads, const mh_dcmha_problem* p,
                                int materialise, mh_ws* ws);
 
