@@ -417,7 +417,10 @@ class Report:
                    "`(cold)` marks decode cases whose K/V come from DRAM (rotating copies past the LLC), `(in LLC)` "
                    "decode cases whose data fits in the last-level cache (their %bw can pass 100%). "
                    "Times are the median of the repetitions (context `mh_timing`); `cv` is the time's coefficient "
-                   "of variation over them, a measure of how quiet the machine was.\n")
+                   "of variation over them, a measure of how quiet the machine was. The suite runs its cases one "
+                   "after another, minutes apart, and a virtual machine's memory bandwidth can drift by a third "
+                   "in that time: for the ratio between two variants run just those cases interleaved "
+                   "(`mh_bench --mh_interleave`, bench/README.md).\n")
         out.append("## Machine\n")
         out.append(self.machine_md())
         out.append(f"\n## Variant comparison at equal model size ({self.best_isa}, {self.t1} thread)\n")
