@@ -62,7 +62,8 @@ void mh_dcmha_store_key(const mh_dcmha_key_factors* kf, int b, size_t pos, const
 /* A score tile holds head h's tq rows of tk keys at h * hs. The composition reads one row of
  * every head at a time: one cache line more than tq * tk puts the heads' rows in different L1
  * sets (tq * tk floats is a multiple of 4 KiB for most shapes, so they would all share one). */
-static size_t tile_head_stride(size_t tq, size_t tk) { return tq * tk + 16; }
+#define TILE_PAD 16 /* floats */
+static size_t tile_head_stride(size_t tq, size_t tk) { return tq * tk + TILE_PAD; }
 
 /* n rounded to a multiple of NR, at least NR. */
 static size_t panel_keys(const mh_kernels* k, size_t n) { return n < k->gemm_nr ? k->gemm_nr : n / k->gemm_nr * k->gemm_nr; }
@@ -74,9 +75,12 @@ static geom make_geom(const mh_kernels* k, const mh_dcmha_problem* p, int materi
     size_t blocks = MAX_ROW_BLOCKS;
     if (materialise) {
         g.tk = panel_keys(k, PREFILL_TILE_KEYS);
-        const size_t m_pad = ((size_t)p->n_kv + g.tk - 1) / g.tk * g.tk;
-        const size_t per_block = g.hg * m_pad * k->gemm_mr * sizeof(float);
-        blocks = per_block ? SCORE_BUDGET / per_block : 1;
+        /* the worker's store (store_floats) for tq rows: hg * tq * (m_pad + n_tiles) floats plus
+         * the tiles' padding, TILE_PAD * hg * n_tiles */
+        const size_t n_tiles = ((size_t)p->n_kv + g.tk - 1) / g.tk;
+        const size_t padding = TILE_PAD * g.hg * n_tiles * sizeof(float);
+        const size_t per_block = g.hg * k->gemm_mr * (n_tiles * g.tk + n_tiles) * sizeof(float);
+        blocks = SCORE_BUDGET > padding ? (SCORE_BUDGET - padding) / per_block : 1;
         blocks = blocks < 1 ? 1 : blocks > MAX_ROW_BLOCKS ? MAX_ROW_BLOCKS : blocks;
     }
     g.tq = min_size(blocks * k->gemm_mr, (size_t)p->n_q);
