@@ -21,10 +21,9 @@
 #include <string.h>
 
 #include "core/parallel.h"
+#include "core/split_kv.h"
 #include "util/dtype.h"
 
-#define MAX_SPLIT 8
-#define SPLIT_KEYS 1024
 /* Keys per compute tile, rounded to a multiple of the GEMM's NR. Prefill: a tile of all Hg
  * heads' scores of a task (tq rows of tk keys per head), raw and composed, stays in L2.
  * Two-pass: as many keys as TWO_PASS_TILE_FLOATS allow over the task's rows, so each head's K/V
@@ -139,17 +138,12 @@ static size_t kt_floats(const geom* g, const mh_dcmha_problem* p) { return g->tk
 
 static size_t vt_floats(const geom* g) { return g->v_panels * g->tk; }
 
-/* Floats of one task chunk's partial state: m, l and the output, per row. */
-static size_t partial_floats(const geom* g, const mh_dcmha_problem* p) {
-    return g->rows * ((size_t)p->head_dim_v + 2);
-}
-
 typedef struct call_ws {
     unsigned char* scratch; /* [threads][per_thread] */
     size_t per_thread;
     float* kt_all;          /* [B*H][n_tiles] packed K tiles (materialised) */
     float* vt_all;          /* [B*H][n_tiles] packed V tiles */
-    float* partials;        /* [n_tasks][MAX_SPLIT][partial] (two-pass) */
+    float* partials;        /* mh_split_take's, for the tasks' key chunks (two-pass) */
     float* store;           /* [store_floats] pass 1's exponentials per task (two-pass) */
     size_t store_floats;
 } call_ws;
@@ -167,7 +161,7 @@ static void call_layout(const mh_kernels* k, int threads, const mh_dcmha_problem
         out->kt_all = mh_ws_take(ws, tiles, kt_floats(&g, p), sizeof(float));
         out->vt_all = mh_ws_take(ws, tiles, vt_floats(&g), sizeof(float));
     } else {
-        out->partials = mh_ws_take(ws, g.n_tasks * MAX_SPLIT, partial_floats(&g, p), sizeof(float));
+        out->partials = mh_split_take(ws, g.n_tasks, g.rows, (size_t)p->head_dim_v);
         size_t rows_all = 0;
         if (!mh_mul_size(g.n_tasks, g.rows, &rows_all)) ws->overflow = 1;
         out->store_floats = rows_all <= STORE_BUDGET / sizeof(float) / STORE_KEYS ? rows_all * STORE_KEYS
@@ -190,8 +184,8 @@ typedef struct call {
     geom g;
     call_ws cw;
     int materialise;
-    size_t n_split;
-    int stored;   /* two-pass: pass 2 reads pass 1's scores from cw.store */
+    mh_split_kv split; /* two-pass: key chunks per task, their statistics and outputs */
+    int stored;        /* two-pass: pass 2 reads pass 1's tiles from cw.store */
     float scale;
     long next[2]; /* dynamic schedules of the two passes */
 } call;
@@ -466,72 +460,53 @@ static void run_materialised(const call* c, size_t ti, scratch* sc) {
     store_output(c, &t, sc->o);
 }
 
-/* Keys [lo, hi) of chunk ci of a task. */
-static void chunk_range(const call* c, const task* t, size_t ci, int64_t* lo, int64_t* hi) {
-    const int64_t tk = (int64_t)c->g.tk, n = (int64_t)c->n_split;
-    const int64_t chunk = ((t->j_end + n - 1) / n + tk - 1) / tk * tk;
-    *lo = (int64_t)ci * chunk;
-    *hi = *lo + chunk < t->j_end ? *lo + chunk : t->j_end;
-    if (*hi < *lo) *hi = *lo;
-}
-
-static float* partial_at(const call* c, size_t ti, size_t ci) {
-    return c->cw.partials + (ti * MAX_SPLIT + ci) * partial_floats(&c->g, c->p);
-}
-
 /* Task ti's store (store_floats), or NULL when pass 2 recomputes. */
 static float* stored_at(const call* c, size_t ti) { return c->stored ? c->cw.store + ti * store_floats(&c->g) : NULL; }
 
-/* Pass 1 of chunk ci: its softmax statistics into its partial. */
-static void pass_stats(const call* c, size_t item, scratch* sc) {
-    const size_t ti = item / c->n_split, ci = item % c->n_split;
-    const task t = make_task(c, ti);
+/* Work item `item` of a two-pass call: chunk ci of task ti, keys [lo, hi), the worker's rows
+ * reset and the task's queries loaded. */
+typedef struct chunk {
+    size_t ti, ci;
+    task t;
     int64_t lo, hi;
-    chunk_range(c, &t, ci, &lo, &hi);
+} chunk;
+
+static chunk start_chunk(const call* c, size_t item, scratch* sc) {
+    chunk k;
+    k.ti = item / c->split.n_split, k.ci = item % c->split.n_split;
+    k.t = make_task(c, k.ti);
+    mh_split_chunk(&c->split, k.ci, 0, k.t.j_end, c->g.tk, &k.lo, &k.hi);
     reset_rows(c, sc);
-    load_queries(c, &t, sc);
-    stats_range(c, &t, lo, hi, stored_at(c, ti), sc);
-    float* part = partial_at(c, ti, ci);
+    load_queries(c, &k.t, sc);
+    return k;
+}
+
+/* Pass 1 of a chunk: its softmax statistics into its partial. */
+static void pass_stats(const call* c, size_t item, scratch* sc) {
+    const chunk k = start_chunk(c, item, sc);
+    stats_range(c, &k.t, k.lo, k.hi, stored_at(c, k.ti), sc);
+    float* part = mh_split_partial(&c->split, k.ti, k.ci);
     memcpy(part, sc->m, c->g.rows * sizeof(float));
     memcpy(part + c->g.rows, sc->l, c->g.rows * sizeof(float));
 }
 
-/* The task's softmax statistics from its chunks' partials, merged in order into sc->m/l. */
-static void merge_stats(const call* c, size_t ti, scratch* sc) {
-    const size_t rows = c->g.rows;
-    for (size_t r = 0; r < rows; r++) sc->m[r] = -INFINITY, sc->l[r] = 0.0f;
-    for (size_t ci = 0; ci < c->n_split; ci++) {
-        const float* part = partial_at(c, ti, ci);
-        for (size_t r = 0; r < rows; r++) {
-            const float pm = part[r], pl = part[rows + r];
-            if (pm == -INFINITY) continue;
-            const float mx = pm > sc->m[r] ? pm : sc->m[r];
-            sc->l[r] = sc->l[r] * expf(sc->m[r] - mx) + pl * expf(pm - mx);
-            sc->m[r] = mx;
-        }
-    }
-}
-
-/* Pass 2 of chunk ci: its share of the output, with the task's merged statistics, into its
+/* Pass 2 of a chunk: its share of the output, with the task's merged statistics, into its
  * partial. */
 static void pass_output(const call* c, size_t item, scratch* sc) {
-    const size_t ti = item / c->n_split, ci = item % c->n_split;
-    const task t = make_task(c, ti);
-    int64_t lo, hi;
-    chunk_range(c, &t, ci, &lo, &hi);
-    reset_rows(c, sc);
-    merge_stats(c, ti, sc);
-    load_queries(c, &t, sc);
-    output_range(c, &t, lo, hi, stored_at(c, ti), sc);
-    memcpy(partial_at(c, ti, ci) + 2 * c->g.rows, sc->o, c->g.rows * (size_t)c->p->head_dim_v * sizeof(float));
+    const chunk k = start_chunk(c, item, sc);
+    mh_split_merge_stats(&c->split, k.ti, sc->m, sc->l);
+    output_range(c, &k.t, k.lo, k.hi, stored_at(c, k.ti), sc);
+    memcpy(mh_split_partial(&c->split, k.ti, k.ci) + 2 * c->g.rows, sc->o,
+           c->g.rows * (size_t)c->p->head_dim_v * sizeof(float));
 }
 
-/* Sums the task's chunk outputs in order and writes them. */
+/* Sums the task's chunk outputs in order (each is already normalised by the whole row's
+ * statistics) and writes them. */
 static void finish_two_pass(const call* c, size_t ti) {
     const size_t n = c->g.rows * (size_t)c->p->head_dim_v;
-    float* acc = partial_at(c, ti, 0) + 2 * c->g.rows;
-    for (size_t ci = 1; ci < c->n_split; ci++) {
-        const float* part = partial_at(c, ti, ci) + 2 * c->g.rows;
+    float* acc = mh_split_partial(&c->split, ti, 0) + 2 * c->g.rows;
+    for (size_t ci = 1; ci < c->split.n_split; ci++) {
+        const float* part = mh_split_partial(&c->split, ti, ci) + 2 * c->g.rows;
         for (size_t e = 0; e < n; e++) acc[e] += part[e];
     }
     const task t = make_task(c, ti);
@@ -566,7 +541,7 @@ static void worker(void* arg, int tid, int nth) {
         for (long ti; (ti = mh_next_item(&c->next[0])) < (long)c->g.n_tasks;) run_materialised(c, (size_t)ti, &sc);
         return;
     }
-    const long n_items = (long)(c->g.n_tasks * c->n_split);
+    const long n_items = (long)(c->g.n_tasks * c->split.n_split);
     for (long item; (item = mh_next_item(&c->next[0])) < n_items;) pass_stats(c, (size_t)item, &sc);
     mh_barrier(nth);
     for (long item; (item = mh_next_item(&c->next[1])) < n_items;) pass_output(c, (size_t)item, &sc);
@@ -582,16 +557,14 @@ void mh_dcmha_attention(const mh_kernels* k, int threads, const mh_dcmha_problem
     c.g = make_geom(k, p, materialise);
     mh_ws layout = mh_ws_begin(ws_base);
     call_layout(k, threads, p, materialise, &layout, &c.cw);
-    c.n_split = 1;
-    if (!materialise && c.g.n_qt == 1) { /* decode shape: split the keys (by the shapes only) */
-        const size_t n = (size_t)p->n_kv / SPLIT_KEYS;
-        c.n_split = n < 1 ? 1 : n > MAX_SPLIT ? MAX_SPLIT : n;
-    }
-    size_t unit = 0;
-    c.stored = !materialise && mh_mul_size(c.g.rows, c.g.m_pad + c.g.n_tiles, &unit) &&
+    /* decode shape: split the keys (by the shapes only) */
+    c.split = mh_split_plan(c.cw.partials, c.g.rows, (size_t)p->head_dim_v,
+                            materialise ? 1 : mh_split_count(c.g.n_qt, NULL, p->n_kv));
+    size_t unit = 0; /* store_floats, checked: M is unbounded here */
+    c.stored = !materialise && mh_mul_size(c.g.n_tiles, c.g.hg * c.g.hs + c.g.rows, &unit) &&
                unit <= c.cw.store_floats / c.g.n_tasks;
     c.scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim_qk);
     const double flops = 2.0 * (double)p->batch * p->n_q * p->n_kv * p->n_heads *
                          (p->head_dim_qk + p->head_dim_v + 4.0 * p->rank + 2.0);
-    mh_parallel(mh_workers(threads, c.g.n_tasks * c.n_split, flops), worker, &c);
+    mh_parallel(mh_workers(threads, c.g.n_tasks * c.split.n_split, flops), worker, &c);
 }

@@ -4,7 +4,7 @@
 #include <string.h>
 
 size_t mh_split_count(size_t n_query_tiles, const mh_attn_options* opt, int n_kv) {
-    if (n_query_tiles != 1 || opt->probs) return 1;
+    if (n_query_tiles != 1 || (opt && opt->probs)) return 1;
     const size_t n = (size_t)n_kv / MH_SPLIT_KEYS;
     return n < 1 ? 1 : n > MH_SPLIT_MAX ? MH_SPLIT_MAX : n;
 }
@@ -29,13 +29,25 @@ void mh_split_chunk(const mh_split_kv* s, size_t ci, int64_t j_begin, int64_t j_
     *hi = h > l ? h : l;
 }
 
-static float* partial_at(const mh_split_kv* s, size_t ti, size_t ci) {
+float* mh_split_partial(const mh_split_kv* s, size_t ti, size_t ci) {
     return s->partials + (ti * MH_SPLIT_MAX + ci) * s->per_partial;
+}
+
+/* Folds a chunk's (pm, pl) into the running (m, l) of one row; *a and *b are the factors the
+ * running and the chunk's accumulators take (a = 0 when m was -inf). 0 when the chunk kept
+ * nothing (pm = -inf). */
+static int combine(float* m, float* l, float pm, float pl, float* a, float* b) {
+    if (pm == -INFINITY) return 0;
+    const float mx = pm > *m ? pm : *m;
+    *a = expf(*m - mx), *b = expf(pm - mx);
+    *l = *l * *a + pl * *b;
+    *m = mx;
+    return 1;
 }
 
 void mh_split_store(const mh_split_kv* s, size_t ti, size_t ci, const float* m, const float* l,
                     const float* acc) {
-    float* part = partial_at(s, ti, ci);
+    float* part = mh_split_partial(s, ti, ci);
     memcpy(part, m, s->rows * sizeof(float));
     memcpy(part + s->rows, l, s->rows * sizeof(float));
     memcpy(part + 2 * s->rows, acc, s->rows * s->dv * sizeof(float));
@@ -43,21 +55,26 @@ void mh_split_store(const mh_split_kv* s, size_t ti, size_t ci, const float* m, 
 
 float* mh_split_merge(const mh_split_kv* s, size_t ti) {
     const size_t rows = s->rows, dv = s->dv;
-    float* base = partial_at(s, ti, 0);
+    float* base = mh_split_partial(s, ti, 0);
     float *m = base, *l = base + rows, *acc = base + 2 * rows;
     for (size_t ci = 1; ci < s->n_split; ci++) {
         const float* pm = base + ci * s->per_partial;
         const float *pl = pm + rows, *pacc = pm + 2 * rows;
-        for (size_t r = 0; r < rows; r++) {
-            if (pm[r] == -INFINITY) continue;
-            const float mx = pm[r] > m[r] ? pm[r] : m[r];
-            const float a = expf(m[r] - mx), b = expf(pm[r] - mx); /* a = 0 when m[r] = -inf */
-            for (size_t d = 0; d < dv; d++) acc[r * dv + d] = acc[r * dv + d] * a + pacc[r * dv + d] * b;
-            l[r] = l[r] * a + pl[r] * b;
-            m[r] = mx;
-        }
+        float a, b;
+        for (size_t r = 0; r < rows; r++)
+            if (combine(&m[r], &l[r], pm[r], pl[r], &a, &b))
+                for (size_t d = 0; d < dv; d++) acc[r * dv + d] = acc[r * dv + d] * a + pacc[r * dv + d] * b;
     }
     return base;
+}
+
+void mh_split_merge_stats(const mh_split_kv* s, size_t ti, float* m, float* l) {
+    for (size_t r = 0; r < s->rows; r++) m[r] = -INFINITY, l[r] = 0.0f;
+    for (size_t ci = 0; ci < s->n_split; ci++) {
+        const float* pm = mh_split_partial(s, ti, ci);
+        float a, b;
+        for (size_t r = 0; r < s->rows; r++) combine(&m[r], &l[r], pm[r], pm[s->rows + r], &a, &b);
+    }
 }
 
 float mh_fold_sink(float* m, float* l, float sink) {

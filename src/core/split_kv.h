@@ -1,5 +1,6 @@
 /*
- * Split-KV decode, shared by the attention drivers (core/attention.c, core/shared_key_attention.c).
+ * Split-KV decode, shared by the attention drivers (core/attention.c, core/shared_key_attention.c,
+ * core/dcmha_attention.c).
  *
  * A decode-shaped call (one query tile) cuts each task's key range into up to MH_SPLIT_MAX
  * chunks of at least MH_SPLIT_KEYS keys, so a single task can use every thread. Each chunk
@@ -27,7 +28,8 @@ typedef struct mh_split_kv {
     size_t n_split;     /* chunks per task this call uses (1: no split) */
 } mh_split_kv;
 
-/* Chunks per task: 1 unless the call has a single query tile and writes no probabilities. */
+/* Chunks per task: 1 unless the call has a single query tile and writes no probabilities (opt
+ * may be NULL: no options). */
 size_t mh_split_count(size_t n_query_tiles, const mh_attn_options* opt, int n_kv);
 
 /* Carves (or measures) room for the partial states of `tasks` tasks at the most chunks, so
@@ -46,9 +48,17 @@ void mh_split_chunk(const mh_split_kv* s, size_t ci, int64_t j_begin, int64_t j_
 void mh_split_store(const mh_split_kv* s, size_t ti, size_t ci, const float* m, const float* l,
                     const float* acc);
 
+/* Chunk ci of task ti: m [rows], l [rows], acc [rows][dv], for a driver that saves them apart. */
+float* mh_split_partial(const mh_split_kv* s, size_t ti, size_t ci);
+
 /* Merges task ti's chunks in order into its chunk 0 (log-sum-exp rescaling) and returns that
  * state: m at [0, rows), l at [rows, 2 rows), acc [rows][dv] after them. */
 float* mh_split_merge(const mh_split_kv* s, size_t ti);
+
+/* The softmax statistics alone: task ti's chunks' (m, l) merged in the same order into m, l
+ * [rows]; the partials are only read, so every chunk's worker may call it at once (a driver
+ * whose chunks need the whole row's statistics before their outputs, e.g. DCMHA). */
+void mh_split_merge_stats(const mh_split_kv* s, size_t ti, float* m, float* l);
 
 /* Folds a sink logit into a finished row's (m, l), m > -inf; returns the factor the row's
  * unnormalised output must be scaled by (1 unless the sink became the max). */
