@@ -51,7 +51,7 @@ void blas_attention(const mh_attn_problem& p, bool causal, float* S) {
             const float* qh = Q + b * p.q.stride_batch + h * p.q.stride_head;
             const float* kh = K + b * p.k.stride_batch + (h / g) * p.k.stride_head;
             const float* vh = V + b * p.v.stride_batch + (h / g) * p.v.stride_head;
-            float* oh = p.o + b * p.o_stride_batch + h * p.o_stride_head;
+            float* oh = p.o.data + b * p.o.stride_batch + h * p.o.stride_head;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, M, D, scale, qh, static_cast<int>(p.q.stride_token), kh,
                         static_cast<int>(p.k.stride_token), 0.0f, S, M);
             for (int i = 0; i < N; i++) {
@@ -69,7 +69,7 @@ void blas_attention(const mh_attn_problem& p, bool causal, float* S) {
                 for (int j = keep; j < M; j++) s[j] = 0.0f;
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, Dv, M, 1.0f, S, M, vh,
-                        static_cast<int>(p.v.stride_token), 0.0f, oh, static_cast<int>(p.o_stride_token));
+                        static_cast<int>(p.v.stride_token), 0.0f, oh, static_cast<int>(p.o.stride_token));
         }
     }
 }
@@ -110,10 +110,10 @@ void blas_layer_forward(const LayerWeights& w, int batch, int n_q, int n_kv, con
     p.k = {K, static_cast<ptrdiff_t>(n_kv) * Hkv * D, static_cast<ptrdiff_t>(Hkv) * D, D};
     p.v = {V, static_cast<ptrdiff_t>(n_kv) * Hkv * Dv, static_cast<ptrdiff_t>(Hkv) * Dv, Dv};
     p.k_dtype = p.v_dtype = MH_DTYPE_F32;
-    p.o = A;
-    p.o_stride_batch = static_cast<ptrdiff_t>(n_q) * H * Dv;
-    p.o_stride_token = static_cast<ptrdiff_t>(H) * Dv;
-    p.o_stride_head = Dv;
+    p.o.data = A;
+    p.o.stride_batch = static_cast<ptrdiff_t>(n_q) * H * Dv;
+    p.o.stride_token = static_cast<ptrdiff_t>(H) * Dv;
+    p.o.stride_head = Dv;
     blas_attention(p, causal, S);
     project(A, static_cast<int>(BN), H * Dv, w.wo.data(), w.bo, w.d_model, out);
 }

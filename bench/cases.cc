@@ -443,10 +443,10 @@ private:
             p.k = {copy_at(0, ci), kv_sb, kv_st, kv_sh};
             p.v = {copy_at(1, ci), kv_sb, kv_st, kv_sh};
             p.k_dtype = p.v_dtype = c_.kv_dtype;
-            p.o = o_.as<float>();
-            p.o_stride_batch = static_cast<ptrdiff_t>(N) * H * Dw;
-            p.o_stride_token = static_cast<ptrdiff_t>(H) * Dw;
-            p.o_stride_head = Dw;
+            p.o.data = o_.as<float>();
+            p.o.stride_batch = static_cast<ptrdiff_t>(N) * H * Dw;
+            p.o.stride_token = static_cast<ptrdiff_t>(H) * Dw;
+            p.o.stride_head = Dw;
         }
         opt_ = mh_attn_options_default();
         opt_.causal = 1;

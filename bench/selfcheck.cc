@@ -220,7 +220,7 @@ void check_oracle() {
         p.k = {k.data(), Hkv * hs, D, hs};
         p.v = {v.data(), Hkv * hs, D, hs};
         p.k_dtype = p.v_dtype = MH_DTYPE_F16;
-        p.o = o.data(), p.o_stride_batch = N * H * D, p.o_stride_token = H * D, p.o_stride_head = D;
+        p.o.data = o.data(), p.o.stride_batch = N * H * D, p.o.stride_token = H * D, p.o.stride_head = D;
         mh_attn_options opt = mh_attn_options_default();
         opt.causal = 1;
         size_t wsb = 0;

@@ -18,7 +18,7 @@ set(MH_KERNEL_SOURCES
   src/kernels/scalar/f32_gemm_scalar.c
   src/kernels/scalar/attention_direct_scalar.c
   src/kernels/scalar/f32_softmax_scalar.c
-  src/kernels/scalar/dcmha_compose_scalar.c
+  src/kernels/scalar/head_mix_scalar.c
   src/kernels/scalar/table_scalar.c)
 set(MH_KERNEL_OBJECT_LIBS)
 set(MH_ISA_DEFINITIONS)
@@ -55,7 +55,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
         src/kernels/x86/avx2/attention_direct_avx2.c
         src/kernels/x86/avx2/softmax_avx2.c
         src/kernels/x86/avx2/convert_avx2.c
-        src/kernels/x86/avx2/dcmha_compose_avx2.c
+        src/kernels/x86/avx2/head_mix_avx2.c
         src/kernels/x86/avx2/table_avx2.c)
   endif()
   if(MH_ENABLE_AVX512)
@@ -66,7 +66,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
         src/kernels/x86/avx512/attention_direct_avx512.c
         src/kernels/x86/avx512/softmax_avx512.c
         src/kernels/x86/avx512/convert_avx512.c
-        src/kernels/x86/avx512/dcmha_compose_avx512.c
+        src/kernels/x86/avx512/head_mix_avx512.c
         src/kernels/x86/avx512/table_avx512.c)
   endif()
 endif()
@@ -81,7 +81,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
         src/kernels/arm/neon/attention_direct_neon.c
         src/kernels/arm/neon/softmax_neon.c
         src/kernels/arm/neon/convert_neon.c
-        src/kernels/arm/neon/dcmha_compose_neon.c
+        src/kernels/arm/neon/head_mix_neon.c
         src/kernels/arm/neon/table_neon.c)
   endif()
   if(MH_ENABLE_SVE)
@@ -92,7 +92,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
         src/kernels/arm/sve/attention_direct_sve.c
         src/kernels/arm/sve/softmax_sve.c
         src/kernels/arm/sve/convert_sve.c
-        src/kernels/arm/sve/dcmha_compose_sve.c
+        src/kernels/arm/sve/head_mix_sve.c
         src/kernels/arm/sve/table_sve.c)
   endif()
 endif()

@@ -109,6 +109,14 @@ typedef struct mh_tensor {
     ptrdiff_t stride_head;
 } mh_tensor;
 
+/* The same view of an f32 output, written. */
+typedef struct mh_tensor_out {
+    float* data;
+    ptrdiff_t stride_batch;
+    ptrdiff_t stride_token;
+    ptrdiff_t stride_head;
+} mh_tensor_out;
+
 /* ------------------------------------------------------------------ masks and score options */
 /*
  * Scores are built in this order, for query i (absolute position p) and key j:
@@ -165,8 +173,7 @@ typedef struct mh_attn_problem {
     float scale;                   /* 0 = 1/sqrt(Dqk) */
     mh_tensor q, k, v;
     mh_dtype k_dtype, v_dtype;     /* q is always f32 */
-    float* o;
-    ptrdiff_t o_stride_batch, o_stride_token, o_stride_head;
+    mh_tensor_out o;
 } mh_attn_problem;
 
 /* Workspace bytes mh_attention needs for this problem with this context. */

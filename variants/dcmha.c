@@ -14,6 +14,9 @@
 #include "core/dcmha_attention.h"
 #include "dcmha.h"
 
+/* The composition runs on the head-mix kernels, whose rank bound is their own. */
+_Static_assert(MH_DCMHA_MAX_RANK <= MH_HEAD_MIX_MAX_RANK, "DCMHA ranks beyond the head-mix kernels");
+
 static mh_status resolve(mh_layer_config* c) {
     mh_dcmha_config* d = &c->dcmha;
     if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;

@@ -133,7 +133,7 @@ static mh_attn_problem problem(const mh_layer* L, int B, int N, int M, const buf
     p.k = (mh_tensor){b->k, M * kw, kw, c->head_dim};
     p.v = (mh_tensor){b->v, M * vw, vw, c->head_dim_v};
     p.k_dtype = p.v_dtype = MH_DTYPE_F32;
-    p.o = b->o, p.o_stride_batch = N * ow, p.o_stride_token = ow, p.o_stride_head = dv;
+    p.o = (mh_tensor_out){b->o, N * ow, ow, dv};
     return p;
 }
 

@@ -175,7 +175,7 @@ static mh_attn_problem problem(const mh_layer* L, int B, int N, int M, int heads
     p.k = (mh_tensor){NULL, M * kvd, kvd, c->head_dim};
     p.v = (mh_tensor){NULL, M * kvdv, kvdv, c->head_dim_v};
     p.k_dtype = p.v_dtype = MH_DTYPE_F32;
-    p.o_stride_batch = N * hdv, p.o_stride_token = hdv, p.o_stride_head = c->head_dim_v;
+    p.o = (mh_tensor_out){NULL, N * hdv, hdv, c->head_dim_v};
     return p;
 }
 
@@ -347,7 +347,7 @@ void mh_moh_decode_routed(const mh_layer* L, struct mh_kv_cache* cache, int B, i
         for (size_t h = 0; h < H; h++)
             if (b.gate[r * H + h] != 0.0f) b.kv_active[(r / (size_t)n) * (size_t)c->n_kv_heads + h / group] = 1;
 
-    p.q.data = b.q, p.o = b.o;
+    p.q.data = b.q, p.o.data = b.o;
     mh_kv_cache_views(cache, &p.k, &p.v);
     p.k_dtype = p.v_dtype = cache->dtype;
     const mh_core_extra ex = {NULL, b.kv_active, NULL, NULL};

@@ -26,8 +26,8 @@ static void gated_attention(const mh_context* ctx, const mh_attn_problem* p,
     for (size_t r = 0; r < B * N; r++)
         for (size_t h = 0; h < H; h++)
             if (opt->head_gates[r * H + h] == 0.0f)
-                memset(p->o + (ptrdiff_t)(r / N) * p->o_stride_batch + (ptrdiff_t)(r % N) * p->o_stride_token +
-                       (ptrdiff_t)h * p->o_stride_head, 0, dv * sizeof(float));
+                memset(p->o.data + (ptrdiff_t)(r / N) * p->o.stride_batch + (ptrdiff_t)(r % N) * p->o.stride_token +
+                       (ptrdiff_t)h * p->o.stride_head, 0, dv * sizeof(float));
     mh_gathered_attend(ctx->kernels, ctx->num_threads, p, opt, 1, &g, NULL, NULL);
 }
 

@@ -80,12 +80,12 @@ mh_status mh_validate_problem(const mh_attn_problem* p) {
         return MH_ERR_INVALID_ARGUMENT;
     if (p->n_heads % p->n_kv_heads != 0) return MH_ERR_INVALID_ARGUMENT;
     if (!valid_dtype(p->k_dtype) || !valid_dtype(p->v_dtype)) return MH_ERR_INVALID_ARGUMENT;
-    if (!isfinite(p->scale) || !p->o) return MH_ERR_INVALID_ARGUMENT;
+    if (!isfinite(p->scale) || !p->o.data) return MH_ERR_INVALID_ARGUMENT;
     mh_status st;
     if ((st = check_view(&p->q, p->batch, p->n_q, p->n_heads, p->head_dim_qk)) != MH_OK) return st;
     if ((st = check_view(&p->k, p->batch, p->n_kv, p->n_kv_heads, p->head_dim_qk)) != MH_OK) return st;
     if ((st = check_view(&p->v, p->batch, p->n_kv, p->n_kv_heads, p->head_dim_v)) != MH_OK) return st;
-    mh_tensor o = {p->o, p->o_stride_batch, p->o_stride_token, p->o_stride_head};
+    mh_tensor o = {p->o.data, p->o.stride_batch, p->o.stride_token, p->o.stride_head};
     if ((st = check_view(&o, p->batch, p->n_q, p->n_heads, p->head_dim_v)) != MH_OK) return st;
     return view_disjoint(&o, p->batch, p->n_q, p->n_heads, p->head_dim_v) ? MH_OK
                                                                           : MH_ERR_INVALID_ARGUMENT;

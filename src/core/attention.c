@@ -355,8 +355,8 @@ static void finish(const mh_attn_problem* p, const mh_attn_options* opt, const t
     const float* sinks = opt->sinks ? opt->sinks + c->h0 : NULL;
     for (size_t r = 0; r < c->rows; r++) {
         const size_t hh = r / c->t.nr, ii = r % c->t.nr;
-        float* dst = p->o + c->t.b * p->o_stride_batch + task_token(c, ii) * p->o_stride_token +
-                     (ptrdiff_t)(c->h0 + (int)hh) * p->o_stride_head;
+        float* dst = p->o.data + c->t.b * p->o.stride_batch + task_token(c, ii) * p->o.stride_token +
+                     (ptrdiff_t)(c->h0 + (int)hh) * p->o.stride_head;
         const float* acc = acc_base + r * dv;
         if (m[r] == -INFINITY) {
             memset(dst, 0, dv * sizeof(float));

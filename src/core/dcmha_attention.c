@@ -3,7 +3,7 @@
  * normalised probabilities of heads with different normalisers, so the online softmax of
  * attention.c does not apply; a task runs two passes over its keys, key tile by key tile:
  *   pass 1: Q.K^T for all Hg heads of its group, pre-composition across heads (kernel
- *           dcmha_compose), the mask, then softmax_tile: the tile becomes exp(s - running max)
+ *           head_mix), the mask, then softmax_tile: the tile becomes exp(s - running max)
  *           and the running max/sum advance;
  *   pass 2: with each row's final max m and sum l, the tile's exponentials times
  *           exp(running max - m) / l (the composition's per-row input scale) are post-composed
@@ -323,7 +323,7 @@ static void pv_tile(const call* c, const task* t, int64_t j0, size_t nc, scratch
 
 /* The factors of branch `post` (0 = pre, 1 = post) for query row i of the task and the keys
  * of the layout tile starting at jt, from key jt + off. */
-static mh_compose_factors factors(const call* c, const task* t, int post, size_t i, size_t jt, size_t off) {
+static mh_head_mix_factors factors(const call* c, const task* t, int post, size_t i, size_t jt, size_t off) {
     const mh_dcmha_problem* p = c->p;
     const size_t hg = c->g.hg, R = (size_t)p->rank, fb = c->g.fb, br = p->kf.branch;
     const float* qrow = p->qf.data + (ptrdiff_t)t->b * p->qf.stride_batch +
@@ -332,7 +332,7 @@ static mh_compose_factors factors(const call* c, const task* t, int post, size_t
     const size_t n = min_size(MH_DCMHA_KEY_TILE, p->kf.cols - jt);
     const float* kw = p->kf.data + (ptrdiff_t)t->b * p->kf.stride_batch + jt * 2 * br +
                       ((post ? br : 0) + t->grp * fb) * n + off;
-    mh_compose_factors f = {hg, R, qrow, qrow + R * hg, qrow + 2 * R * hg, NULL,
+    mh_head_mix_factors f = {hg, R, qrow, qrow + R * hg, qrow + 2 * R * hg, NULL,
                             kw, kw + R * hg * n, kw + 2 * R * hg * n, n};
     if (p->wb) f.wb = p->wb + ((size_t)post * (size_t)p->groups + t->grp) * hg * hg;
     return f;
@@ -346,8 +346,8 @@ static void compose_row(const call* c, const task* t, int post, size_t i, int64_
     for (size_t done = 0; done < nc;) {
         const size_t j = (size_t)j0 + done, jt = j / MH_DCMHA_KEY_TILE * MH_DCMHA_KEY_TILE;
         const size_t len = min_size(jt + MH_DCMHA_KEY_TILE - j, nc - done);
-        const mh_compose_factors f = factors(c, t, post, i, jt, j - jt);
-        c->k->dcmha_compose(&f, len, a + done, lda, ascale, out + done, ldo);
+        const mh_head_mix_factors f = factors(c, t, post, i, jt, j - jt);
+        c->k->head_mix(&f, len, a + done, lda, ascale, out + done, ldo);
         done += len;
     }
 }

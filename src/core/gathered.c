@@ -9,8 +9,7 @@ static mh_attn_problem one_head(const mh_attn_problem* p, int n) {
     const ptrdiff_t dqk = p->head_dim_qk, dv = p->head_dim_v;
     q.batch = 1, q.n_q = n, q.n_heads = 1, q.n_kv_heads = 1;
     q.q = (mh_tensor){NULL, n * dqk, dqk, dqk};
-    q.o = NULL;
-    q.o_stride_batch = n * dv, q.o_stride_token = dv, q.o_stride_head = dv;
+    q.o = (mh_tensor_out){NULL, n * dv, dv, dv};
     return q;
 }
 
@@ -71,12 +70,12 @@ void mh_gathered_attend(const mh_kernels* k, int threads, const mh_attn_problem*
             q.v.data = mh_dtype_at(p->v.data, p->v_dtype, s * p->v.stride_batch + kvh * p->v.stride_head);
             if (qg) {
                 q.q.data = qg + (size_t)e0 * dqk;
-                q.o = og + (size_t)e0 * dv;
+                q.o.data = og + (size_t)e0 * dv;
             } else { /* in place: the token rows of p->q and p->o at (s, h) */
                 q.q = p->q;
                 q.q.data = (const float*)p->q.data + s * p->q.stride_batch + h * p->q.stride_head;
-                q.o = p->o + s * p->o_stride_batch + h * p->o_stride_head;
-                q.o_stride_token = p->o_stride_token;
+                q.o = p->o;
+                q.o.data = p->o.data + s * p->o.stride_batch + h * p->o.stride_head;
             }
             mh_attn_options o = *opt;
             o.kv_len = opt->kv_len ? opt->kv_len + s : NULL;

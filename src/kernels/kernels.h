@@ -14,21 +14,26 @@
 
 #include "multihead.h"
 
-/* The factors of one DCMHA composition over a group of g heads, rank <= MH_DCMHA_MAX_RANK,
- * for one query row and a run of keys (key-side factors key-contiguous, rows ldk apart):
+/* Largest rank a head-mix kernel takes (its register/stack blocking is sized by it). A
+ * variant whose own rank bound is larger cannot use these kernels. */
+#define MH_HEAD_MIX_MAX_RANK 8
+
+/* The factors of one cross-head mix (DCMHA's composition) over a group of g heads,
+ * rank <= MH_HEAD_MIX_MAX_RANK, for one query row and a run of keys (key-side factors
+ * key-contiguous, rows ldk apart):
  *   a'[m][c] = a[m * lda + c] * (ascale ? ascale[m] : 1)
  *   out[n * ldo + c] = a'[n][c] * ((1 + qdd[n]) + kdd[n * ldk + c])
  *       + sum_r qw2[r * g + n] * (sum_m qw1[r * g + m] * a'[m][c])
  *       + sum_r kw2[(r * g + n) * ldk + c] * (sum_m kw1[(r * g + m) * ldk + c] * a'[m][c])
  *       + (wb ? sum_m wb[m * g + n] * a'[m][c] : 0)
  * for n < g, c < cols (sums over m ascending, then r ascending; terms added in this order). */
-typedef struct mh_compose_factors {
+typedef struct mh_head_mix_factors {
     size_t g, rank;
     const float *qw1, *qw2, *qdd; /* the query's [R][g], [R][g], [g] */
     const float* wb;              /* static [g][g] (in head m, out head n), or NULL */
     const float *kw1, *kw2, *kdd; /* the keys' [R][g][ldk], [R][g][ldk], [g][ldk] */
     size_t ldk;
-} mh_compose_factors;
+} mh_head_mix_factors;
 
 typedef struct mh_kernels {
     mh_isa isa;
@@ -77,9 +82,9 @@ typedef struct mh_kernels {
     size_t attn_block_rows;
     size_t attn_kv_tile;
 
-    /* ---- DCMHA cross-head composition of one query row (variants/dcmha.c, docs/variants.md
-     * "DCMHA"): see mh_compose_factors. out must not overlap a. */
-    void (*dcmha_compose)(const struct mh_compose_factors* f, size_t cols, const float* a,
+    /* ---- cross-head mix of one query row (DCMHA's composition, docs/variants.md "DCMHA"):
+     * see mh_head_mix_factors. out must not overlap a. */
+    void (*head_mix)(const struct mh_head_mix_factors* f, size_t cols, const float* a,
                           size_t lda, const float* ascale, float* out, size_t ldo);
 
     /* ---- storage conversions (round to nearest even on the way down). */

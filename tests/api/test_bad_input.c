@@ -176,9 +176,9 @@ static void test_attention_pointers(attn_env* e) {
     expect_attn(e, "attention: NULL k", e->ctx, &p, &e->opt, MH_ERR_INVALID_ARGUMENT);
     p = e->t.p, p.v.data = NULL;
     expect_attn(e, "attention: NULL v", e->ctx, &p, &e->opt, MH_ERR_INVALID_ARGUMENT);
-    p = e->t.p, p.o = NULL;
+    p = e->t.p, p.o.data = NULL;
     expect_attn(e, "attention: NULL o", e->ctx, &p, &e->opt, MH_ERR_INVALID_ARGUMENT);
-    p = e->t.p, p.o = NULL;
+    p = e->t.p, p.o.data = NULL;
     expect_attn(e, "attention: NULL o, opt NULL", e->ctx, &p, NULL, MH_ERR_INVALID_ARGUMENT);
 
     check_status("attention: workspace_size with NULL bytes",
@@ -255,9 +255,9 @@ static void test_attention_strides(attn_env* e) {
         {"v.stride_batch", offsetof(mh_attn_problem, v) + offsetof(mh_tensor, stride_batch)},
         {"v.stride_token", offsetof(mh_attn_problem, v) + offsetof(mh_tensor, stride_token)},
         {"v.stride_head", offsetof(mh_attn_problem, v) + offsetof(mh_tensor, stride_head)},
-        {"o_stride_batch", offsetof(mh_attn_problem, o_stride_batch)},
-        {"o_stride_token", offsetof(mh_attn_problem, o_stride_token)},
-        {"o_stride_head", offsetof(mh_attn_problem, o_stride_head)},
+        {"o_stride_batch", offsetof(mh_attn_problem, o.stride_batch)},
+        {"o_stride_token", offsetof(mh_attn_problem, o.stride_token)},
+        {"o_stride_head", offsetof(mh_attn_problem, o.stride_head)},
     };
     static const ptrdiff_t negative[] = {-1, -64, PTRDIFF_MIN};
     for (size_t s = 0; s < sizeof strides / sizeof strides[0]; s++) {
@@ -294,7 +294,7 @@ static void test_attention_overflow(attn_env* e) {
     p = *base;
     p.batch = INT_MAX, p.n_q = INT_MAX;
     p.q.stride_token = H * D, p.q.stride_batch = (ptrdiff_t)INT_MAX * H * D;
-    p.o_stride_token = H * Dv, p.o_stride_batch = (ptrdiff_t)INT_MAX * H * Dv;
+    p.o.stride_token = H * Dv, p.o.stride_batch = (ptrdiff_t)INT_MAX * H * Dv;
     expect_attn(e, "attention: batch = n_q = INT_MAX", e->ctx, &p, &opt, MH_ERR_SIZE_OVERFLOW);
     expect_attn(e, "attention: batch = n_q = INT_MAX, opt NULL", e->ctx, &p, NULL, MH_ERR_SIZE_OVERFLOW);
 
@@ -319,15 +319,15 @@ static void test_attention_overflow(attn_env* e) {
     p.q.stride_batch = p.q.stride_token = p.q.stride_head = 0;
     p.k.stride_batch = p.k.stride_token = p.k.stride_head = 0;
     p.v.stride_batch = p.v.stride_token = p.v.stride_head = 0;
-    p.o_stride_head = p.head_dim_v, p.o_stride_token = (ptrdiff_t)p.n_heads * p.head_dim_v;
-    p.o_stride_batch = 0;
+    p.o.stride_head = p.head_dim_v, p.o.stride_token = (ptrdiff_t)p.n_heads * p.head_dim_v;
+    p.o.stride_batch = 0;
     expect_attn(e, "attention: probs [1, H, INT_MAX, INT_MAX]", e->ctx, &p, &opt,
                 MH_ERR_SIZE_OVERFLOW);
 
     /* A view of O whose elements overlap (all strides 0) would make tasks write the same
      * elements: rejected. */
     p = *base;
-    p.o_stride_batch = p.o_stride_token = p.o_stride_head = 0;
+    p.o.stride_batch = p.o.stride_token = p.o.stride_head = 0;
     expect_attn(e, "attention: overlapping O view", e->ctx, &p, &opt, MH_ERR_INVALID_ARGUMENT);
 
     /* Broadcast views again, but the per-thread scratch (H/Hkv * q_tile rows of Dqk floats)
@@ -338,7 +338,7 @@ static void test_attention_overflow(attn_env* e) {
     p.q.stride_batch = p.q.stride_token = p.q.stride_head = 0;
     p.k.stride_batch = p.k.stride_token = p.k.stride_head = 0;
     p.v.stride_batch = p.v.stride_token = p.v.stride_head = 0;
-    p.o_stride_batch = 0, p.o_stride_token = 0, p.o_stride_head = 1;
+    p.o.stride_batch = 0, p.o.stride_token = 0, p.o.stride_head = 1;
     opt = mh_attn_options_default();
     expect_attn(e, "attention: workspace size overflows", e->ctx, &p, &opt, MH_ERR_SIZE_OVERFLOW);
 }

@@ -8,7 +8,7 @@
  *    the m x n corner;
  *  - softmax_tile: against a double online-softmax step, including -inf entries, all -inf
  *    rows, and rows whose running max is still -inf;
- *  - dcmha_compose: against double sums of the contract, with and without the per-head input
+ *  - head_mix: against double sums of the contract, with and without the per-head input
  *    scale and the static matrix; an all-zero key column (masked probabilities) composes to
  *    exactly 0; nothing is written past `cols`;
  *  - f32_to_f16 / f32_to_bf16: bitwise equal to the scalar round-to-nearest-even, including
@@ -220,12 +220,12 @@ static void compose(size_t g, size_t rank, size_t cols, int scaled, int with_wb)
     float *wb = randoms(g * g), *ascale = randoms(g), *out = malloc(g * ldo * sizeof(float));
     for (size_t m = 0; m < g; m++) a[m * lda + zc] = 0.0f;
     for (size_t i = 0; i < g * ldo; i++) out[i] = 1234.5f;
-    const mh_compose_factors f = {g, rank, qw1, qw2, qdd, with_wb ? wb : NULL, kw1, kw2, kdd, ldk};
-    K->dcmha_compose(&f, cols, a, lda, scaled ? ascale : NULL, out, ldo);
+    const mh_head_mix_factors f = {g, rank, qw1, qw2, qdd, with_wb ? wb : NULL, kw1, kw2, kdd, ldk};
+    K->head_mix(&f, cols, a, lda, scaled ? ascale : NULL, out, ldo);
     int ok = 1, zero = 1, tail = 1;
     for (size_t c = 0; c < cols; c++) {
-        double am[64], hq[MH_DCMHA_MAX_RANK] = {0}, hk[MH_DCMHA_MAX_RANK] = {0}, mq[MH_DCMHA_MAX_RANK] = {0},
-                                              mk[MH_DCMHA_MAX_RANK] = {0};
+        double am[64], hq[MH_HEAD_MIX_MAX_RANK] = {0}, hk[MH_HEAD_MIX_MAX_RANK] = {0}, mq[MH_HEAD_MIX_MAX_RANK] = {0},
+                                              mk[MH_HEAD_MIX_MAX_RANK] = {0};
         for (size_t m = 0; m < g; m++) am[m] = (double)a[m * lda + c] * (scaled ? ascale[m] : 1.0);
         for (size_t r = 0; r < rank; r++)
             for (size_t m = 0; m < g; m++) {
@@ -247,10 +247,10 @@ static void compose(size_t g, size_t rank, size_t cols, int scaled, int with_wb)
     for (size_t n = 0; n < g; n++)
         for (size_t c = cols; c < ldo; c++) tail = tail && out[n * ldo + c] == 1234.5f;
     char what[96];
-    snprintf(what, sizeof what, "dcmha_compose g %zu R %zu cols %zu scale %d wb %d", g, rank, cols, scaled, with_wb);
+    snprintf(what, sizeof what, "head_mix g %zu R %zu cols %zu scale %d wb %d", g, rank, cols, scaled, with_wb);
     check_true(what, ok);
-    check_true("dcmha_compose: a zero key column composes to exactly 0", zero);
-    check_true("dcmha_compose writes nothing past cols", tail);
+    check_true("head_mix: a zero key column composes to exactly 0", zero);
+    check_true("head_mix writes nothing past cols", tail);
     free(a), free(qw1), free(qw2), free(qdd), free(kw1), free(kw2), free(kdd), free(wb), free(ascale), free(out);
 }
 
@@ -281,7 +281,7 @@ int main(void) {
                 if (ms[i] > 0 && ns[j] > 0) gemm_acc(ms[i], ns[j], ks[l]);
     for (size_t c = 0; c < sizeof cols / sizeof *cols; c++) softmax(7, cols[c]);
     conversions();
-    const size_t gs[] = {1, 3, 4, 8, 32}, ranks[] = {1, 2, MH_DCMHA_MAX_RANK};
+    const size_t gs[] = {1, 3, 4, 8, 32}, ranks[] = {1, 2, MH_HEAD_MIX_MAX_RANK};
     const size_t ccols[] = {1, 3, 7, 15, 16, 17, 63, 64, 65, 257};
     for (size_t i = 0; i < 5; i++)
         for (size_t j = 0; j < 3; j++)

@@ -58,7 +58,7 @@ static void one_key_gives_v(test_rng* r) {
     for (int b = 0; b < 2; b++)
         for (int i = 0; i < 5; i++)
             for (int h = 0; h < 4; h++) {
-                const float* o = t.o + b * t.p.o_stride_batch + i * t.p.o_stride_token + h * t.p.o_stride_head;
+                const float* o = t.o + b * t.p.o.stride_batch + i * t.p.o.stride_token + h * t.p.o.stride_head;
                 const float* v = (const float*)t.v + b * t.p.v.stride_batch + (h / 2) * t.p.v.stride_head;
                 exact &= memcmp(o, v, 12 * sizeof(float)) == 0;
             }

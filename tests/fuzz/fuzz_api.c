@@ -310,7 +310,7 @@ static void fuzz_attention(input* in) {
     p->q = (mh_tensor){c.q, c.vq.sb, c.vq.st, c.vq.sh};
     p->k = (mh_tensor){c.k, c.vk.sb, c.vk.st, c.vk.sh};
     p->v = (mh_tensor){c.v, c.vv.sb, c.vv.st, c.vv.sh};
-    p->o = c.o, p->o_stride_batch = c.vo.sb, p->o_stride_token = c.vo.st, p->o_stride_head = c.vo.sh;
+    p->o.data = c.o, p->o.stride_batch = c.vo.sb, p->o.stride_token = c.vo.st, p->o.stride_head = c.vo.sh;
 
     /* options */
     mh_attn_options* o = &c.opt;
@@ -374,9 +374,9 @@ static void fuzz_attention(input* in) {
     case AM_DTYPE: pm.k_dtype = (mh_dtype)range(in, 3, 9); break;
     case AM_NEG_STRIDE: pm.v.stride_token = -1; break;
     case AM_O_OVERLAP: /* a dimension of extent > 1 stepping inside the rows before it */
-        if (H > 1) pm.o_stride_head = Dv - 1;
-        else if (N > 1) pm.o_stride_token = Dv - 1;
-        else if (B > 1) pm.o_stride_batch = 0;
+        if (H > 1) pm.o.stride_head = Dv - 1;
+        else if (N > 1) pm.o.stride_token = Dv - 1;
+        else if (B > 1) pm.o.stride_batch = 0;
         else mut = AM_NONE;
         break;
     case AM_CAUSAL: om.causal = range(in, 2, 5); break;
@@ -397,7 +397,7 @@ static void fuzz_attention(input* in) {
     }
     case AM_SCALE: pm.scale = one_in(in, 2) ? NAN : INFINITY; break;
     case AM_NULL_Q: pm.q.data = NULL; break;
-    case AM_NULL_O: pm.o = NULL; break;
+    case AM_NULL_O: pm.o.data = NULL; break;
     case AM_MASK_STRIDE: om.mask_stride_row = -1; break;
     case AM_HUGE_STRIDE: /* the largest index does not fit */
         if (M > 1) pm.k.stride_token = PTRDIFF_MAX / 2;
@@ -454,7 +454,7 @@ static void fuzz_attention(input* in) {
         float* probs_ref = c.probs ? xalloc(c.probs_elems * sizeof(float)) : NULL;
         mh_attn_problem pr = *p;
         mh_attn_options orf = *o;
-        pr.o = o_ref, orf.probs = probs_ref;
+        pr.o.data = o_ref, orf.probs = probs_ref;
         st = mh_attention(g_ref, &pr, &orf, ws_ref, need_ref);
         if (st != MH_OK) FAIL("%s: reference: %s", where, mh_status_string(st));
         const double scale = p->scale != 0.0f ? p->scale : 1.0 / sqrt((double)Dqk);

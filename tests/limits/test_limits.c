@@ -194,7 +194,7 @@ static void long_cache(const mh_context* ctx) {
     p.v = (mh_tensor){v16, (ptrdiff_t)kv_elems, LH * LDH, LDH};
     p.k_dtype = p.v_dtype = MH_DTYPE_F16;
     float o_lib[LH * LDH];
-    p.o = o_lib, p.o_stride_batch = LH * LDH, p.o_stride_token = LH * LDH, p.o_stride_head = LDH;
+    p.o.data = o_lib, p.o.stride_batch = LH * LDH, p.o.stride_token = LH * LDH, p.o.stride_head = LDH;
     mh_attn_options opt = mh_attn_options_default();
     opt.causal = 1;
     double o_ref[LH * LDH], want[LD];
@@ -422,7 +422,7 @@ static void impossible_requests(const mh_context* ctx) {
     p.q = (mh_tensor){q, 8, 4, 4};
     p.k = (mh_tensor){k, 8, 4, 4};
     p.v = (mh_tensor){v, 8, 4, 4};
-    p.o = out, p.o_stride_batch = 8, p.o_stride_token = 4, p.o_stride_head = 4;
+    p.o.data = out, p.o.stride_batch = 8, p.o.stride_token = 4, p.o.stride_head = 4;
     p.k.stride_batch = PTRDIFF_MAX / 2 + 1; /* (B - 1) * stride: fits; + the rest: does not */
     p.k.stride_token = PTRDIFF_MAX / 2;
     st = mh_attention_workspace_size(ctx, &p, NULL, &bytes);
@@ -431,16 +431,16 @@ static void impossible_requests(const mh_context* ctx) {
     p.batch = INT_MAX, p.n_q = INT_MAX, p.n_kv = INT_MAX;
     p.q = (mh_tensor){q, (ptrdiff_t)INT_MAX * 4, 4, 4};
     p.k = p.v = p.q;
-    p.o_stride_batch = (ptrdiff_t)INT_MAX * 4;
+    p.o.stride_batch = (ptrdiff_t)INT_MAX * 4;
     st = mh_attention(ctx, &p, NULL, ws, 256);
     check_true("attention of INT_MAX^3 sizes: fails cleanly (overflow or workspace too small)",
                st == MH_ERR_SIZE_OVERFLOW || st == MH_ERR_WORKSPACE_TOO_SMALL);
     p.batch = 1, p.n_q = 1;
     p.q = (mh_tensor){q, 4, 4, 4};
-    p.o_stride_batch = 4;
+    p.o.stride_batch = 4;
     mh_attn_options mo = mh_attn_options_default();
     mo.mask = q, mo.mask_stride_row = PTRDIFF_MAX / 2;
-    p.n_q = 3, p.q = (mh_tensor){q, 12, 4, 4}, p.o_stride_batch = 12;
+    p.n_q = 3, p.q = (mh_tensor){q, 12, 4, 4}, p.o.stride_batch = 12;
     p.n_kv = 2, p.k = p.v = (mh_tensor){k, 8, 4, 4};
     st = mh_attention(ctx, &p, &mo, ws, 256);
     check_true("mask whose last index overflows: MH_ERR_SIZE_OVERFLOW", st == MH_ERR_SIZE_OVERFLOW);
@@ -455,7 +455,7 @@ static void impossible_requests(const mh_context* ctx) {
     check_true("context of INT_MAX threads: created or refused cleanly",
                st == MH_OK || (st == MH_ERR_INVALID_ARGUMENT && big == SENTINEL));
     if (st == MH_OK) {
-        p.n_q = 1, p.q = (mh_tensor){q, 4, 4, 4}, p.o_stride_batch = 4;
+        p.n_q = 1, p.q = (mh_tensor){q, 4, 4, 4}, p.o.stride_batch = 4;
         st = mh_attention_workspace_size(big, &p, NULL, &bytes);
         check_true("INT_MAX threads: workspace size overflows or is a number",
                    st == MH_OK || st == MH_ERR_SIZE_OVERFLOW);

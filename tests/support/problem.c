@@ -78,9 +78,9 @@ void problem_make(test_problem* t, test_rng* r, int B, int N, int M, int H, int 
     t->o = malloc(no * sizeof(float));
     for (size_t i = 0; i < no; i++) t->o[i] = -12345.0f; /* poison: every row must be written */
     t->o_elems = no;
-    p->q.data = t->q, p->k.data = t->k, p->v.data = t->v, p->o = t->o;
-    p->o_stride_batch = ot.stride_batch, p->o_stride_token = ot.stride_token;
-    p->o_stride_head = ot.stride_head;
+    p->q.data = t->q, p->k.data = t->k, p->v.data = t->v, p->o.data = t->o;
+    p->o.stride_batch = ot.stride_batch, p->o.stride_token = ot.stride_token;
+    p->o.stride_head = ot.stride_head;
 }
 
 void problem_free(test_problem* t) {
@@ -94,7 +94,7 @@ void problem_gather_o(const test_problem* t, float* dst) {
         for (int i = 0; i < p->n_q; i++)
             for (int h = 0; h < p->n_heads; h++)
                 memcpy(dst + (((size_t)b * p->n_q + i) * p->n_heads + h) * p->head_dim_v,
-                       p->o + b * p->o_stride_batch + i * p->o_stride_token + h * p->o_stride_head,
+                       p->o.data + b * p->o.stride_batch + i * p->o.stride_token + h * p->o.stride_head,
                        sizeof(float) * (size_t)p->head_dim_v);
 }
 

@@ -121,7 +121,7 @@ static int run_sequence(const shared* sh, int index, results* r) {
     errors += mh_layer_decode_workspace_size(sh->layer, s->B, s->prefill, &pre_bytes) != MH_OK;
     errors += mh_layer_decode_workspace_size(sh->layer, s->B, 1, &one_bytes) != MH_OK;
     mh_attn_problem cp = sh->core->p;
-    cp.o = r->core_o;
+    cp.o.data = r->core_o;
     errors += mh_attention_workspace_size(sh->ctx, &cp, sh->core_opt, &core_bytes) != MH_OK;
     if (errors) return errors;
     size_t most = fw_bytes > pre_bytes ? fw_bytes : pre_bytes;

@@ -30,6 +30,6 @@ void mh_f32_to_bf16__scalar(size_t n, const float* x, uint16_t* y);
 /* Widens n elements of a `dtype` row to f32 (the shared scalar load path). */
 void mh_load_row_f32__scalar(const void* row, mh_dtype dtype, size_t n, float* dst);
 
-void mh_dcmha_compose__scalar(const mh_compose_factors* f, size_t cols, const float* a, size_t lda,
-                              const float* ascale, float* out, size_t ldo);
+void mh_head_mix__scalar(const mh_head_mix_factors* f, size_t cols, const float* a, size_t lda,
+                         const float* ascale, float* out, size_t ldo);
 #endif

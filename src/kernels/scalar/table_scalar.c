@@ -14,7 +14,7 @@ void mh_kernels_init_scalar(mh_kernels* k) {
     k->softmax_tile = mh_f32_softmax_tile__scalar;
     k->attn_block_rows = 64;
     k->attn_kv_tile = 64;
-    k->dcmha_compose = mh_dcmha_compose__scalar;
+    k->head_mix = mh_head_mix__scalar;
     k->f32_to_f16 = mh_f32_to_f16__scalar;
     k->f32_to_bf16 = mh_f32_to_bf16__scalar;
 }

@@ -15,7 +15,7 @@ void mh_kernels_init_neon(mh_kernels* k) {
     k->softmax_tile = mh_f32_softmax_tile__neon;
     k->attn_block_rows = 96; /* a multiple of MR = 6 */
     k->attn_kv_tile = 64;    /* 4 panels of NR = 16 */
-    k->dcmha_compose = mh_dcmha_compose__neon;
+    k->head_mix = mh_head_mix__neon;
     k->f32_to_f16 = mh_f32_to_f16__neon;
     k->f32_to_bf16 = mh_f32_to_bf16__neon;
 }

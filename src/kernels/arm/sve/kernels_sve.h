@@ -30,6 +30,6 @@ void mh_f32_softmax_tile__sve(size_t rows, size_t cols, float* s, size_t lds, fl
 void mh_f32_to_f16__sve(size_t n, const float* x, uint16_t* y);
 void mh_f32_to_bf16__sve(size_t n, const float* x, uint16_t* y);
 
-void mh_dcmha_compose__sve(const mh_compose_factors* f, size_t cols, const float* a, size_t lda,
-                           const float* ascale, float* out, size_t ldo);
+void mh_head_mix__sve(const mh_head_mix_factors* f, size_t cols, const float* a, size_t lda,
+                      const float* ascale, float* out, size_t ldo);
 #endif

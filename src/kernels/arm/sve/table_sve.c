@@ -27,7 +27,7 @@ __attribute__((target("+nosve"))) void mh_kernels_init_sve(mh_kernels* k) {
     k->softmax_tile = mh_f32_softmax_tile__sve;
     k->attn_block_rows = 96; /* a multiple of MR = 6 */
     k->attn_kv_tile = (64 + nr - 1) / nr * nr;
-    k->dcmha_compose = mh_dcmha_compose__sve;
+    k->head_mix = mh_head_mix__sve;
     k->f32_to_f16 = mh_f32_to_f16__sve;
     k->f32_to_bf16 = mh_f32_to_bf16__sve;
 }

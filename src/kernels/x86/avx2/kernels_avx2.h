@@ -24,6 +24,6 @@ void mh_f32_softmax_tile__avx2(size_t rows, size_t cols, float* s, size_t lds, f
 void mh_f32_to_f16__avx2(size_t n, const float* x, uint16_t* y);
 void mh_f32_to_bf16__avx2(size_t n, const float* x, uint16_t* y);
 
-void mh_dcmha_compose__avx2(const mh_compose_factors* f, size_t cols, const float* a, size_t lda,
-                            const float* ascale, float* out, size_t ldo);
+void mh_head_mix__avx2(const mh_head_mix_factors* f, size_t cols, const float* a, size_t lda,
+                       const float* ascale, float* out, size_t ldo);
 #endif

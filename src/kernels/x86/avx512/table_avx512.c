@@ -15,7 +15,7 @@ void mh_kernels_init_avx512(mh_kernels* k) {
     k->softmax_tile = mh_f32_softmax_tile__avx512;
     k->attn_block_rows = 96;
     k->attn_kv_tile = 64;
-    k->dcmha_compose = mh_dcmha_compose__avx512;
+    k->head_mix = mh_head_mix__avx512;
     k->f32_to_f16 = mh_f32_to_f16__avx512;
     k->f32_to_bf16 = mh_f32_to_bf16__avx512;
 }

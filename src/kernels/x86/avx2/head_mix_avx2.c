@@ -13,13 +13,13 @@
 /* Columns [c, c + 8 * nv), the final vector's lanes limited by the mask `last`; rank R, the
  * input scaled by ascale when `scaled`, static weights when `mixed` (constants where inlined
  * with them). */
-MH_INLINE void block(const mh_compose_factors* f, const size_t R, const int scaled, const int mixed, const int nv,
+MH_INLINE void block(const mh_head_mix_factors* f, const size_t R, const int scaled, const int mixed, const int nv,
                      const __m256i last, size_t c, const float* a, size_t lda, const float* ascale, float* out,
                      size_t ldo) {
     const size_t g = f->g, ldk = f->ldk, rstride = g * ldk; /* rows r and r + 1 of kw1/kw2 */
     __m256i mk[V];
     for (int v = 0; v < V; v++) mk[v] = v == nv - 1 ? last : _mm256_set1_epi32(-1);
-    __m256 hq[MH_DCMHA_MAX_RANK][V], hk[MH_DCMHA_MAX_RANK][V];
+    __m256 hq[MH_HEAD_MIX_MAX_RANK][V], hk[MH_HEAD_MIX_MAX_RANK][V];
     for (size_t r = 0; r < R; r++)
         for (int v = 0; v < nv; v++) hq[r][v] = hk[r][v] = _mm256_setzero_ps();
     const float* ap = a + c;
@@ -63,7 +63,7 @@ MH_INLINE void block(const mh_compose_factors* f, const size_t R, const int scal
 }
 
 /* All columns: full steps of V vectors, then one step of the rest (the last vector masked). */
-MH_INLINE void columns(const mh_compose_factors* f, const size_t R, const int scaled, const int mixed, size_t cols,
+MH_INLINE void columns(const mh_head_mix_factors* f, const size_t R, const int scaled, const int mixed, size_t cols,
                        const float* a, size_t lda, const float* ascale, float* out, size_t ldo) {
     const size_t step = V * 8;
     size_t c = 0;
@@ -74,8 +74,8 @@ MH_INLINE void columns(const mh_compose_factors* f, const size_t R, const int sc
     block(f, R, scaled, mixed, nv, mh_mask8(rest - (size_t)(nv - 1) * 8), c, a, lda, ascale, out, ldo);
 }
 
-void mh_dcmha_compose__avx2(const mh_compose_factors* f, size_t cols, const float* a, size_t lda,
-                            const float* ascale, float* out, size_t ldo) {
+void mh_head_mix__avx2(const mh_head_mix_factors* f, size_t cols, const float* a, size_t lda,
+                       const float* ascale, float* out, size_t ldo) {
     if (f->rank == 2 && !f->wb) {
         if (ascale) columns(f, 2, 1, 0, cols, a, lda, ascale, out, ldo);
         else columns(f, 2, 0, 0, cols, a, lda, ascale, out, ldo);

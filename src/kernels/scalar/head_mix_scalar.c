@@ -2,11 +2,11 @@
  * kernels hand their column tails to it. */
 #include "kernels/scalar/kernels_scalar.h"
 
-void mh_dcmha_compose__scalar(const mh_compose_factors* f, size_t cols, const float* a, size_t lda,
-                              const float* ascale, float* out, size_t ldo) {
+void mh_head_mix__scalar(const mh_head_mix_factors* f, size_t cols, const float* a, size_t lda,
+                         const float* ascale, float* out, size_t ldo) {
     const size_t g = f->g, R = f->rank, ldk = f->ldk;
     for (size_t c = 0; c < cols; c++) {
-        float hq[MH_DCMHA_MAX_RANK] = {0}, hk[MH_DCMHA_MAX_RANK] = {0};
+        float hq[MH_HEAD_MIX_MAX_RANK] = {0}, hk[MH_HEAD_MIX_MAX_RANK] = {0};
         for (size_t m = 0; m < g; m++) {
             const float am = a[m * lda + c] * (ascale ? ascale[m] : 1.0f);
             for (size_t r = 0; r < R; r++) {

@@ -18,7 +18,7 @@ MH_INLINE svfloat32_t load_a(svbool_t pg, const float* a, size_t lda, const floa
 
 /* Output head n of R = 2 for the active lanes of pg at column c, from the projections
  * hq0, hq1, hk0, hk1. */
-MH_INLINE void out_r2(const mh_compose_factors* f, const int scaled, svbool_t pg, size_t n, size_t c,
+MH_INLINE void out_r2(const mh_head_mix_factors* f, const int scaled, svbool_t pg, size_t n, size_t c,
                       svfloat32_t hq0, svfloat32_t hq1, svfloat32_t hk0, svfloat32_t hk1, const float* a,
                       size_t lda, const float* ascale, float* out, size_t ldo) {
     const size_t g = f->g, ldk = f->ldk;
@@ -34,7 +34,7 @@ MH_INLINE void out_r2(const mh_compose_factors* f, const int scaled, svbool_t pg
 }
 
 /* R = 2, no static weights: columns [c, c + 2 VL) (lanes past cols inactive). */
-MH_INLINE void step_r2(const mh_compose_factors* f, const int scaled, size_t c, size_t cols, const float* a,
+MH_INLINE void step_r2(const mh_head_mix_factors* f, const int scaled, size_t c, size_t cols, const float* a,
                        size_t lda, const float* ascale, float* out, size_t ldo) {
     const size_t g = f->g, ldk = f->ldk, vl = svcntw(), rs = g * ldk; /* rows r and r + 1 of kw1 */
     const svbool_t p0 = mh_pred(c, cols), p1 = mh_pred(c + vl, cols);
@@ -58,8 +58,8 @@ MH_INLINE void step_r2(const mh_compose_factors* f, const int scaled, size_t c, 
     }
 }
 
-void mh_dcmha_compose__sve(const mh_compose_factors* f, size_t cols, const float* a, size_t lda,
-                           const float* ascale, float* out, size_t ldo) {
+void mh_head_mix__sve(const mh_head_mix_factors* f, size_t cols, const float* a, size_t lda,
+                      const float* ascale, float* out, size_t ldo) {
     const size_t g = f->g, R = f->rank, ldk = f->ldk, vl = svcntw();
     if (R == 2 && !f->wb) {
         for (size_t c = 0; c < cols; c += 2 * vl) {
@@ -68,7 +68,7 @@ void mh_dcmha_compose__sve(const mh_compose_factors* f, size_t cols, const float
         }
         return;
     }
-    float h[2 * MH_DCMHA_MAX_RANK * MAX_LANES]; /* [hq r][lanes] then [hk r][lanes] */
+    float h[2 * MH_HEAD_MIX_MAX_RANK * MAX_LANES]; /* [hq r][lanes] then [hk r][lanes] */
     for (size_t c = 0; c < cols; c += vl) {
         const svbool_t pg = mh_pred(c, cols);
         for (size_t r = 0; r < R; r++) {

@@ -12,10 +12,10 @@
 
 /* Columns [c, c + 4 * nv), rank R, the input scaled by ascale when `scaled`, static weights
  * when `mixed` (constants where inlined with them). */
-MH_INLINE void block(const mh_compose_factors* f, const size_t R, const int scaled, const int mixed, const int nv,
+MH_INLINE void block(const mh_head_mix_factors* f, const size_t R, const int scaled, const int mixed, const int nv,
                      size_t c, const float* a, size_t lda, const float* ascale, float* out, size_t ldo) {
     const size_t g = f->g, ldk = f->ldk, rstride = g * ldk; /* rows r and r + 1 of kw1/kw2 */
-    float32x4_t hq[MH_DCMHA_MAX_RANK][V], hk[MH_DCMHA_MAX_RANK][V];
+    float32x4_t hq[MH_HEAD_MIX_MAX_RANK][V], hk[MH_HEAD_MIX_MAX_RANK][V];
     for (size_t r = 0; r < R; r++)
         for (int v = 0; v < nv; v++) hq[r][v] = hk[r][v] = vdupq_n_f32(0.0f);
     const float* ap = a + c;
@@ -58,7 +58,7 @@ MH_INLINE void block(const mh_compose_factors* f, const size_t R, const int scal
 }
 
 /* Whole vectors of columns: steps of V vectors, then one step of the rest. */
-MH_INLINE void columns(const mh_compose_factors* f, const size_t R, const int scaled, const int mixed, size_t full,
+MH_INLINE void columns(const mh_head_mix_factors* f, const size_t R, const int scaled, const int mixed, size_t full,
                        const float* a, size_t lda, const float* ascale, float* out, size_t ldo) {
     const size_t step = V * 4;
     size_t c = 0;
@@ -66,8 +66,8 @@ MH_INLINE void columns(const mh_compose_factors* f, const size_t R, const int sc
     if (c < full) block(f, R, scaled, mixed, (int)((full - c) / 4), c, a, lda, ascale, out, ldo);
 }
 
-void mh_dcmha_compose__neon(const mh_compose_factors* f, size_t cols, const float* a, size_t lda,
-                            const float* ascale, float* out, size_t ldo) {
+void mh_head_mix__neon(const mh_head_mix_factors* f, size_t cols, const float* a, size_t lda,
+                       const float* ascale, float* out, size_t ldo) {
     const size_t full = cols / 4 * 4;
     if (f->rank == 2 && !f->wb) {
         if (ascale) columns(f, 2, 1, 0, full, a, lda, ascale, out, ldo);
@@ -76,7 +76,7 @@ void mh_dcmha_compose__neon(const mh_compose_factors* f, size_t cols, const floa
         columns(f, f->rank, ascale != NULL, f->wb != NULL, full, a, lda, ascale, out, ldo);
     }
     if (full == cols) return;
-    mh_compose_factors tail = *f;
+    mh_head_mix_factors tail = *f;
     tail.kw1 += full, tail.kw2 += full, tail.kdd += full;
-    mh_dcmha_compose__scalar(&tail, cols - full, a + full, lda, ascale, out + full, ldo);
+    mh_head_mix__scalar(&tail, cols - full, a + full, lda, ascale, out + full, ldo);
 }
