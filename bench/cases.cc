@@ -736,9 +736,9 @@ public:
             }
         }
         const double len0 = mh_kv_cache_length(cache_.get());
+        const mh_decode_args args = {c_.batch, 1, xtok_.data(), out_.as<float>(), nullptr};
         for (auto _ : st) {
-            const mh_status s = mh_layer_decode(layer_.get(), cache_.get(), c_.batch, 1, xtok_.data(), out_.as<float>(),
-                                                ws_.data(), ws_.size());
+            const mh_status s = mh_layer_decode(layer_.get(), cache_.get(), &args, ws_.data(), ws_.size());
             if (s != MH_OK) {
                 fail("mh_layer_decode", s);
                 st.SkipWithError(error_.c_str());
@@ -808,8 +808,8 @@ private:
             for (int b = 0; b < B; b++)
                 std::copy_n(&x_[(static_cast<size_t>(b) * M + t) * dm], static_cast<size_t>(n) * dm,
                             &xchunk_[static_cast<size_t>(b) * n * dm]);
-            const mh_status s = mh_layer_decode(layer_.get(), cache_.get(), B, n, xchunk_.data(), out_.as<float>(),
-                                                ws_.data(), ws_.size());
+            const mh_decode_args args = {B, n, xchunk_.data(), out_.as<float>(), nullptr};
+            const mh_status s = mh_layer_decode(layer_.get(), cache_.get(), &args, ws_.data(), ws_.size());
             if (s != MH_OK) return fail("mh_layer_decode (filling the cache)", s);
             t += n;
         }

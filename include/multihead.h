@@ -23,16 +23,23 @@ extern "C" {
 
 /* ------------------------------------------------------------------ version */
 #define MH_VERSION_MAJOR 0
-#define MH_VERSION_MINOR 1
+#define MH_VERSION_MINOR 2
 #define MH_VERSION_PATCH 0
 #define MH_VERSION_NUMBER (MH_VERSION_MAJOR * 10000 + MH_VERSION_MINOR * 100 + MH_VERSION_PATCH)
 
+/* The linkage of every public function. Define MH_API yourself to override it; on Windows,
+ * define MH_STATIC when linking the static library (the DLL's functions are dllimport
+ * otherwise). The library's own build defines MH_BUILDING_LIBRARY. */
+#ifndef MH_API
 #if defined(_WIN32) && defined(MH_BUILDING_LIBRARY)
 #define MH_API __declspec(dllexport)
+#elif defined(_WIN32) && !defined(MH_STATIC)
+#define MH_API __declspec(dllimport)
 #elif defined(__GNUC__) || defined(__clang__)
 #define MH_API __attribute__((visibility("default")))
 #else
 #define MH_API
+#endif
 #endif
 
 /* MH_VERSION_NUMBER of the library actually linked. */
@@ -238,7 +245,8 @@ typedef struct mh_layer_config {
     float softcap;             /* 0 = off */
     const float* alibi_slopes; /* [n_heads] or NULL */
     const float* sinks;        /* [n_heads] or NULL */
-    /* variant-specific; 0 = unused / the variant's default */
+    /* variant-specific: 0 = the variant's default; a layer of another variant rejects
+     * any of them that is set (MH_ERR_INVALID_ARGUMENT) */
     mh_moh_config moh;         /* MH_VARIANT_MOH */
     int overlap;               /* MH_VARIANT_OVERLAP: o, dims borrowed from each neighbour */
     int collab_dim;            /* MH_VARIANT_COLLAB: D~, the shared query/key width */
@@ -255,7 +263,8 @@ typedef struct mh_layer_weights {
     const float* b_k; /* [Hkv*D]  */
     const float* b_v; /* [Hkv*Dv] */
     const float* b_o; /* [d_model] */
-    /* variant-specific (docs/api.md has every shape); NULL when unused */
+    /* variant-specific (docs/api.md has every shape); NULL when unused (a layer of another
+     * variant rejects any that is given: MH_ERR_INVALID_ARGUMENT) */
     const float* moh_w_router; /* MoH learned router W_r [H - shared_heads, d_model] */
     const float* moh_w_shared; /* MoH learned router W_s [shared_heads, d_model] */
     const float* moh_w_stage;  /* MoH learned router W_h [2, d_model] */
@@ -344,9 +353,10 @@ MH_API mh_status mh_layer_forward(const mh_layer* layer, const mh_forward_args* 
  *           copied: keep them alive until mh_layer_create) and at mix and content.
  * mha may be MH_VARIANT_MHA, or GQA/MQA with n_kv_heads == n_heads. On error nothing is written.
  */
-MH_API mh_status mh_collab_from_mha(const mh_layer_config* mha, const mh_layer_weights* mha_weights,
-                                    float* mix, float* content, mh_layer_config* collab,
-                                    mh_layer_weights* collab_weights);
+MH_API mh_status mh_convert_mha_to_collab(const mh_layer_config* mha,
+                                          const mh_layer_weights* mha_weights, float* mix,
+                                          float* content, mh_layer_config* collab,
+                                          mh_layer_weights* collab_weights);
 
 /* ------------------------------------------------------------------ KV cache and decode */
 /*
@@ -372,18 +382,21 @@ MH_API size_t mh_kv_cache_bytes_per_token(const mh_kv_cache* cache);
  * Equal to the causal self-attention forward over all tokens so far. The cache length grows
  * by n_new only on success. n_new may be > 1 (chunked prefill).
  */
+typedef struct mh_decode_args {
+    int batch, n_new;           /* B (the cache's batch), tokens appended per sequence */
+    const float* x;             /* [B, n_new, d_model] */
+    float* out;                 /* [B, n_new, d_model] */
+    /* MoH only: the routing of the n_new tokens ([B, n_new, A], load over this call), filled
+     * when not NULL; MH_ERR_INVALID_ARGUMENT when given to a layer of another variant. */
+    mh_routing_record* routing;
+} mh_decode_args;
+
 MH_API mh_status mh_layer_decode_workspace_size(const mh_layer* layer, int batch, int n_new,
                                                 size_t* bytes);
-MH_API mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache, int batch, int n_new,
-                                 const float* x, float* out, void* workspace,
+/* workspace must be 64-byte aligned. */
+MH_API mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache,
+                                 const mh_decode_args* args, void* workspace,
                                  size_t workspace_bytes);
-/* mh_layer_decode that also reports a MoH layer's routing of the n_new tokens (routing
- * [B, n_new, A], load over this call); routing may be NULL. MH_ERR_INVALID_ARGUMENT when
- * routing is given to a layer of another variant. */
-MH_API mh_status mh_layer_decode_routed(const mh_layer* layer, mh_kv_cache* cache, int batch,
-                                        int n_new, const float* x, float* out,
-                                        mh_routing_record* routing, void* workspace,
-                                        size_t workspace_bytes);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,6 @@
  */
 #include <string.h>
 
-#include "api/kv_cache.h"
 #include "core/shared_key_attention.h"
 #include "util/alloc.h"
 #include "variant.h"
@@ -24,9 +23,6 @@ typedef struct collab_state {
 } collab_state;
 
 static mh_status resolve(mh_layer_config* c) {
-    if (c->head_dim_v == 0) c->head_dim_v = c->head_dim;
-    if (c->kdim == 0) c->kdim = c->d_model;
-    if (c->vdim == 0) c->vdim = c->d_model;
     /* one shared key stream: n_kv_heads has no meaning and must stay 0 */
     if (c->collab_dim <= 0 || c->n_kv_heads != 0) return MH_ERR_INVALID_ARGUMENT;
     return MH_OK;
@@ -148,9 +144,11 @@ static void decode_carve(const mh_layer* L, int B, int n, mh_ws* ws) {
     carve(L, B, n, n, ws, &b);
 }
 
-static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, const float* x,
-                   float* out, void* workspace) {
+static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode_args* a,
+                   void* workspace) {
     const mh_layer_config* c = &L->cfg;
+    const int B = a->batch, n = a->n_new;
+    const float* x = a->x;
     mh_ws ws = mh_ws_begin(workspace);
     buffers b;
     carve(L, B, n, n, &ws, &b);
@@ -160,19 +158,19 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, c
     mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
     mh_kv_cache_write_aux(cache, n, b.cb);
 
-    const int total = cache->length + n;
+    const int total = mh_kv_cache_length(cache) + n;
     mh_shared_key_problem p = problem(L, B, n, total, &b);
     mh_tensor kview;
     mh_kv_cache_views(cache, &kview, &p.v);
     p.k = kview.data, p.k_stride_batch = kview.stride_batch;
-    p.k_dtype = p.v_dtype = cache->dtype;
-    p.bias = cache->aux, p.bias_stride_batch = (ptrdiff_t)cache->capacity * c->n_heads;
+    p.k_dtype = p.v_dtype = mh_kv_cache_dtype(cache);
+    p.bias = mh_kv_cache_aux(cache, &p.bias_stride_batch); /* [B][capacity][H] */
     mh_attn_options opt = mh_variant_options(L, NULL);
     opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
     mh_shared_key_attention(L->kernels, L->threads, &p, &opt, b.attn);
-    mh_variant_out_projection(L, rows, b.o, out);
-    cache->length = total;
+    mh_variant_out_projection(L, rows, b.o, a->out);
 }
 
-const mh_variant_ops mh_variant_collab = {"collab", resolve, create, destroy, cache_layout,
-                                          forward_carve, decode_carve, forward, decode};
+const mh_variant_ops mh_variant_collab = {"collab", MH_FIELDS_COLLAB, MH_CAP_QK_NO_BIAS, resolve,
+                                          NULL, create, destroy, cache_layout, forward_carve,
+                                          decode_carve, forward, decode};

@@ -19,38 +19,21 @@
 #include <math.h>
 #include <string.h>
 
-#include "api/kv_cache.h"
 #include "core/attention.h"
 #include "util/checked.h"
 #include "variant.h"
 
-static mh_status resolve_common(mh_layer_config* c) {
-    if (c->head_dim_v == 0) c->head_dim_v = c->head_dim;
-    if (c->kdim == 0) c->kdim = c->d_model;
-    if (c->vdim == 0) c->vdim = c->d_model;
-    if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads != 0) return MH_ERR_INVALID_ARGUMENT;
-    return MH_OK;
-}
-
 static mh_status resolve_mha(mh_layer_config* c) {
     if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;
     if (c->n_kv_heads != c->n_heads) return MH_ERR_INVALID_ARGUMENT;
-    return resolve_common(c);
+    return MH_OK;
 }
 
-static mh_status resolve_gqa(mh_layer_config* c) { return resolve_common(c); }
+static mh_status resolve_gqa(mh_layer_config* c) { return mh_variant_resolve_kv_heads(c, 0); }
 
 static mh_status resolve_mqa(mh_layer_config* c) {
     if (c->n_kv_heads == 0) c->n_kv_heads = 1;
-    if (c->n_kv_heads != 1) return MH_ERR_INVALID_ARGUMENT;
-    return resolve_common(c);
-}
-
-/* Overlapping heads: the fields of the other new variants must be left 0/NULL. */
-static int foreign_config(const mh_layer_config* c) {
-    static const mh_dcmha_config no_dcmha;
-    return c->moh.router != MH_MOH_ROUTER_LEARNED || c->moh.shared_heads || c->moh.top_k ||
-           c->collab_dim || memcmp(&c->dcmha, &no_dcmha, sizeof no_dcmha) != 0;
+    return c->n_kv_heads == 1 ? mh_variant_resolve_kv_heads(c, 1) : MH_ERR_INVALID_ARGUMENT;
 }
 
 static mh_status resolve_overlap(mh_layer_config* c) {
@@ -58,7 +41,7 @@ static mh_status resolve_overlap(mh_layer_config* c) {
     if (st != MH_OK) return st;
     /* Windows slide over all H heads of Q, K and V alike: one KV head per query head, D = Dv. */
     if (c->head_dim_v != c->head_dim) return MH_ERR_INVALID_ARGUMENT;
-    if (c->overlap < 0 || c->overlap > c->head_dim || foreign_config(c)) return MH_ERR_INVALID_ARGUMENT;
+    if (c->overlap < 0 || c->overlap > c->head_dim) return MH_ERR_INVALID_ARGUMENT;
     /* W' is [d, H*(D + 2o)]; the padded rows (H*D + 2o) are no wider */
     size_t wide;
     if (!mh_mul_size((size_t)c->n_heads, (size_t)c->head_dim + 2 * (size_t)c->overlap, &wide) ||
@@ -82,13 +65,6 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     return st;
 }
 
-static mh_status create_overlap(mh_layer* L, const mh_layer_weights* w) {
-    if (w->moh_w_router || w->moh_w_shared || w->moh_w_stage || w->collab_mix || w->collab_content ||
-        w->dcmha_w1 || w->dcmha_w2 || w->dcmha_wd || w->dcmha_wb_pre || w->dcmha_wb_post)
-        return MH_ERR_INVALID_ARGUMENT;
-    return create(L, w);
-}
-
 /* Width of a projected row of `heads` heads of `dim`: heads*dim + 2o (o-wide zero halos). */
 static size_t row_width(const mh_layer_config* c, int heads, int dim) {
     return (size_t)heads * (size_t)dim + 2 * (size_t)c->overlap;
@@ -100,7 +76,7 @@ static size_t row_width(const mh_layer_config* c, int heads, int dim) {
 static void cache_layout(const mh_layer* L, mh_cache_layout* out) {
     const mh_layer_config* c = &L->cfg;
     if (c->overlap == 0) {
-        *out = (mh_cache_layout){c->n_kv_heads, c->head_dim, c->n_kv_heads, c->head_dim_v, 0};
+        mh_variant_kv_heads_layout(L, out);
     } else {
         const int kw = (int)row_width(c, c->n_kv_heads, c->head_dim);
         const int vw = (int)row_width(c, c->n_kv_heads, c->head_dim_v);
@@ -188,9 +164,11 @@ static void decode_carve(const mh_layer* L, int B, int n, mh_ws* ws) {
     carve(L, B, n, n, 1, ws, &b);
 }
 
-static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, const float* x,
-                   float* out, void* workspace) {
+static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode_args* a,
+                   void* workspace) {
     const mh_layer_config* c = &L->cfg;
+    const int B = a->batch, n = a->n_new;
+    const float* x = a->x;
     mh_ws ws = mh_ws_begin(workspace);
     buffers b;
     carve(L, B, n, n, 1, &ws, &b);
@@ -200,24 +178,27 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, c
     project(L, rows, x, (size_t)c->d_model, &L->wv, b.v);
     mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
 
-    const int total = cache->length + n;
+    const int total = mh_kv_cache_length(cache) + n;
     mh_attn_problem p = problem(L, B, n, total, &b);
     mh_kv_cache_views(cache, &p.k, &p.v);
     if (c->overlap > 0) /* windows within the one padded stream per token */
         p.k.stride_head = c->head_dim, p.v.stride_head = c->head_dim_v;
-    p.k_dtype = p.v_dtype = cache->dtype;
+    p.k_dtype = p.v_dtype = mh_kv_cache_dtype(cache);
     mh_attn_options opt = mh_variant_options(L, NULL);
     opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
     mh_core_attention(L->kernels, L->threads, &p, &opt, 0, b.attn);
-    mh_variant_out_projection(L, rows, b.o, out);
-    cache->length = total;
+    mh_variant_out_projection(L, rows, b.o, a->out);
 }
 
-const mh_variant_ops mh_variant_mha = {"mha", resolve_mha, create, mh_variant_free_projections, cache_layout,
-                                       forward_carve, decode_carve, forward, decode};
-const mh_variant_ops mh_variant_gqa = {"gqa", resolve_gqa, create, mh_variant_free_projections, cache_layout,
-                                       forward_carve, decode_carve, forward, decode};
-const mh_variant_ops mh_variant_mqa = {"mqa", resolve_mqa, create, mh_variant_free_projections, cache_layout,
-                                       forward_carve, decode_carve, forward, decode};
-const mh_variant_ops mh_variant_overlap = {"overlap", resolve_overlap, create_overlap, mh_variant_free_projections,
-                                           cache_layout, forward_carve, decode_carve, forward, decode};
+const mh_variant_ops mh_variant_mha = {"mha", 0, 0, resolve_mha, NULL, create,
+                                       mh_variant_free_projections, cache_layout, forward_carve,
+                                       decode_carve, forward, decode};
+const mh_variant_ops mh_variant_gqa = {"gqa", 0, 0, resolve_gqa, NULL, create,
+                                       mh_variant_free_projections, cache_layout, forward_carve,
+                                       decode_carve, forward, decode};
+const mh_variant_ops mh_variant_mqa = {"mqa", 0, 0, resolve_mqa, NULL, create,
+                                       mh_variant_free_projections, cache_layout, forward_carve,
+                                       decode_carve, forward, decode};
+const mh_variant_ops mh_variant_overlap = {"overlap", MH_FIELDS_OVERLAP, 0, resolve_overlap, NULL,
+                                           create, mh_variant_free_projections, cache_layout,
+                                           forward_carve, decode_carve, forward, decode};

@@ -1,5 +1,45 @@
 /* Helpers shared by the variant modules (declared in variant.h). */
+#include <math.h>
+#include <string.h>
+
 #include "variant.h"
+
+/* The variant-specific fields that are set, as MH_FIELDS_* bits (w may be NULL). */
+static unsigned fields_set(const mh_layer_config* c, const mh_layer_weights* w) {
+    static const mh_dcmha_config no_dcmha;
+    unsigned set = 0;
+    if (c->moh.router != MH_MOH_ROUTER_LEARNED || c->moh.shared_heads || c->moh.top_k ||
+        (w && (w->moh_w_router || w->moh_w_shared || w->moh_w_stage)))
+        set |= MH_FIELDS_MOH;
+    if (c->overlap) set |= MH_FIELDS_OVERLAP;
+    if (c->collab_dim || (w && (w->collab_mix || w->collab_content))) set |= MH_FIELDS_COLLAB;
+    if (memcmp(&c->dcmha, &no_dcmha, sizeof no_dcmha) != 0 ||
+        (w && (w->dcmha_w1 || w->dcmha_w2 || w->dcmha_wd || w->dcmha_wb_pre || w->dcmha_wb_post)))
+        set |= MH_FIELDS_DCMHA;
+    return set;
+}
+
+mh_status mh_variant_resolve(const mh_variant_ops* ops, mh_layer_config* c,
+                             const mh_layer_weights* w) {
+    if (fields_set(c, w) & ~ops->fields) return MH_ERR_INVALID_ARGUMENT;
+    if (c->head_dim_v == 0) c->head_dim_v = c->head_dim;
+    if (c->kdim == 0) c->kdim = c->d_model;
+    if (c->vdim == 0) c->vdim = c->d_model;
+    const mh_status st = ops->resolve_config(c);
+    if (st == MH_OK && c->scale == 0.0f) c->scale = 1.0f / sqrtf((float)c->head_dim);
+    return st;
+}
+
+mh_status mh_variant_resolve_kv_heads(mh_layer_config* c, int dflt) {
+    if (c->n_kv_heads == 0) c->n_kv_heads = dflt;
+    if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads != 0) return MH_ERR_INVALID_ARGUMENT;
+    return MH_OK;
+}
+
+void mh_variant_kv_heads_layout(const mh_layer* L, mh_cache_layout* out) {
+    const mh_layer_config* c = &L->cfg;
+    *out = (mh_cache_layout){c->n_kv_heads, c->head_dim, c->n_kv_heads, c->head_dim_v, 0};
+}
 
 void mh_variant_free_projections(mh_layer* L) {
     mh_packed_matrix_free(&L->wq);

@@ -86,23 +86,23 @@ static void bad_conversion(const mh_context* ctx, test_rng* r) {
     memset(&out_c, 0x5a, sizeof out_c), memset(&out_w, 0x5a, sizeof out_w);
     mh_layer_config c = cm;
     mh_layer_weights w = m.w;
-    check_status("convert: NULL mix", mh_collab_from_mha(&c, &w, NULL, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
-    check_status("convert: NULL config", mh_collab_from_mha(NULL, &w, mix, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
+    check_status("convert: NULL mix", mh_convert_mha_to_collab(&c, &w, NULL, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
+    check_status("convert: NULL config", mh_convert_mha_to_collab(NULL, &w, mix, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
     c.variant = MH_VARIANT_GQA, c.n_kv_heads = 2;
-    check_status("convert: GQA with Hkv < H", mh_collab_from_mha(&c, &w, mix, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
+    check_status("convert: GQA with Hkv < H", mh_convert_mha_to_collab(&c, &w, mix, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
     c = cm, c.variant = MH_VARIANT_COLLAB;
-    check_status("convert: not MHA", mh_collab_from_mha(&c, &w, mix, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
+    check_status("convert: not MHA", mh_convert_mha_to_collab(&c, &w, mix, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
     c = cm, w.b_q = NULL;
-    check_status("convert: bias 1 without b_q", mh_collab_from_mha(&c, &w, mix, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
+    check_status("convert: bias 1 without b_q", mh_convert_mha_to_collab(&c, &w, mix, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
     w = m.w, w.w_k = NULL;
-    check_status("convert: no W_K", mh_collab_from_mha(&c, &w, mix, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
+    check_status("convert: no W_K", mh_convert_mha_to_collab(&c, &w, mix, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
     w = m.w, c.n_heads = 1 << 20, c.head_dim = 1 << 20;
-    check_status("convert: H*D overflows", mh_collab_from_mha(&c, &w, mix, content, &out_c, &out_w), MH_ERR_SIZE_OVERFLOW);
+    check_status("convert: H*D overflows", mh_convert_mha_to_collab(&c, &w, mix, content, &out_c, &out_w), MH_ERR_SIZE_OVERFLOW);
     check_true("convert: nothing written on error",
                all_bytes(mix, sizeof mix, 0x5a) && all_bytes(content, sizeof content, 0x5a) &&
                    all_bytes(&out_c, sizeof out_c, 0x5a) && all_bytes(&out_w, sizeof out_w, 0x5a));
     c = cm;
-    check_status("convert: valid", mh_collab_from_mha(&c, &m.w, mix, content, &out_c, &out_w), MH_OK);
+    check_status("convert: valid", mh_convert_mha_to_collab(&c, &m.w, mix, content, &out_c, &out_w), MH_OK);
     fixture_free(&m);
 }
 

@@ -1,6 +1,6 @@
 /*
  * Invariants of CollabHead (docs/variants.md, "CollabHead"):
- *  1. mh_collab_from_mha: the converted layer (D~ = H*D) equals the MHA layer with biases.
+ *  1. mh_convert_mha_to_collab: the converted layer (D~ = H*D) equals the MHA layer with biases.
  *  2. Any b_K of the MHA leaves its output unchanged: the converted layer (which has none)
  *     matches the MHA oracle for a different random b_K.
  *  3. Mixing on the query == mixing on the key (oracle forms), and the layer matches both.
@@ -51,7 +51,7 @@ static void conversion(const mh_context* ctx, test_rng* r, const float* x) {
     mh_layer_config cc;
     mh_layer_weights wc;
     mh_layer* lc = NULL;
-    check_status("convert", mh_collab_from_mha(&cm, &f.w, mix, content, &cc, &wc), MH_OK);
+    check_status("convert", mh_convert_mha_to_collab(&cm, &f.w, mix, content, &cc, &wc), MH_OK);
     check_true("converted: D~ = H*D, weights reused",
                cc.variant == MH_VARIANT_COLLAB && cc.collab_dim == H * D && wc.w_q == f.wq &&
                    wc.w_k == f.wk && !wc.b_q && !wc.b_k && wc.b_v == f.bv && wc.collab_mix == mix);

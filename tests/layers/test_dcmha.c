@@ -213,6 +213,8 @@ static void static_permutation(const mh_context* ctx, test_rng* r) {
         }
         mh_layer_weights pw = b->w;
         pw.w_q = wq, pw.w_k = wk, pw.b_q = bq, pw.b_k = bk;
+        /* an MHA layer rejects DCMHA's weights */
+        pw.dcmha_w1 = pw.dcmha_w2 = pw.dcmha_wd = pw.dcmha_wb_pre = pw.dcmha_wb_post = NULL;
         mh_layer_config mc = b->cfg;
         mh_layer* mha = NULL;
         check_status("permuted MHA", mh_layer_create(ctx, &mc, &pw, &mha), MH_OK);

@@ -31,9 +31,9 @@ static mh_status check(const mh_layer_config* c, const mh_layer_weights* w) {
     return MH_OK;
 }
 
-mh_status mh_collab_from_mha(const mh_layer_config* mha, const mh_layer_weights* mha_weights,
-                             float* mix, float* content, mh_layer_config* collab,
-                             mh_layer_weights* collab_weights) {
+mh_status mh_convert_mha_to_collab(const mh_layer_config* mha,
+                                   const mh_layer_weights* mha_weights, float* mix, float* content,
+                                   mh_layer_config* collab, mh_layer_weights* collab_weights) {
     if (!mha || !mha_weights || !mix || !content || !collab || !collab_weights)
         return MH_ERR_INVALID_ARGUMENT;
     const mh_status st = check(mha, mha_weights);
