@@ -449,6 +449,47 @@ static mh_layer_config base_config(void) {
     return c;
 }
 
+/* Every variant rejects the variant-specific config and weight fields of the others. */
+static void test_foreign_fields(const mh_context* ctx, wbufs* wb) {
+    static const mh_variant variants[] = {MH_VARIANT_MHA,     MH_VARIANT_GQA,    MH_VARIANT_MQA,
+                                          MH_VARIANT_MOH,     MH_VARIANT_OVERLAP, MH_VARIANT_COLLAB,
+                                          MH_VARIANT_DCMHA};
+    const float* extra = wb->w[0]; /* any buffer large enough for a foreign weight */
+    char what[160];
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+        const mh_variant v = variants[i];
+        mh_layer_config c = base_config();
+        mh_layer_weights w = weights_of(wb, 1);
+        c.variant = v;
+        if (v == MH_VARIANT_GQA) c.n_kv_heads = 2;
+        if (v == MH_VARIANT_MOH) c.moh.router = MH_MOH_ROUTER_NORM, c.moh.shared_heads = 1, c.moh.top_k = 1;
+        if (v == MH_VARIANT_OVERLAP) c.overlap = 1;
+        if (v == MH_VARIANT_COLLAB) c.collab_dim = 8, w.b_q = w.b_k = NULL, w.collab_mix = extra, w.collab_content = extra;
+        if (v == MH_VARIANT_DCMHA) w.dcmha_w1 = w.dcmha_w2 = w.dcmha_wd = extra;
+        snprintf(what, sizeof what, "foreign fields: variant %d: own fields create", (int)v);
+        mh_layer* L = NULL;
+        check_status(what, mh_layer_create(ctx, &c, &w, &L), MH_OK);
+        mh_layer_destroy(L);
+        for (int f = 0; f < 4; f++) {
+            static const mh_variant owner[] = {MH_VARIANT_MOH, MH_VARIANT_OVERLAP, MH_VARIANT_COLLAB,
+                                               MH_VARIANT_DCMHA};
+            static const char* name[] = {"MoH", "overlap", "CollabHead", "DCMHA"};
+            if (owner[f] == v) continue;
+            mh_layer_config fc = c;
+            mh_layer_weights fw = w;
+            if (f == 0) fc.moh.top_k = 1, fw.moh_w_router = extra;
+            if (f == 1) fc.overlap = 1;
+            if (f == 2) fc.collab_dim = 4, fw.collab_mix = extra;
+            if (f == 3) fc.dcmha.rank = 2, fw.dcmha_w1 = extra;
+            snprintf(what, sizeof what, "foreign fields: variant %d rejects a %s config field", (int)v, name[f]);
+            expect_create(what, ctx, &fc, &w, MH_ERR_INVALID_ARGUMENT);
+            if (f == 1) continue; /* overlapping heads have no weights of their own */
+            snprintf(what, sizeof what, "foreign fields: variant %d rejects a %s weight", (int)v, name[f]);
+            expect_create(what, ctx, &c, &fw, MH_ERR_INVALID_ARGUMENT);
+        }
+    }
+}
+
 static void test_layer_create(const mh_context* ctx, wbufs* wb) {
     const mh_layer_weights W = weights_of(wb, 1), W0 = weights_of(wb, 0);
     mh_layer_config c = base_config();
@@ -1114,6 +1155,7 @@ int main(void) {
     for (int i = 0; i < 4; i++) rng_fill(&r, wb->w[i], WCAP, -0.3f, 0.3f);
     for (int i = 0; i < 4; i++) rng_fill(&r, wb->b[i], BCAP, -0.3f, 0.3f);
     test_layer_create(ctx, wb);
+    test_foreign_fields(ctx, wb);
     test_forward(ctx, wb);
     test_cache_create(ctx, wb);
     test_decode(ctx, wb);
