@@ -17,8 +17,16 @@
 /* The composition runs on the head-mix kernels, whose rank bound is their own. */
 _Static_assert(MH_DCMHA_MAX_RANK <= MH_HEAD_MIX_MAX_RANK, "DCMHA ranks beyond the head-mix kernels");
 
-static mh_status resolve(mh_layer_config* c) {
-    mh_dcmha_config* d = &c->dcmha;
+static const mh_dcmha_config defaults = {MH_VARIANT_DCMHA, 0, 0, 0, MH_GELU_ERF, 0};
+
+mh_dcmha_config mh_dcmha_config_default(void) { return defaults; }
+
+mh_dcmha_weights mh_dcmha_weights_default(void) {
+    return (mh_dcmha_weights){MH_VARIANT_DCMHA, NULL, NULL, NULL, NULL, NULL};
+}
+
+static mh_status resolve(mh_layer_config* c, void* vcfg) {
+    mh_dcmha_config* d = vcfg;
     if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;
     if (d->rank == 0) d->rank = 2;
     if (d->groups == 0) d->groups = 1;
@@ -56,9 +64,9 @@ static void destroy(mh_layer* L) {
 
 static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     const mh_layer_config* c = &L->cfg;
-    const int st_w = c->dcmha.static_weights;
-    if (!w->dcmha_w1 || !w->dcmha_w2 || !w->dcmha_wd || !w->dcmha_wb_pre != !st_w ||
-        !w->dcmha_wb_post != !st_w)
+    const int st_w = mh_dcmha_cfg(c)->static_weights;
+    const mh_dcmha_weights* dw = w->variant_weights;
+    if (!dw || !dw->w1 || !dw->w2 || !dw->wd || !dw->wb_pre != !st_w || !dw->wb_post != !st_w)
         return MH_ERR_INVALID_ARGUMENT;
     const int hd = c->n_heads * c->head_dim, hdv = c->n_heads * c->head_dim_v;
     mh_status st = mh_pack_matrix(L->kernels, w->w_q, w->b_q, hd, c->d_model, &L->wq);
@@ -67,7 +75,7 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_o, w->b_o, c->d_model, hdv, &L->wo);
     if (st == MH_OK) {
         L->ext = calloc(1, sizeof(dcmha_state));
-        st = L->ext ? mh_dcmha_generator_create(L, w, L->ext) : MH_ERR_OUT_OF_MEMORY;
+        st = L->ext ? mh_dcmha_generator_create(L, dw, L->ext) : MH_ERR_OUT_OF_MEMORY;
         if (st != MH_OK) free(L->ext), L->ext = NULL;
     }
     if (st == MH_OK) L->ext_bytes = mh_dcmha_generator_bytes(L);
@@ -198,6 +206,6 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     mh_variant_out_projection(L, rows, b.o, a->out);
 }
 
-const mh_variant_ops mh_variant_dcmha = {"dcmha", MH_FIELDS_DCMHA, 0, resolve, check_forward,
-                                         create, destroy, cache_layout, forward_carve,
+const mh_variant_ops mh_variant_dcmha = {"dcmha", sizeof(mh_dcmha_config), &defaults, 1, 0,
+                                         resolve, check_forward, create, destroy, cache_layout, forward_carve,
                                          decode_carve, forward, decode};

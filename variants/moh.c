@@ -27,9 +27,20 @@ typedef struct moh_state {
     float* b_o;                /* [d_model] or NULL */
 } moh_state;
 
-static int learned(const mh_layer* L) { return L->cfg.moh.router == MH_MOH_ROUTER_LEARNED; }
+static const mh_moh_config defaults = {MH_VARIANT_MOH, MH_MOH_ROUTER_LEARNED, 0, 0};
 
-static mh_status resolve(mh_layer_config* c) {
+mh_moh_config mh_moh_config_default(void) { return defaults; }
+
+mh_moh_weights mh_moh_weights_default(void) {
+    return (mh_moh_weights){MH_VARIANT_MOH, NULL, NULL, NULL};
+}
+
+static const mh_moh_config* moh_cfg(const mh_layer* L) { return L->cfg.variant_config; }
+
+static int learned(const mh_layer* L) { return moh_cfg(L)->router == MH_MOH_ROUTER_LEARNED; }
+
+static mh_status resolve(mh_layer_config* c, void* vcfg) {
+    (void)vcfg; /* c->variant_config, which mh_moh_check_config reads */
     const mh_status st = mh_variant_resolve_kv_heads(c, c->n_heads);
     return st == MH_OK ? mh_moh_check_config(c) : st;
 }
@@ -61,7 +72,7 @@ static void destroy(mh_layer* L) {
     L->ext_bytes = 0;
 }
 
-static mh_status pack_router(mh_layer* L, const mh_layer_weights* w, moh_state* s) {
+static mh_status pack_router(mh_layer* L, const mh_moh_weights* w, moh_state* s) {
     const int rows = mh_moh_router_rows(&L->cfg), d = L->cfg.d_model;
     size_t bytes;
     if (!mh_mul3_size((size_t)rows, (size_t)d, sizeof(float), &bytes)) return MH_ERR_SIZE_OVERFLOW;
@@ -112,7 +123,9 @@ static size_t state_bytes(const mh_layer* L, const moh_state* s) {
 
 static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     const mh_layer_config* c = &L->cfg;
-    mh_status st = mh_moh_check_weights(c, w);
+    const mh_moh_weights none = mh_moh_weights_default();
+    const mh_moh_weights* mw = w->variant_weights ? w->variant_weights : &none;
+    mh_status st = mh_moh_check_weights(c, mw);
     if (st != MH_OK) return st;
     moh_state* s = mh_alloc(sizeof *s);
     if (!s) return MH_ERR_OUT_OF_MEMORY;
@@ -120,7 +133,7 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     const int kvd = c->n_kv_heads * c->head_dim, kvdv = c->n_kv_heads * c->head_dim_v;
     st = mh_pack_matrix(L->kernels, w->w_k, w->b_k, kvd, c->kdim, &L->wk);
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_v, w->b_v, kvdv, c->vdim, &L->wv);
-    if (st == MH_OK && learned(L)) st = pack_router(L, w, s);
+    if (st == MH_OK && learned(L)) st = pack_router(L, mw, s);
     if (st == MH_OK && learned(L)) st = pack_q_heads(L, w, s);
     if (st == MH_OK && !learned(L))
         st = mh_pack_matrix(L->kernels, w->w_q, w->b_q, c->n_heads * c->head_dim, c->d_model, &L->wq);
@@ -265,7 +278,7 @@ static void project_out(const mh_layer* L, int B, size_t R, buffers* b, float* o
 
 static void record(const mh_layer* L, size_t R, const buffers* b, mh_routing_record* rec) {
     const size_t H = (size_t)L->cfg.n_heads;
-    const size_t A = (size_t)(L->cfg.moh.shared_heads + L->cfg.moh.top_k);
+    const size_t A = (size_t)(moh_cfg(L)->shared_heads + moh_cfg(L)->top_k);
     if (rec->load) memset(rec->load, 0, H * sizeof(int64_t));
     for (size_t r = 0; r < R; r++) {
         size_t a = 0;
@@ -360,6 +373,6 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
 }
 
 /* Every KV head is cached: MoH does not shrink the cache. */
-const mh_variant_ops mh_variant_moh = {"moh", MH_FIELDS_MOH, MH_CAP_ROUTING, resolve,
-                                       check_forward, create, destroy, mh_variant_kv_heads_layout,
+const mh_variant_ops mh_variant_moh = {"moh", sizeof(mh_moh_config), &defaults, 1, MH_CAP_ROUTING,
+                                       resolve, check_forward, create, destroy, mh_variant_kv_heads_layout,
                                        forward_carve, decode_carve, forward, decode};

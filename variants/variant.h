@@ -27,17 +27,10 @@ struct mh_layer {
     mh_packed_matrix wo; /* [d_model, H*Dv]   packed */
     float* alibi;        /* [H] or NULL */
     float* sinks;        /* [H] or NULL */
+    void* vcfg;          /* the variant's resolved config (ops->config_size bytes: its
+                            mh_<variant>_config), or NULL; cfg.variant_config points here */
     void* ext;           /* the variant's own state (router, mixing, ...), or NULL */
     size_t ext_bytes;    /* bytes of weights held in ext, for mh_layer_weights_bytes */
-};
-
-/* The variant-specific fields of mh_layer_config and mh_layer_weights, by owner
- * (mh_variant_ops.fields): a layer rejects every one that is set but not its own. */
-enum {
-    MH_FIELDS_MOH = 1,     /* config.moh; weights moh_w_router, moh_w_shared, moh_w_stage */
-    MH_FIELDS_OVERLAP = 2, /* config.overlap */
-    MH_FIELDS_COLLAB = 4,  /* config.collab_dim; weights collab_mix, collab_content */
-    MH_FIELDS_DCMHA = 8    /* config.dcmha; weights dcmha_w1, w2, wd, wb_pre, wb_post */
 };
 
 /* What a variant serves beyond the common calls (mh_variant_ops.caps). */
@@ -48,11 +41,14 @@ enum {
 
 typedef struct mh_variant_ops {
     const char* name;
-    unsigned fields; /* MH_FIELDS_* it owns */
-    unsigned caps;   /* MH_CAP_* */
-    /* Fills the variant's defaults into cfg and checks its rules. Runs after the common
-     * defaults (head_dim_v, kdim, vdim: mh_variant_resolve) and before the default scale. */
-    mh_status (*resolve_config)(mh_layer_config* cfg);
+    size_t config_size;         /* bytes of its mh_<variant>_config (tag first); 0 = none */
+    const void* config_default; /* that config's defaults (tag set); NULL when none */
+    int has_weights;            /* 1: it reads a mh_<variant>_weights (tag first) */
+    unsigned caps;              /* MH_CAP_* */
+    /* Fills the variant's defaults into cfg and its own config `vcfg` (= cfg->variant_config,
+     * config_size bytes, writable) and checks their rules. Runs after the common defaults
+     * (head_dim_v, kdim, vdim: mh_variant_resolve) and before the default scale. */
+    mh_status (*resolve_config)(mh_layer_config* cfg, void* vcfg);
     /* What the variant cannot serve of a forward call that passed the common checks
      * (MH_ERR_UNSUPPORTED, ...), or MH_OK; NULL = it serves every such call. */
     mh_status (*check_forward)(const mh_layer* layer, const mh_forward_args* args);
@@ -74,11 +70,13 @@ typedef struct mh_variant_ops {
 } mh_variant_ops;
 
 /* Helpers every variant shares (variants/variant_common.c). */
-/* The whole config resolution of a layer of variant `ops`: rejects the fields of other
- * variants (config, and weights when not NULL), fills the common defaults (head_dim_v = D,
- * kdim = vdim = d_model), runs ops->resolve_config, then the default scale 1/sqrt(D). */
+/* The whole config resolution of a layer of variant `ops`: checks the tags of
+ * cfg->variant_config and (w not NULL) w->variant_weights, copies the variant config (or its
+ * defaults) into vcfg (ops->config_size bytes; NULL when 0) and points cfg->variant_config
+ * there, fills the common defaults (head_dim_v = D, kdim = vdim = d_model), runs
+ * ops->resolve_config, then the default scale 1/sqrt(D). */
 mh_status mh_variant_resolve(const mh_variant_ops* ops, mh_layer_config* cfg,
-                             const mh_layer_weights* w);
+                             const mh_layer_weights* w, void* vcfg);
 /* The GQA family's KV heads: n_kv_heads 0 becomes `dflt`, and H must be a multiple of it. */
 mh_status mh_variant_resolve_kv_heads(mh_layer_config* cfg, int dflt);
 /* The GQA family's cache: one K stream of D and one V stream of Dv per KV head. */

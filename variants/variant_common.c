@@ -4,28 +4,22 @@
 
 #include "variant.h"
 
-/* The variant-specific fields that are set, as MH_FIELDS_* bits (w may be NULL). */
-static unsigned fields_set(const mh_layer_config* c, const mh_layer_weights* w) {
-    static const mh_dcmha_config no_dcmha;
-    unsigned set = 0;
-    if (c->moh.router != MH_MOH_ROUTER_LEARNED || c->moh.shared_heads || c->moh.top_k ||
-        (w && (w->moh_w_router || w->moh_w_shared || w->moh_w_stage)))
-        set |= MH_FIELDS_MOH;
-    if (c->overlap) set |= MH_FIELDS_OVERLAP;
-    if (c->collab_dim || (w && (w->collab_mix || w->collab_content))) set |= MH_FIELDS_COLLAB;
-    if (memcmp(&c->dcmha, &no_dcmha, sizeof no_dcmha) != 0 ||
-        (w && (w->dcmha_w1 || w->dcmha_w2 || w->dcmha_wd || w->dcmha_wb_pre || w->dcmha_wb_post)))
-        set |= MH_FIELDS_DCMHA;
-    return set;
-}
+/* The tag every variant config and weights struct starts with. */
+static mh_variant tag_of(const void* variant_struct) { return *(const mh_variant*)variant_struct; }
 
 mh_status mh_variant_resolve(const mh_variant_ops* ops, mh_layer_config* c,
-                             const mh_layer_weights* w) {
-    if (fields_set(c, w) & ~ops->fields) return MH_ERR_INVALID_ARGUMENT;
+                             const mh_layer_weights* w, void* vcfg) {
+    if (c->variant_config && (!ops->config_size || tag_of(c->variant_config) != c->variant))
+        return MH_ERR_INVALID_ARGUMENT;
+    if (w && w->variant_weights && (!ops->has_weights || tag_of(w->variant_weights) != c->variant))
+        return MH_ERR_INVALID_ARGUMENT;
+    if (ops->config_size)
+        memcpy(vcfg, c->variant_config ? c->variant_config : ops->config_default, ops->config_size);
+    c->variant_config = vcfg;
     if (c->head_dim_v == 0) c->head_dim_v = c->head_dim;
     if (c->kdim == 0) c->kdim = c->d_model;
     if (c->vdim == 0) c->vdim = c->d_model;
-    const mh_status st = ops->resolve_config(c);
+    const mh_status st = ops->resolve_config(c, vcfg);
     if (st == MH_OK && c->scale == 0.0f) c->scale = 1.0f / sqrtf((float)c->head_dim);
     return st;
 }

@@ -50,6 +50,14 @@ static int copy_floats(const float* src, int n, float** dst) {
     return 1;
 }
 
+/* Frees what mh_layer_create allocated beside the variant's own state. */
+static void free_layer(mh_layer* L) {
+    mh_free(L->alibi);
+    mh_free(L->sinks);
+    free(L->vcfg);
+    free(L);
+}
+
 mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
                           const mh_layer_weights* weights, mh_layer** out) {
     if (!ctx || !config || !weights || !out) return MH_ERR_INVALID_ARGUMENT;
@@ -57,12 +65,16 @@ mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
     if (!ops) return MH_ERR_INVALID_ARGUMENT;
     mh_layer_config c = *config;
     mh_status st = check_config(&c);
-    if (st == MH_OK) st = mh_variant_resolve(ops, &c, weights);
-    if (st == MH_OK) st = check_weights(ops, &c, weights);
     if (st != MH_OK) return st;
-
     mh_layer* L = calloc(1, sizeof *L);
     if (!L) return MH_ERR_OUT_OF_MEMORY;
+    if (ops->config_size && !(L->vcfg = malloc(ops->config_size))) st = MH_ERR_OUT_OF_MEMORY;
+    if (st == MH_OK) st = mh_variant_resolve(ops, &c, weights, L->vcfg);
+    if (st == MH_OK) st = check_weights(ops, &c, weights);
+    if (st != MH_OK) {
+        free_layer(L);
+        return st;
+    }
     L->cfg = c, L->ops = ops, L->kernels = ctx->kernels, L->threads = ctx->num_threads;
     if (!copy_floats(c.alibi_slopes, c.n_heads, &L->alibi) ||
         !copy_floats(c.sinks, c.n_heads, &L->sinks)) {
@@ -72,9 +84,7 @@ mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
         st = ops->create(L, weights);
     }
     if (st != MH_OK) {
-        mh_free(L->alibi);
-        mh_free(L->sinks);
-        free(L);
+        free_layer(L);
         return st;
     }
     *out = L;
@@ -84,15 +94,20 @@ mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
 void mh_layer_destroy(mh_layer* layer) {
     if (!layer) return;
     layer->ops->destroy(layer);
-    mh_free(layer->alibi);
-    mh_free(layer->sinks);
-    free(layer);
+    free_layer(layer);
 }
 
 mh_status mh_layer_get_config(const mh_layer* layer, mh_layer_config* out) {
     if (!layer || !out) return MH_ERR_INVALID_ARGUMENT;
     *out = layer->cfg;
-    out->alibi_slopes = NULL, out->sinks = NULL;
+    out->alibi_slopes = NULL, out->sinks = NULL, out->variant_config = NULL;
+    return MH_OK;
+}
+
+mh_status mh_layer_get_variant_config(const mh_layer* layer, void* out) {
+    if (!layer || !out || !layer->vcfg || *(const mh_variant*)out != layer->cfg.variant)
+        return MH_ERR_INVALID_ARGUMENT;
+    memcpy(out, layer->vcfg, layer->ops->config_size);
     return MH_OK;
 }
 

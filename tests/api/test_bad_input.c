@@ -449,12 +449,31 @@ static mh_layer_config base_config(void) {
     return c;
 }
 
-/* Every variant rejects the variant-specific config and weight fields of the others. */
+/* Every variant rejects the config and weights structs of the others (and MHA/GQA/MQA,
+ * which have none, reject any). */
 static void test_foreign_fields(const mh_context* ctx, wbufs* wb) {
     static const mh_variant variants[] = {MH_VARIANT_MHA,     MH_VARIANT_GQA,    MH_VARIANT_MQA,
                                           MH_VARIANT_MOH,     MH_VARIANT_OVERLAP, MH_VARIANT_COLLAB,
                                           MH_VARIANT_DCMHA};
-    const float* extra = wb->w[0]; /* any buffer large enough for a foreign weight */
+    const float* extra = wb->w[0]; /* any buffer large enough for a variant weight */
+    mh_moh_config moh = mh_moh_config_default();
+    moh.router = MH_MOH_ROUTER_NORM, moh.shared_heads = 1, moh.top_k = 1;
+    mh_overlap_config overlap = mh_overlap_config_default();
+    overlap.overlap = 1;
+    mh_collab_config collab = mh_collab_config_default();
+    collab.collab_dim = 8;
+    const mh_dcmha_config dcmha = mh_dcmha_config_default();
+    mh_moh_weights moh_w = mh_moh_weights_default();
+    moh_w.w_router = extra;
+    mh_collab_weights collab_w = mh_collab_weights_default();
+    collab_w.mix = collab_w.content = extra;
+    mh_dcmha_weights dcmha_w = mh_dcmha_weights_default();
+    dcmha_w.w1 = dcmha_w.w2 = dcmha_w.wd = extra;
+    const void* configs[] = {&moh, &overlap, &collab, &dcmha};
+    const void* weights[] = {&moh_w, NULL, &collab_w, &dcmha_w};
+    static const mh_variant owner[] = {MH_VARIANT_MOH, MH_VARIANT_OVERLAP, MH_VARIANT_COLLAB,
+                                       MH_VARIANT_DCMHA};
+    static const char* name[] = {"MoH", "overlap", "CollabHead", "DCMHA"};
     char what[160];
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
         const mh_variant v = variants[i];
@@ -462,29 +481,24 @@ static void test_foreign_fields(const mh_context* ctx, wbufs* wb) {
         mh_layer_weights w = weights_of(wb, 1);
         c.variant = v;
         if (v == MH_VARIANT_GQA) c.n_kv_heads = 2;
-        if (v == MH_VARIANT_MOH) c.moh.router = MH_MOH_ROUTER_NORM, c.moh.shared_heads = 1, c.moh.top_k = 1;
-        if (v == MH_VARIANT_OVERLAP) c.overlap = 1;
-        if (v == MH_VARIANT_COLLAB) c.collab_dim = 8, w.b_q = w.b_k = NULL, w.collab_mix = extra, w.collab_content = extra;
-        if (v == MH_VARIANT_DCMHA) w.dcmha_w1 = w.dcmha_w2 = w.dcmha_wd = extra;
-        snprintf(what, sizeof what, "foreign fields: variant %d: own fields create", (int)v);
+        for (int f = 0; f < 4; f++)
+            if (owner[f] == v) c.variant_config = configs[f], w.variant_weights = weights[f];
+        if (v == MH_VARIANT_COLLAB) w.b_q = w.b_k = NULL;
+        if (v == MH_VARIANT_MOH) w.variant_weights = NULL; /* the norm router reads none */
+        snprintf(what, sizeof what, "foreign fields: variant %d: its own structs create", (int)v);
         mh_layer* L = NULL;
         check_status(what, mh_layer_create(ctx, &c, &w, &L), MH_OK);
         mh_layer_destroy(L);
         for (int f = 0; f < 4; f++) {
-            static const mh_variant owner[] = {MH_VARIANT_MOH, MH_VARIANT_OVERLAP, MH_VARIANT_COLLAB,
-                                               MH_VARIANT_DCMHA};
-            static const char* name[] = {"MoH", "overlap", "CollabHead", "DCMHA"};
             if (owner[f] == v) continue;
             mh_layer_config fc = c;
             mh_layer_weights fw = w;
-            if (f == 0) fc.moh.top_k = 1, fw.moh_w_router = extra;
-            if (f == 1) fc.overlap = 1;
-            if (f == 2) fc.collab_dim = 4, fw.collab_mix = extra;
-            if (f == 3) fc.dcmha.rank = 2, fw.dcmha_w1 = extra;
-            snprintf(what, sizeof what, "foreign fields: variant %d rejects a %s config field", (int)v, name[f]);
+            fc.variant_config = configs[f];
+            snprintf(what, sizeof what, "foreign fields: variant %d rejects a %s config", (int)v, name[f]);
             expect_create(what, ctx, &fc, &w, MH_ERR_INVALID_ARGUMENT);
-            if (f == 1) continue; /* overlapping heads have no weights of their own */
-            snprintf(what, sizeof what, "foreign fields: variant %d rejects a %s weight", (int)v, name[f]);
+            if (!weights[f]) continue; /* overlapping heads have no weights of their own */
+            fw.variant_weights = weights[f];
+            snprintf(what, sizeof what, "foreign fields: variant %d rejects %s weights", (int)v, name[f]);
             expect_create(what, ctx, &c, &fw, MH_ERR_INVALID_ARGUMENT);
         }
     }
