@@ -488,6 +488,25 @@ static void test_foreign_fields(const mh_context* ctx, wbufs* wb) {
         snprintf(what, sizeof what, "foreign fields: variant %d: its own structs create", (int)v);
         mh_layer* L = NULL;
         check_status(what, mh_layer_create(ctx, &c, &w, &L), MH_OK);
+        /* the resolved variant config reads back only into a struct of the layer's own tag */
+        for (int f = 0; f < 4 && L; f++) {
+            union {
+                mh_moh_config moh;
+                mh_overlap_config overlap;
+                mh_collab_config collab;
+                mh_dcmha_config dcmha;
+            } out;
+            memset(&out, 0x5a, sizeof out);
+            memcpy(&out, configs[f], sizeof(mh_variant));
+            snprintf(what, sizeof what, "foreign fields: variant %d: get_variant_config into a %s config",
+                     (int)v, name[f]);
+            check_status(what, mh_layer_get_variant_config(L, &out),
+                         owner[f] == v ? MH_OK : MH_ERR_INVALID_ARGUMENT);
+            if (owner[f] != v) check_true(what, all_bytes((const unsigned char*)&out + sizeof(mh_variant),
+                                                          sizeof out - sizeof(mh_variant), 0x5a));
+        }
+        check_status("get_variant_config: NULL out", mh_layer_get_variant_config(L, NULL),
+                     MH_ERR_INVALID_ARGUMENT);
         mh_layer_destroy(L);
         for (int f = 0; f < 4; f++) {
             if (owner[f] == v) continue;
