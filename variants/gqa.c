@@ -8,10 +8,10 @@
  *          out = O Wo^T + bo
  * decode:  the same with K/V appended to the cache first and causal attention over it.
  *
- * Overlapping heads add a halo o (config.overlap; 0 for MHA/GQA/MQA): the projections write into
- * rows of width heads*dim + 2o whose o-wide ends are zero, head h's window is the D + 2o
- * elements from h*D of that row (Q, K and V alike), and W' reads the H enlarged outputs
- * [H*(D + 2o)]. The core reads the windows in place through strides (head stride D, head width
+ * Overlapping heads add a halo o (mh_overlap_config.overlap; 0 for MHA/GQA/MQA): the
+ * projections write into rows of width heads*dim + 2o whose o-wide ends are zero, head h's
+ * window is the D + 2o elements from h*D of that row (Q, K and V alike), and W' reads the H
+ * enlarged outputs [H*(D + 2o)]. The core reads the windows in place through strides (head stride D, head width
  * D + 2o; it never assumes disjoint heads). With o = 0 every row and problem is the plain
  * contiguous MHA/GQA/MQA one: the same GEMMs and the same core problem.
  */
