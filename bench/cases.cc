@@ -583,10 +583,10 @@ protected:
         return 2.0 * rows * w_.d_model * H * D * active()  // Q (MoH: active heads only)
                + 2.0 * kv_rows * w_.kdim * Hkv * D          // K
                + 2.0 * kv_rows * w_.vdim * Hkv * Dv         // V
-               + 2.0 * rows * H * (Dv + 2.0 * cfg_.overlap) * w_.d_model * active();  // O
+               + 2.0 * rows * H * (Dv + 2.0 * config_overlap(cfg_)) * w_.d_model * active();  // O
     }
     double attention_flops(double pairs) const {
-        return pairs * w_.n_heads * active() * (2.0 * (w_.head_dim + 2 * cfg_.overlap) + 2.0 * (w_.head_dim_v + 2 * cfg_.overlap));
+        return pairs * w_.n_heads * active() * (2.0 * (w_.head_dim + 2 * config_overlap(cfg_)) + 2.0 * (w_.head_dim_v + 2 * config_overlap(cfg_)));
     }
     double weight_float_bytes() const {
         return 4.0 * static_cast<double>(w_.wq.size() + w_.wk.size() + w_.wv.size() + w_.wo.size() + w_.bq.size() +
@@ -681,7 +681,7 @@ private:
             workspace_bytes_ = ws;
             ws_ = AlignedBuffer(ws);
         }
-        kv_bytes_per_token_ = (static_cast<size_t>(w_.n_kv_heads) * (w_.head_dim + w_.head_dim_v) + 4 * static_cast<size_t>(cfg_.overlap)) * sizeof(float);
+        kv_bytes_per_token_ = (static_cast<size_t>(w_.n_kv_heads) * (w_.head_dim + w_.head_dim_v) + 4 * static_cast<size_t>(config_overlap(cfg_))) * sizeof(float);
         mh_kv_cache* probe = nullptr;  // DCMHA's cache also holds its key factors: ask the cache
         if (cfg_.variant == MH_VARIANT_DCMHA && mh_kv_cache_create(layer_.get(), 1, 1, MH_DTYPE_F32, &probe) == MH_OK)
             kv_bytes_per_token_ = mh_kv_cache_bytes_per_token(probe);
@@ -736,9 +736,9 @@ public:
             }
         }
         const double len0 = mh_kv_cache_length(cache_.get());
+        const mh_decode_args args = {c_.batch, 1, xtok_.data(), out_.as<float>(), nullptr};
         for (auto _ : st) {
-            const mh_status s = mh_layer_decode(layer_.get(), cache_.get(), c_.batch, 1, xtok_.data(), out_.as<float>(),
-                                                ws_.data(), ws_.size());
+            const mh_status s = mh_layer_decode(layer_.get(), cache_.get(), &args, ws_.data(), ws_.size());
             if (s != MH_OK) {
                 fail("mh_layer_decode", s);
                 st.SkipWithError(error_.c_str());
@@ -808,8 +808,8 @@ private:
             for (int b = 0; b < B; b++)
                 std::copy_n(&x_[(static_cast<size_t>(b) * M + t) * dm], static_cast<size_t>(n) * dm,
                             &xchunk_[static_cast<size_t>(b) * n * dm]);
-            const mh_status s = mh_layer_decode(layer_.get(), cache_.get(), B, n, xchunk_.data(), out_.as<float>(),
-                                                ws_.data(), ws_.size());
+            const mh_decode_args args = {B, n, xchunk_.data(), out_.as<float>(), nullptr};
+            const mh_status s = mh_layer_decode(layer_.get(), cache_.get(), &args, ws_.data(), ws_.size());
             if (s != MH_OK) return fail("mh_layer_decode (filling the cache)", s);
             t += n;
         }

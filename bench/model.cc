@@ -25,6 +25,11 @@ mh_layer_weights LayerWeights::view() const {
     return w;
 }
 
+int config_overlap(const mh_layer_config& c) {
+    if (c.variant != MH_VARIANT_OVERLAP || !c.variant_config) return 0;
+    return static_cast<const mh_overlap_config*>(c.variant_config)->overlap;
+}
+
 LayerWeights random_mha_layer(int d_model, int n_heads, int head_dim, int kdim, bool bias, uint64_t seed) {
     LayerWeights w;
     w.d_model = d_model;
@@ -72,15 +77,21 @@ template <int Shared, int Active>
 void bind_moh(const LayerWeights& w, mh_layer_config* cfg, mh_layer_weights* view) {
     const int hs = w.n_heads * Shared / 16, k = w.n_heads * Active / 16 - hs;
     if (cfg) {
+        mh_moh_config& m = w.parts.moh;
+        m = mh_moh_config_default();
+        m.router = MH_MOH_ROUTER_LEARNED;
+        m.shared_heads = hs;
+        m.top_k = k;
         cfg->variant = MH_VARIANT_MOH;
-        cfg->moh.router = MH_MOH_ROUTER_LEARNED;
-        cfg->moh.shared_heads = hs;
-        cfg->moh.top_k = k;
+        cfg->variant_config = &m;
     }
     if (view) {
-        view->moh_w_router = w.extra[0].data();
-        view->moh_w_shared = hs > 1 ? w.extra[1].data() : nullptr;
-        view->moh_w_stage = w.extra[2].data();
+        mh_moh_weights& r = w.parts.moh_w;
+        r = mh_moh_weights_default();
+        r.w_router = w.extra[0].data();
+        r.w_shared = hs > 1 ? w.extra[1].data() : nullptr;
+        r.w_stage = w.extra[2].data();
+        view->variant_weights = &r;
     }
 }
 
@@ -110,14 +121,18 @@ int kv_moh(int h, int base_kv) { return base_kv == h && h % 16 == 0 ? h : 0; }
 // A compressed layer (no fine-tuning), so its fidelity to the base layer is low by design.
 void bind_collab(const LayerWeights& w, mh_layer_config* cfg, mh_layer_weights* view) {
     if (cfg) {
+        w.parts.collab = mh_collab_config_default();
+        w.parts.collab.collab_dim = static_cast<int>(w.wq.size()) / w.d_model;
         cfg->variant = MH_VARIANT_COLLAB;
         cfg->n_kv_heads = 0;
-        cfg->collab_dim = static_cast<int>(w.wq.size()) / w.d_model;
+        cfg->variant_config = &w.parts.collab;
     }
     if (!view) return;
     view->b_q = view->b_k = nullptr;
-    view->collab_mix = w.extra[0].data();
-    view->collab_content = w.extra[1].data();
+    w.parts.collab_w = mh_collab_weights_default();
+    w.parts.collab_w.mix = w.extra[0].data();
+    w.parts.collab_w.content = w.extra[1].data();
+    view->variant_weights = &w.parts.collab_w;
 }
 
 LayerWeights derive_collab(const LayerWeights& base, int) {
@@ -150,8 +165,16 @@ LayerWeights derive_collab(const LayerWeights& base, int) {
 constexpr int kDcmhaRank = 2;
 
 void bind_dcmha(const LayerWeights& w, mh_layer_config* cfg, mh_layer_weights* view) {
-    if (cfg) cfg->dcmha = mh_dcmha_config{kDcmhaRank, 4 * w.n_heads, 1, MH_GELU_ERF, 0};
-    if (view) view->dcmha_w1 = w.extra[0].data(), view->dcmha_w2 = w.extra[1].data(), view->dcmha_wd = w.extra[2].data();
+    if (cfg) {
+        w.parts.dcmha = mh_dcmha_config{MH_VARIANT_DCMHA, kDcmhaRank, 4 * w.n_heads, 1, MH_GELU_ERF, 0};
+        cfg->variant_config = &w.parts.dcmha;
+    }
+    if (view) {
+        w.parts.dcmha_w = mh_dcmha_weights_default();
+        w.parts.dcmha_w.w1 = w.extra[0].data(), w.parts.dcmha_w.w2 = w.extra[1].data();
+        w.parts.dcmha_w.wd = w.extra[2].data();
+        view->variant_weights = &w.parts.dcmha_w;
+    }
 }
 
 LayerWeights derive_dcmha(const LayerWeights& base, int) {
@@ -208,7 +231,10 @@ LayerWeights derive_overlap(const LayerWeights& base, int) {
         for (int h = 0; h < H; h++)
             std::copy_n(&base.wo[(r * H + h) * D], D, &w.wo[(r * H + h) * dw + o]);
     w.bind = [](const LayerWeights& lw, mh_layer_config* cfg, mh_layer_weights*) {
-        if (cfg) cfg->overlap = static_cast<int>(lw.wo.size() / static_cast<size_t>(lw.d_model) / lw.n_heads - lw.head_dim) / 2;
+        if (!cfg) return;
+        lw.parts.overlap = mh_overlap_config_default();
+        lw.parts.overlap.overlap = static_cast<int>(lw.wo.size() / static_cast<size_t>(lw.d_model) / lw.n_heads - lw.head_dim) / 2;
+        cfg->variant_config = &lw.parts.overlap;
     };
     return w;
 }

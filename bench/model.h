@@ -26,16 +26,31 @@ struct LayerWeights {
     std::vector<float> bq, bk, bv, bo;  // empty when !bias
     std::string source;                 // "seeded" or the file it came from
     // Variant-specific parts (a MoH router, CollabHead mixing, DCMHA's weight generator, ...):
-    // the row's derive() fills `extra` and sets `bind`, which writes the variant's config fields
-    // (cfg) and points the weight view's variant fields at `extra` (view); either may be null.
+    // the row's derive() fills `extra` and sets `bind`, which fills the variant's config and
+    // weights structs in `parts` and points cfg->variant_config and view->variant_weights at
+    // them (the weights at `extra`); either may be null. So a bound config or view is valid
+    // while this object lives.
     std::vector<std::vector<float>> extra;
     void (*bind)(const LayerWeights& w, mh_layer_config* cfg, mh_layer_weights* view) = nullptr;
+    struct VariantParts {
+        mh_moh_config moh;
+        mh_moh_weights moh_w;
+        mh_overlap_config overlap;
+        mh_collab_config collab;
+        mh_collab_weights collab_w;
+        mh_dcmha_config dcmha;
+        mh_dcmha_weights dcmha_w;
+    };
+    mutable VariantParts parts{};
 
     mh_layer_weights view() const;
 };
 
 // A seeded MHA layer: weights uniform in +-1/sqrt(fan_in) (PyTorch's nn.Linear default range),
 // so activations stay O(1); biases (when asked) uniform in +-0.1.
+// o of an overlapping-heads config, 0 for any other variant.
+int config_overlap(const mh_layer_config& c);
+
 LayerWeights random_mha_layer(int d_model, int n_heads, int head_dim, int kdim, bool bias, uint64_t seed);
 
 // The GQA paper's conversion (Ainslie et al. 2023, section 2.1): the K and V projection heads

@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "bench_util.h"
+#include "model.h"
 #include "blas_baseline.h"
 #include "oracle_overlap.h"
 #include "oracle_collab.h"
@@ -128,7 +129,7 @@ namespace {
 void overlap_rows(const mh_layer_config& cfg, const mh_layer_weights& w, const float* xq, int n_q, const float* xk,
                   const float* xv, int n_kv, bool causal, const std::vector<int>& rows, std::vector<double>& out) {
     mh_layer_config c = cfg;
-    if (c.scale == 0.0f) c.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim + 2 * c.overlap));
+    if (c.scale == 0.0f) c.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim + 2 * config_overlap(c)));
     const size_t dm = static_cast<size_t>(cfg.d_model);
     out.assign(rows.size() * dm, 0.0);
     std::vector<float> q(rows.size() * dm);

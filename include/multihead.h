@@ -23,16 +23,23 @@ extern "C" {
 
 /* ------------------------------------------------------------------ version */
 #define MH_VERSION_MAJOR 0
-#define MH_VERSION_MINOR 1
+#define MH_VERSION_MINOR 2
 #define MH_VERSION_PATCH 0
 #define MH_VERSION_NUMBER (MH_VERSION_MAJOR * 10000 + MH_VERSION_MINOR * 100 + MH_VERSION_PATCH)
 
+/* The linkage of every public function. Define MH_API yourself to override it; on Windows,
+ * define MH_STATIC when linking the static library (the DLL's functions are dllimport
+ * otherwise). The library's own build defines MH_BUILDING_LIBRARY. */
+#ifndef MH_API
 #if defined(_WIN32) && defined(MH_BUILDING_LIBRARY)
 #define MH_API __declspec(dllexport)
+#elif defined(_WIN32) && !defined(MH_STATIC)
+#define MH_API __declspec(dllimport)
 #elif defined(__GNUC__) || defined(__clang__)
 #define MH_API __attribute__((visibility("default")))
 #else
 #define MH_API
+#endif
 #endif
 
 /* MH_VERSION_NUMBER of the library actually linked. */
@@ -188,11 +195,20 @@ typedef enum mh_variant {
     MH_VARIANT_MHA = 0,     /* n_kv_heads == n_heads (0 = n_heads) */
     MH_VARIANT_GQA = 1,     /* n_heads % n_kv_heads == 0 */
     MH_VARIANT_MQA = 2,     /* n_kv_heads == 1 (0 = 1) */
-    MH_VARIANT_MOH = 3,     /* mixture-of-head attention: config.moh, router weights */
-    MH_VARIANT_OVERLAP = 4, /* overlapping heads (MOHSA): config.overlap */
-    MH_VARIANT_COLLAB = 5,  /* collaborative heads: config.collab_dim, collab weights */
-    MH_VARIANT_DCMHA = 6    /* dynamically composable MHA: config.dcmha, dcmha weights */
+    MH_VARIANT_MOH = 3,     /* mixture-of-head attention: mh_moh_config, mh_moh_weights */
+    MH_VARIANT_OVERLAP = 4, /* overlapping heads (MOHSA): mh_overlap_config */
+    MH_VARIANT_COLLAB = 5,  /* collaborative heads: mh_collab_config, mh_collab_weights */
+    MH_VARIANT_DCMHA = 6    /* dynamically composable MHA: mh_dcmha_config, mh_dcmha_weights */
 } mh_variant;
+
+/*
+ * Variant-specific parameters live in the variant's own config and weights structs, whose
+ * first member is the variant tag; mh_layer_config.variant_config and
+ * mh_layer_weights.variant_weights point at them (NULL = the variant's defaults / none). The
+ * tag must equal config.variant (MH_ERR_INVALID_ARGUMENT otherwise, and for a variant struct
+ * given to a variant without one), so another variant's parameters cannot pass silently.
+ * Start from mh_<variant>_config_default() / mh_<variant>_weights_default(), which set the tag.
+ */
 
 /* MoH (docs/variants.md, "MoH"): heads 0..shared_heads-1 always run; each token also runs the
  * top_k of the routed heads shared_heads..H-1. */
@@ -202,10 +218,37 @@ typedef enum mh_moh_router {
 } mh_moh_router;
 
 typedef struct mh_moh_config {
+    mh_variant variant; /* MH_VARIANT_MOH */
     mh_moh_router router;
     int shared_heads; /* h_s, 0..H */
     int top_k;        /* K, 0..H - h_s */
 } mh_moh_config;
+
+/* The learned router's weights (docs/api.md has which ones a config uses); NULL when unused. */
+typedef struct mh_moh_weights {
+    mh_variant variant;    /* MH_VARIANT_MOH */
+    const float* w_router; /* W_r [H - shared_heads, d_model] */
+    const float* w_shared; /* W_s [shared_heads, d_model] */
+    const float* w_stage;  /* W_h [2, d_model] */
+} mh_moh_weights;
+
+/* Overlapping heads (MOHSA; docs/variants.md, "Overlapping heads"). */
+typedef struct mh_overlap_config {
+    mh_variant variant; /* MH_VARIANT_OVERLAP */
+    int overlap;        /* o, dims borrowed from each neighbour, 0..head_dim */
+} mh_overlap_config;
+
+/* CollabHead (docs/variants.md, "CollabHead"). */
+typedef struct mh_collab_config {
+    mh_variant variant; /* MH_VARIANT_COLLAB */
+    int collab_dim;     /* D~, the shared query/key width, >= 1 (no default) */
+} mh_collab_config;
+
+typedef struct mh_collab_weights {
+    mh_variant variant;   /* MH_VARIANT_COLLAB */
+    const float* mix;     /* M [H, D~] */
+    const float* content; /* C [H, kdim] */
+} mh_collab_weights;
 
 /* DCMHA (docs/variants.md, "DCMHA"). */
 typedef enum mh_gelu {
@@ -216,12 +259,33 @@ typedef enum mh_gelu {
 #define MH_DCMHA_MAX_RANK 8
 
 typedef struct mh_dcmha_config {
+    mh_variant variant; /* MH_VARIANT_DCMHA */
     int rank;           /* R, 0 = 2; 1 .. MH_DCMHA_MAX_RANK */
     int hidden;         /* C per group, 0 = 4 * H / groups */
     int groups;         /* G, 0 = 1: composition is block-diagonal over G groups of H/G heads */
     mh_gelu gelu;
     int static_weights; /* 1: W_b pre and post are given */
 } mh_dcmha_config;
+
+/* Row-major, DCPythia layouts; branch axis 0 pre/query, 1 pre/key, 2 post/query, 3 post/key;
+ * G groups of Hg = H/G heads, C hidden, R rank. */
+typedef struct mh_dcmha_weights {
+    mh_variant variant;   /* MH_VARIANT_DCMHA */
+    const float* w1;      /* [d_model, G, 4, C]     hidden projection (GELU after) */
+    const float* w2;      /* [G, 4, C, 2R, Hg]      hidden -> w1 (first R) | w2 */
+    const float* wd;      /* [d_model, G, 4, Hg]    gate projection (tanh after) */
+    const float* wb_pre;  /* [G, Hg, Hg] static pre-composition minus I; static_weights */
+    const float* wb_post; /* [G, Hg, Hg] static post-composition minus I */
+} mh_dcmha_weights;
+
+/* The tag set, everything else 0 (each variant's defaults). */
+MH_API mh_moh_config mh_moh_config_default(void);
+MH_API mh_moh_weights mh_moh_weights_default(void);
+MH_API mh_overlap_config mh_overlap_config_default(void);
+MH_API mh_collab_config mh_collab_config_default(void);
+MH_API mh_collab_weights mh_collab_weights_default(void);
+MH_API mh_dcmha_config mh_dcmha_config_default(void);
+MH_API mh_dcmha_weights mh_dcmha_weights_default(void);
 
 typedef struct mh_layer_config {
     mh_variant variant;
@@ -238,11 +302,9 @@ typedef struct mh_layer_config {
     float softcap;             /* 0 = off */
     const float* alibi_slopes; /* [n_heads] or NULL */
     const float* sinks;        /* [n_heads] or NULL */
-    /* variant-specific; 0 = unused / the variant's default */
-    mh_moh_config moh;         /* MH_VARIANT_MOH */
-    int overlap;               /* MH_VARIANT_OVERLAP: o, dims borrowed from each neighbour */
-    int collab_dim;            /* MH_VARIANT_COLLAB: D~, the shared query/key width */
-    mh_dcmha_config dcmha;     /* MH_VARIANT_DCMHA */
+    /* The variant's own config (mh_moh_config, mh_overlap_config, mh_collab_config,
+     * mh_dcmha_config; tag = variant), copied at create; NULL = its defaults. */
+    const void* variant_config;
 } mh_layer_config;
 
 /* PyTorch nn.Linear layout; copied and packed at create, the caller keeps ownership. */
@@ -255,19 +317,9 @@ typedef struct mh_layer_weights {
     const float* b_k; /* [Hkv*D]  */
     const float* b_v; /* [Hkv*Dv] */
     const float* b_o; /* [d_model] */
-    /* variant-specific (docs/api.md has every shape); NULL when unused */
-    const float* moh_w_router; /* MoH learned router W_r [H - shared_heads, d_model] */
-    const float* moh_w_shared; /* MoH learned router W_s [shared_heads, d_model] */
-    const float* moh_w_stage;  /* MoH learned router W_h [2, d_model] */
-    const float* collab_mix;   /* CollabHead M [H, D~] */
-    const float* collab_content; /* CollabHead C [H, kdim] */
-    /* DCMHA (row-major, DCPythia layouts; branch axis 0 pre/query, 1 pre/key, 2 post/query,
-     * 3 post/key; G groups of Hg = H/G heads, C hidden, R rank) */
-    const float* dcmha_w1;      /* [d_model, G, 4, C]     hidden projection (GELU after) */
-    const float* dcmha_w2;      /* [G, 4, C, 2R, Hg]      hidden -> w1 (first R) | w2 */
-    const float* dcmha_wd;      /* [d_model, G, 4, Hg]    gate projection (tanh after) */
-    const float* dcmha_wb_pre;  /* [G, Hg, Hg] static pre-composition minus I; static_weights */
-    const float* dcmha_wb_post; /* [G, Hg, Hg] static post-composition minus I */
+    /* The variant's own weights (mh_moh_weights, mh_collab_weights, mh_dcmha_weights; tag =
+     * config.variant), read at create; NULL = none. */
+    const void* variant_weights;
 } mh_layer_weights;
 
 typedef struct mh_layer mh_layer;
@@ -277,8 +329,13 @@ MH_API mh_layer_config mh_layer_config_default(void); /* MHA, everything else 0 
 MH_API mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
                                  const mh_layer_weights* weights, mh_layer** out);
 MH_API void mh_layer_destroy(mh_layer* layer); /* accepts NULL */
-/* The config as validated (defaults resolved, including scale; pointers cleared). */
+/* The config as validated (defaults resolved, including scale; pointers cleared, including
+ * variant_config: read that with mh_layer_get_variant_config). */
 MH_API mh_status mh_layer_get_config(const mh_layer* layer, mh_layer_config* out);
+/* The variant's config as validated (defaults resolved) into `out`, a mh_<variant>_config
+ * whose tag the caller set to the layer's variant (MH_ERR_INVALID_ARGUMENT if it differs or
+ * the variant has no config struct). */
+MH_API mh_status mh_layer_get_variant_config(const mh_layer* layer, void* out);
 /* Bytes of packed weights the layer holds. */
 MH_API size_t mh_layer_weights_bytes(const mh_layer* layer);
 
@@ -338,15 +395,20 @@ MH_API mh_status mh_layer_forward(const mh_layer* layer, const mh_forward_args* 
  * b_K dropped (the softmax ignores it), W_V, b_V, W_O, b_O unchanged. Nothing is allocated:
  *   mix     [H, H*D] written
  *   content [H, kdim] written (zeros when the MHA has no bias)
- *   collab  the CollabHead config (variant MH_VARIANT_COLLAB, collab_dim = H*D, n_kv_heads 0,
- *           scale, kdim, vdim and model-level options as in the MHA config)
+ *   collab  the CollabHead config (variant MH_VARIANT_COLLAB, n_kv_heads 0, scale, kdim,
+ *           vdim and model-level options as in the MHA config; variant_config = collab_cfg)
+ *   collab_cfg  its mh_collab_config (collab_dim = H*D)
  *   collab_weights  points at the MHA's own w_q, w_k, w_v, w_o, b_v, b_o (reused, not
- *           copied: keep them alive until mh_layer_create) and at mix and content.
+ *           copied: keep them alive until mh_layer_create); variant_weights = collab_mixing
+ *   collab_mixing  its mh_collab_weights: mix and content
  * mha may be MH_VARIANT_MHA, or GQA/MQA with n_kv_heads == n_heads. On error nothing is written.
  */
-MH_API mh_status mh_collab_from_mha(const mh_layer_config* mha, const mh_layer_weights* mha_weights,
-                                    float* mix, float* content, mh_layer_config* collab,
-                                    mh_layer_weights* collab_weights);
+MH_API mh_status mh_convert_mha_to_collab(const mh_layer_config* mha,
+                                          const mh_layer_weights* mha_weights, float* mix,
+                                          float* content, mh_layer_config* collab,
+                                          mh_collab_config* collab_cfg,
+                                          mh_layer_weights* collab_weights,
+                                          mh_collab_weights* collab_mixing);
 
 /* ------------------------------------------------------------------ KV cache and decode */
 /*
@@ -372,18 +434,21 @@ MH_API size_t mh_kv_cache_bytes_per_token(const mh_kv_cache* cache);
  * Equal to the causal self-attention forward over all tokens so far. The cache length grows
  * by n_new only on success. n_new may be > 1 (chunked prefill).
  */
+typedef struct mh_decode_args {
+    int batch, n_new;           /* B (the cache's batch), tokens appended per sequence */
+    const float* x;             /* [B, n_new, d_model] */
+    float* out;                 /* [B, n_new, d_model] */
+    /* MoH only: the routing of the n_new tokens ([B, n_new, A], load over this call), filled
+     * when not NULL; MH_ERR_INVALID_ARGUMENT when given to a layer of another variant. */
+    mh_routing_record* routing;
+} mh_decode_args;
+
 MH_API mh_status mh_layer_decode_workspace_size(const mh_layer* layer, int batch, int n_new,
                                                 size_t* bytes);
-MH_API mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache, int batch, int n_new,
-                                 const float* x, float* out, void* workspace,
+/* workspace must be 64-byte aligned. */
+MH_API mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache,
+                                 const mh_decode_args* args, void* workspace,
                                  size_t workspace_bytes);
-/* mh_layer_decode that also reports a MoH layer's routing of the n_new tokens (routing
- * [B, n_new, A], load over this call); routing may be NULL. MH_ERR_INVALID_ARGUMENT when
- * routing is given to a layer of another variant. */
-MH_API mh_status mh_layer_decode_routed(const mh_layer* layer, mh_kv_cache* cache, int batch,
-                                        int n_new, const float* x, float* out,
-                                        mh_routing_record* routing, void* workspace,
-                                        size_t workspace_bytes);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,6 @@
  */
 #include <string.h>
 
-#include "api/kv_cache.h"
 #include "core/shared_key_attention.h"
 #include "util/alloc.h"
 #include "variant.h"
@@ -23,12 +22,23 @@ typedef struct collab_state {
     mh_packed_matrix content;   /* C [H, kdim] packed */
 } collab_state;
 
-static mh_status resolve(mh_layer_config* c) {
-    if (c->head_dim_v == 0) c->head_dim_v = c->head_dim;
-    if (c->kdim == 0) c->kdim = c->d_model;
-    if (c->vdim == 0) c->vdim = c->d_model;
+static const mh_collab_config defaults = {MH_VARIANT_COLLAB, 0};
+
+mh_collab_config mh_collab_config_default(void) { return defaults; }
+
+mh_collab_weights mh_collab_weights_default(void) {
+    return (mh_collab_weights){MH_VARIANT_COLLAB, NULL, NULL};
+}
+
+/* D~, the shared query/key width, of a resolved config. */
+static int dim_of(const mh_layer_config* c) {
+    return ((const mh_collab_config*)c->variant_config)->collab_dim;
+}
+
+static mh_status resolve(mh_layer_config* c, void* vcfg) {
+    (void)vcfg; /* c->variant_config */
     /* one shared key stream: n_kv_heads has no meaning and must stay 0 */
-    if (c->collab_dim <= 0 || c->n_kv_heads != 0) return MH_ERR_INVALID_ARGUMENT;
+    if (dim_of(c) <= 0 || c->n_kv_heads != 0) return MH_ERR_INVALID_ARGUMENT;
     return MH_OK;
 }
 
@@ -45,8 +55,9 @@ static void destroy(mh_layer* L) {
 
 static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     const mh_layer_config* c = &L->cfg;
-    const int H = c->n_heads, Dt = c->collab_dim, hdv = H * c->head_dim_v;
-    if (!w->collab_mix || !w->collab_content) return MH_ERR_INVALID_ARGUMENT;
+    const int H = c->n_heads, Dt = dim_of(c), hdv = H * c->head_dim_v;
+    const mh_collab_weights* cw = w->variant_weights;
+    if (!cw || !cw->mix || !cw->content) return MH_ERR_INVALID_ARGUMENT;
     size_t mix_bytes;
     if (!mh_mul3_size((size_t)H, (size_t)Dt, sizeof(float), &mix_bytes)) return MH_ERR_SIZE_OVERFLOW;
     collab_state* s = mh_alloc(sizeof *s);
@@ -56,10 +67,10 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     mh_status st = MH_OK;
     s->mix = mh_alloc(mix_bytes);
     if (!s->mix) st = MH_ERR_OUT_OF_MEMORY;
-    else memcpy(s->mix, w->collab_mix, mix_bytes);
+    else memcpy(s->mix, cw->mix, mix_bytes);
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_q, NULL, Dt, c->d_model, &L->wq);
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_k, NULL, Dt, c->kdim, &L->wk);
-    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->collab_content, NULL, H, c->kdim, &s->content);
+    if (st == MH_OK) st = mh_pack_matrix(L->kernels, cw->content, NULL, H, c->kdim, &s->content);
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_v, w->b_v, hdv, c->vdim, &L->wv);
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_o, w->b_o, c->d_model, hdv, &L->wo);
     if (st != MH_OK) {
@@ -72,7 +83,7 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
 
 static void cache_layout(const mh_layer* L, mh_cache_layout* out) {
     const mh_layer_config* c = &L->cfg;
-    *out = (mh_cache_layout){1, c->collab_dim, c->n_heads, c->head_dim_v, c->n_heads};
+    *out = (mh_cache_layout){1, dim_of(c), c->n_heads, c->head_dim_v, c->n_heads};
 }
 
 /* The workspace of one call:
@@ -89,9 +100,9 @@ static mh_shared_key_problem problem(const mh_layer* L, int B, int N, int M, con
     mh_shared_key_problem p;
     memset(&p, 0, sizeof p);
     p.batch = B, p.n_q = N, p.n_kv = M, p.n_heads = c->n_heads;
-    p.dim_qk = c->collab_dim, p.head_dim_v = c->head_dim_v, p.scale = c->scale;
+    p.dim_qk = dim_of(c), p.head_dim_v = c->head_dim_v, p.scale = c->scale;
     p.q = b->q, p.mix = ((const collab_state*)L->ext)->mix;
-    p.k = b->k, p.k_stride_batch = (ptrdiff_t)M * c->collab_dim;
+    p.k = b->k, p.k_stride_batch = (ptrdiff_t)M * dim_of(c);
     p.v = (mh_tensor){b->v, M * hdv, hdv, c->head_dim_v};
     p.k_dtype = p.v_dtype = MH_DTYPE_F32;
     p.bias = b->cb, p.bias_stride_batch = (ptrdiff_t)M * c->n_heads;
@@ -103,8 +114,8 @@ static void carve(const mh_layer* L, int B, int N, int M, mh_ws* ws, buffers* b)
     const mh_layer_config* c = &L->cfg;
     const size_t rows_q = (size_t)B * (size_t)N, rows_kv = (size_t)B * (size_t)M;
     const size_t H = (size_t)c->n_heads, hdv = H * (size_t)c->head_dim_v;
-    b->q = mh_ws_take(ws, rows_q, (size_t)c->collab_dim, sizeof(float));
-    b->k = mh_ws_take(ws, rows_kv, (size_t)c->collab_dim, sizeof(float));
+    b->q = mh_ws_take(ws, rows_q, (size_t)dim_of(c), sizeof(float));
+    b->k = mh_ws_take(ws, rows_kv, (size_t)dim_of(c), sizeof(float));
     b->cb = mh_ws_take(ws, rows_kv, H, sizeof(float));
     b->v = mh_ws_take(ws, rows_kv, hdv, sizeof(float));
     b->o = mh_ws_take(ws, rows_q, hdv, sizeof(float));
@@ -121,7 +132,7 @@ static void forward_carve(const mh_layer* L, int B, int N, int M, mh_ws* ws) {
 static void project_kv(const mh_layer* L, size_t rows, const float* xk, const float* xv, const buffers* b) {
     const mh_layer_config* c = &L->cfg;
     const collab_state* s = L->ext;
-    mh_gemm_packed(L->kernels, L->threads, rows, xk, (size_t)c->kdim, &L->wk, b->k, (size_t)c->collab_dim);
+    mh_gemm_packed(L->kernels, L->threads, rows, xk, (size_t)c->kdim, &L->wk, b->k, (size_t)dim_of(c));
     mh_gemm_packed(L->kernels, L->threads, rows, xk, (size_t)c->kdim, &s->content, b->cb, (size_t)c->n_heads);
     mh_gemm_packed(L->kernels, L->threads, rows, xv, (size_t)c->vdim, &L->wv, b->v, (size_t)L->wv.n_out);
 }
@@ -134,7 +145,7 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     carve(L, B, N, M, &ws, &b);
     const size_t rows_q = (size_t)B * (size_t)N;
     mh_gemm_packed(L->kernels, L->threads, rows_q, a->query, (size_t)c->d_model, &L->wq, b.q,
-                   (size_t)c->collab_dim);
+                   (size_t)dim_of(c));
     project_kv(L, (size_t)B * (size_t)M, self ? a->query : a->key, self ? a->query : a->value, &b);
     const mh_shared_key_problem p = problem(L, B, N, M, &b);
     const mh_attn_options opt = mh_variant_options(L, a->opt);
@@ -148,31 +159,33 @@ static void decode_carve(const mh_layer* L, int B, int n, mh_ws* ws) {
     carve(L, B, n, n, ws, &b);
 }
 
-static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, const float* x,
-                   float* out, void* workspace) {
+static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode_args* a,
+                   void* workspace) {
     const mh_layer_config* c = &L->cfg;
+    const int B = a->batch, n = a->n_new;
+    const float* x = a->x;
     mh_ws ws = mh_ws_begin(workspace);
     buffers b;
     carve(L, B, n, n, &ws, &b);
     const size_t rows = (size_t)B * (size_t)n;
-    mh_gemm_packed(L->kernels, L->threads, rows, x, (size_t)c->d_model, &L->wq, b.q, (size_t)c->collab_dim);
+    mh_gemm_packed(L->kernels, L->threads, rows, x, (size_t)c->d_model, &L->wq, b.q, (size_t)dim_of(c));
     project_kv(L, rows, x, x, &b);
     mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
     mh_kv_cache_write_aux(cache, n, b.cb);
 
-    const int total = cache->length + n;
+    const int total = mh_kv_cache_length(cache) + n;
     mh_shared_key_problem p = problem(L, B, n, total, &b);
     mh_tensor kview;
     mh_kv_cache_views(cache, &kview, &p.v);
     p.k = kview.data, p.k_stride_batch = kview.stride_batch;
-    p.k_dtype = p.v_dtype = cache->dtype;
-    p.bias = cache->aux, p.bias_stride_batch = (ptrdiff_t)cache->capacity * c->n_heads;
+    p.k_dtype = p.v_dtype = mh_kv_cache_dtype(cache);
+    p.bias = mh_kv_cache_aux(cache, &p.bias_stride_batch); /* [B][capacity][H] */
     mh_attn_options opt = mh_variant_options(L, NULL);
     opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
     mh_shared_key_attention(L->kernels, L->threads, &p, &opt, b.attn);
-    mh_variant_out_projection(L, rows, b.o, out);
-    cache->length = total;
+    mh_variant_out_projection(L, rows, b.o, a->out);
 }
 
-const mh_variant_ops mh_variant_collab = {"collab", resolve, create, destroy, cache_layout,
-                                          forward_carve, decode_carve, forward, decode};
+const mh_variant_ops mh_variant_collab = {"collab", sizeof(mh_collab_config), &defaults, 1,
+                                          MH_CAP_QK_NO_BIAS, resolve, NULL, create, destroy, cache_layout, forward_carve,
+                                          decode_carve, forward, decode};

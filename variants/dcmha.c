@@ -17,12 +17,17 @@
 /* The composition runs on the head-mix kernels, whose rank bound is their own. */
 _Static_assert(MH_DCMHA_MAX_RANK <= MH_HEAD_MIX_MAX_RANK, "DCMHA ranks beyond the head-mix kernels");
 
-static mh_status resolve(mh_layer_config* c) {
-    mh_dcmha_config* d = &c->dcmha;
+static const mh_dcmha_config defaults = {MH_VARIANT_DCMHA, 0, 0, 0, MH_GELU_ERF, 0};
+
+mh_dcmha_config mh_dcmha_config_default(void) { return defaults; }
+
+mh_dcmha_weights mh_dcmha_weights_default(void) {
+    return (mh_dcmha_weights){MH_VARIANT_DCMHA, NULL, NULL, NULL, NULL, NULL};
+}
+
+static mh_status resolve(mh_layer_config* c, void* vcfg) {
+    mh_dcmha_config* d = vcfg;
     if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;
-    if (c->head_dim_v == 0) c->head_dim_v = c->head_dim;
-    if (c->kdim == 0) c->kdim = c->d_model;
-    if (c->vdim == 0) c->vdim = c->d_model;
     if (d->rank == 0) d->rank = 2;
     if (d->groups == 0) d->groups = 1;
     if (c->n_kv_heads != c->n_heads || c->kdim != c->d_model || c->vdim != c->d_model)
@@ -40,6 +45,16 @@ static mh_status resolve(mh_layer_config* c) {
     return MH_OK;
 }
 
+/* DCMHA serves self-attention with at most the causal flag (docs/variants.md, "DCMHA"). */
+static mh_status check_forward(const mh_layer* L, const mh_forward_args* a) {
+    (void)L;
+    const mh_attn_options* o = a->opt;
+    return a->key || (o && (o->kv_len || o->mask || o->probs ||
+                            (o->q_offset != MH_Q_OFFSET_END && o->q_offset != 0)))
+               ? MH_ERR_UNSUPPORTED
+               : MH_OK;
+}
+
 static void destroy(mh_layer* L) {
     mh_variant_free_projections(L);
     if (L->ext) mh_dcmha_generator_destroy(L->ext);
@@ -49,9 +64,9 @@ static void destroy(mh_layer* L) {
 
 static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     const mh_layer_config* c = &L->cfg;
-    const int st_w = c->dcmha.static_weights;
-    if (!w->dcmha_w1 || !w->dcmha_w2 || !w->dcmha_wd || !w->dcmha_wb_pre != !st_w ||
-        !w->dcmha_wb_post != !st_w)
+    const int st_w = mh_dcmha_cfg(c)->static_weights;
+    const mh_dcmha_weights* dw = w->variant_weights;
+    if (!dw || !dw->w1 || !dw->w2 || !dw->wd || !dw->wb_pre != !st_w || !dw->wb_post != !st_w)
         return MH_ERR_INVALID_ARGUMENT;
     const int hd = c->n_heads * c->head_dim, hdv = c->n_heads * c->head_dim_v;
     mh_status st = mh_pack_matrix(L->kernels, w->w_q, w->b_q, hd, c->d_model, &L->wq);
@@ -60,7 +75,7 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_o, w->b_o, c->d_model, hdv, &L->wo);
     if (st == MH_OK) {
         L->ext = calloc(1, sizeof(dcmha_state));
-        st = L->ext ? mh_dcmha_generator_create(L, w, L->ext) : MH_ERR_OUT_OF_MEMORY;
+        st = L->ext ? mh_dcmha_generator_create(L, dw, L->ext) : MH_ERR_OUT_OF_MEMORY;
         if (st != MH_OK) free(L->ext), L->ext = NULL;
     }
     if (st == MH_OK) L->ext_bytes = mh_dcmha_generator_bytes(L);
@@ -144,7 +159,7 @@ static void store_keys(const mh_layer* L, const mh_dcmha_key_factors* kf, int B,
 }
 
 
-/* Per-call options were checked by layer_api.c: self-attention, at most `causal` set. */
+/* Per-call options were checked by check_forward: self-attention, at most `causal` set. */
 static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace) {
     const int B = a->batch, N = a->n_q;
     mh_ws ws = mh_ws_begin(workspace);
@@ -164,31 +179,33 @@ static void decode_carve(const mh_layer* L, int B, int n, mh_ws* ws) {
     carve(L, B, n, n, 1, ws, &b);
 }
 
-static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, const float* x, float* out,
+static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode_args* a,
                    void* workspace) {
     const dcmha_dims d = mh_dcmha_dims(&L->cfg);
+    const int B = a->batch, n = a->n_new, length = mh_kv_cache_length(cache);
+    const size_t capacity = (size_t)mh_kv_cache_capacity(cache);
     mh_ws ws = mh_ws_begin(workspace);
     buffers b;
     carve(L, B, n, n, 1, &ws, &b);
     const size_t rows = (size_t)B * (size_t)n;
-    project(L, rows, x, &b);
+    project(L, rows, a->x, &b);
     mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
     /* the cache's aux stream [B][capacity][aux_dim] holds the key factors in tiles */
-    const mh_dcmha_key_factors kf = {cache->aux, (ptrdiff_t)cache->capacity * cache->layout.aux_dim,
-                                     (size_t)cache->capacity, d.branch};
-    store_keys(L, &kf, B, n, (size_t)cache->length, b.f);
+    mh_dcmha_key_factors kf = {NULL, 0, capacity, d.branch};
+    kf.data = mh_kv_cache_aux(cache, &kf.stride_batch);
+    store_keys(L, &kf, B, n, (size_t)length, b.f);
 
-    const int total = cache->length + n;
+    const int total = length + n;
     mh_dcmha_problem p = problem(L, B, n, total, &b);
     mh_kv_cache_views(cache, &p.k, &p.v);
-    p.k_dtype = p.v_dtype = cache->dtype;
+    p.k_dtype = p.v_dtype = mh_kv_cache_dtype(cache);
     p.kf = kf;
     p.causal = 1;
-    p.q_pos = cache->length;
+    p.q_pos = length;
     mh_dcmha_attention(L->kernels, L->threads, &p, 0, b.attn);
-    mh_variant_out_projection(L, rows, b.o, out);
-    cache->length = total;
+    mh_variant_out_projection(L, rows, b.o, a->out);
 }
 
-const mh_variant_ops mh_variant_dcmha = {"dcmha", resolve, create, destroy, cache_layout,
-                                         forward_carve, decode_carve, forward, decode};
+const mh_variant_ops mh_variant_dcmha = {"dcmha", sizeof(mh_dcmha_config), &defaults, 1, 0,
+                                         resolve, check_forward, create, destroy, cache_layout, forward_carve,
+                                         decode_carve, forward, decode};

@@ -15,6 +15,11 @@ typedef struct dcmha_dims {
 
 dcmha_dims mh_dcmha_dims(const mh_layer_config* c);
 
+/* The DCMHA config of a resolved layer config. */
+static inline const mh_dcmha_config* mh_dcmha_cfg(const mh_layer_config* c) {
+    return c->variant_config;
+}
+
 typedef struct dcmha_state {
     mh_packed_matrix w1d;  /* [4GC + 4H, d]: rows (g, c, k) of W1, then (g, c, m) of Wd */
     mh_packed_matrix* w2;  /* [4G] of [2R*Hg, C], index g * 4 + c */
@@ -22,7 +27,7 @@ typedef struct dcmha_state {
 } dcmha_state;
 
 /* Packs the generator's weights (layouts in docs/api.md); on error frees what it allocated. */
-mh_status mh_dcmha_generator_create(const mh_layer* L, const mh_layer_weights* w, dcmha_state* s);
+mh_status mh_dcmha_generator_create(const mh_layer* L, const mh_dcmha_weights* w, dcmha_state* s);
 void mh_dcmha_generator_destroy(dcmha_state* s);
 size_t mh_dcmha_generator_bytes(const mh_layer* L); /* L->ext is the state */
 

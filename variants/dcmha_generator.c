@@ -15,7 +15,7 @@
 
 dcmha_dims mh_dcmha_dims(const mh_layer_config* c) {
     dcmha_dims d;
-    d.H = c->n_heads, d.G = c->dcmha.groups, d.R = c->dcmha.rank, d.C = c->dcmha.hidden;
+    d.H = c->n_heads, d.G = mh_dcmha_cfg(c)->groups, d.R = mh_dcmha_cfg(c)->rank, d.C = mh_dcmha_cfg(c)->hidden;
     d.hg = d.H / d.G;
     d.branch = (size_t)d.G * (size_t)(2 * d.R + 1) * (size_t)d.hg;
     d.row = 4 * d.branch;
@@ -52,11 +52,11 @@ static void w2_block(const dcmha_dims* d, const float* qkw, size_t gc, float* t)
         for (size_t o = 0; o < out; o++) t[o * C + k] = src[k * out + o];
 }
 
-mh_status mh_dcmha_generator_create(const mh_layer* L, const mh_layer_weights* w, dcmha_state* s) {
+mh_status mh_dcmha_generator_create(const mh_layer* L, const mh_dcmha_weights* w, dcmha_state* s) {
     const mh_layer_config* c = &L->cfg;
     const dcmha_dims d = mh_dcmha_dims(c);
     memset(s, 0, sizeof *s);
-    float* t = merged_w1d(c, &d, w->dcmha_w1, w->dcmha_wd);
+    float* t = merged_w1d(c, &d, w->w1, w->wd);
     if (!t) return MH_ERR_OUT_OF_MEMORY;
     mh_status st = mh_pack_matrix(L->kernels, t, NULL, (int)d.z, c->d_model, &s->w1d);
     mh_free(t);
@@ -65,17 +65,17 @@ mh_status mh_dcmha_generator_create(const mh_layer* L, const mh_layer_weights* w
     t = s->w2 ? mh_alloc(n2 * (size_t)d.C * sizeof(float)) : NULL;
     if (st == MH_OK && !t) st = MH_ERR_OUT_OF_MEMORY;
     for (size_t gc = 0; st == MH_OK && gc < 4 * (size_t)d.G; gc++) {
-        w2_block(&d, w->dcmha_w2, gc, t);
+        w2_block(&d, w->w2, gc, t);
         st = mh_pack_matrix(L->kernels, t, NULL, (int)n2, d.C, &s->w2[gc]);
     }
     mh_free(t);
-    if (st == MH_OK && c->dcmha.static_weights) {
+    if (st == MH_OK && mh_dcmha_cfg(c)->static_weights) {
         const size_t per = (size_t)d.G * (size_t)d.hg * (size_t)d.hg;
         s->wb = mh_alloc(2 * per * sizeof(float));
         if (!s->wb) st = MH_ERR_OUT_OF_MEMORY;
         else {
-            memcpy(s->wb, w->dcmha_wb_pre, per * sizeof(float));
-            memcpy(s->wb + per, w->dcmha_wb_post, per * sizeof(float));
+            memcpy(s->wb, w->wb_pre, per * sizeof(float));
+            memcpy(s->wb + per, w->wb_post, per * sizeof(float));
         }
     }
     if (st != MH_OK) mh_dcmha_generator_destroy(s);
@@ -105,7 +105,7 @@ void mh_dcmha_generate(const mh_layer* L, size_t rows, const float* x, float* z,
     const size_t fb = (2 * R + 1) * hg, n1 = 4 * G * C;
     mh_gemm_packed(L->kernels, L->threads, rows, x, (size_t)c->d_model, &s->w1d, z, d.z);
     for (size_t t = 0; t < rows; t++)
-        for (size_t i = 0; i < n1; i++) z[t * d.z + i] = gelu(z[t * d.z + i], c->dcmha.gelu);
+        for (size_t i = 0; i < n1; i++) z[t * d.z + i] = gelu(z[t * d.z + i], mh_dcmha_cfg(c)->gelu);
     for (size_t g = 0; g < G; g++)
         for (size_t br = 0; br < 4; br++)
             mh_gemm_packed(L->kernels, L->threads, rows, z + (g * 4 + br) * C, d.z, &s->w2[g * 4 + br],

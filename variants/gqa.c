@@ -8,10 +8,10 @@
  *          out = O Wo^T + bo
  * decode:  the same with K/V appended to the cache first and causal attention over it.
  *
- * Overlapping heads add a halo o (config.overlap; 0 for MHA/GQA/MQA): the projections write into
- * rows of width heads*dim + 2o whose o-wide ends are zero, head h's window is the D + 2o
- * elements from h*D of that row (Q, K and V alike), and W' reads the H enlarged outputs
- * [H*(D + 2o)]. The core reads the windows in place through strides (head stride D, head width
+ * Overlapping heads add a halo o (mh_overlap_config.overlap; 0 for MHA/GQA/MQA): the
+ * projections write into rows of width heads*dim + 2o whose o-wide ends are zero, head h's
+ * window is the D + 2o elements from h*D of that row (Q, K and V alike), and W' reads the H
+ * enlarged outputs [H*(D + 2o)]. The core reads the windows in place through strides (head stride D, head width
  * D + 2o; it never assumes disjoint heads). With o = 0 every row and problem is the plain
  * contiguous MHA/GQA/MQA one: the same GEMMs and the same core problem.
  */
@@ -19,53 +19,52 @@
 #include <math.h>
 #include <string.h>
 
-#include "api/kv_cache.h"
 #include "core/attention.h"
 #include "util/checked.h"
 #include "variant.h"
 
-static mh_status resolve_common(mh_layer_config* c) {
-    if (c->head_dim_v == 0) c->head_dim_v = c->head_dim;
-    if (c->kdim == 0) c->kdim = c->d_model;
-    if (c->vdim == 0) c->vdim = c->d_model;
-    if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads != 0) return MH_ERR_INVALID_ARGUMENT;
+static const mh_overlap_config overlap_defaults = {MH_VARIANT_OVERLAP, 0};
+
+mh_overlap_config mh_overlap_config_default(void) { return overlap_defaults; }
+
+/* The halo o: 0 for MHA/GQA/MQA, which have no variant config. */
+static int overlap_of(const mh_layer_config* c) {
+    const mh_overlap_config* o = c->variant_config;
+    return o ? o->overlap : 0;
+}
+
+static mh_status resolve_mha(mh_layer_config* c, void* vcfg) {
+    (void)vcfg;
+    if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;
+    if (c->n_kv_heads != c->n_heads) return MH_ERR_INVALID_ARGUMENT;
     return MH_OK;
 }
 
-static mh_status resolve_mha(mh_layer_config* c) {
-    if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;
-    if (c->n_kv_heads != c->n_heads) return MH_ERR_INVALID_ARGUMENT;
-    return resolve_common(c);
+static mh_status resolve_gqa(mh_layer_config* c, void* vcfg) {
+    (void)vcfg;
+    return mh_variant_resolve_kv_heads(c, 0);
 }
 
-static mh_status resolve_gqa(mh_layer_config* c) { return resolve_common(c); }
-
-static mh_status resolve_mqa(mh_layer_config* c) {
+static mh_status resolve_mqa(mh_layer_config* c, void* vcfg) {
+    (void)vcfg;
     if (c->n_kv_heads == 0) c->n_kv_heads = 1;
-    if (c->n_kv_heads != 1) return MH_ERR_INVALID_ARGUMENT;
-    return resolve_common(c);
+    return c->n_kv_heads == 1 ? mh_variant_resolve_kv_heads(c, 1) : MH_ERR_INVALID_ARGUMENT;
 }
 
-/* Overlapping heads: the fields of the other new variants must be left 0/NULL. */
-static int foreign_config(const mh_layer_config* c) {
-    static const mh_dcmha_config no_dcmha;
-    return c->moh.router != MH_MOH_ROUTER_LEARNED || c->moh.shared_heads || c->moh.top_k ||
-           c->collab_dim || memcmp(&c->dcmha, &no_dcmha, sizeof no_dcmha) != 0;
-}
-
-static mh_status resolve_overlap(mh_layer_config* c) {
-    mh_status st = resolve_mha(c);
+static mh_status resolve_overlap(mh_layer_config* c, void* vcfg) {
+    const int o = ((const mh_overlap_config*)vcfg)->overlap;
+    mh_status st = resolve_mha(c, NULL);
     if (st != MH_OK) return st;
     /* Windows slide over all H heads of Q, K and V alike: one KV head per query head, D = Dv. */
     if (c->head_dim_v != c->head_dim) return MH_ERR_INVALID_ARGUMENT;
-    if (c->overlap < 0 || c->overlap > c->head_dim || foreign_config(c)) return MH_ERR_INVALID_ARGUMENT;
+    if (o < 0 || o > c->head_dim) return MH_ERR_INVALID_ARGUMENT;
     /* W' is [d, H*(D + 2o)]; the padded rows (H*D + 2o) are no wider */
     size_t wide;
-    if (!mh_mul_size((size_t)c->n_heads, (size_t)c->head_dim + 2 * (size_t)c->overlap, &wide) ||
+    if (!mh_mul_size((size_t)c->n_heads, (size_t)c->head_dim + 2 * (size_t)o, &wide) ||
         wide > INT_MAX)
         return MH_ERR_SIZE_OVERFLOW;
     /* The paper's scale is unverified; default to timm's head_dim**-0.5 on the enlarged head. */
-    if (c->scale == 0.0f) c->scale = 1.0f / sqrtf((float)(c->head_dim + 2 * c->overlap));
+    if (c->scale == 0.0f) c->scale = 1.0f / sqrtf((float)(c->head_dim + 2 * o));
     return MH_OK;
 }
 
@@ -73,7 +72,7 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     const mh_layer_config* c = &L->cfg;
     const int hd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     const int kvdv = c->n_kv_heads * c->head_dim_v;
-    const int wide = c->n_heads * (c->head_dim_v + 2 * c->overlap); /* W' input: H*(Dv + 2o) */
+    const int wide = c->n_heads * (c->head_dim_v + 2 * overlap_of(c)); /* W' input: H*(Dv + 2o) */
     mh_status st = mh_pack_matrix(L->kernels, w->w_q, w->b_q, hd, c->d_model, &L->wq);
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_k, w->b_k, kvd, c->kdim, &L->wk);
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_v, w->b_v, kvdv, c->vdim, &L->wv);
@@ -82,16 +81,9 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     return st;
 }
 
-static mh_status create_overlap(mh_layer* L, const mh_layer_weights* w) {
-    if (w->moh_w_router || w->moh_w_shared || w->moh_w_stage || w->collab_mix || w->collab_content ||
-        w->dcmha_w1 || w->dcmha_w2 || w->dcmha_wd || w->dcmha_wb_pre || w->dcmha_wb_post)
-        return MH_ERR_INVALID_ARGUMENT;
-    return create(L, w);
-}
-
 /* Width of a projected row of `heads` heads of `dim`: heads*dim + 2o (o-wide zero halos). */
 static size_t row_width(const mh_layer_config* c, int heads, int dim) {
-    return (size_t)heads * (size_t)dim + 2 * (size_t)c->overlap;
+    return (size_t)heads * (size_t)dim + 2 * (size_t)overlap_of(c);
 }
 
 /* o = 0: one stream per KV head. o > 0: one K and one V stream of padded rows per token,
@@ -99,8 +91,8 @@ static size_t row_width(const mh_layer_config* c, int heads, int dim) {
  * place, as the forward does). */
 static void cache_layout(const mh_layer* L, mh_cache_layout* out) {
     const mh_layer_config* c = &L->cfg;
-    if (c->overlap == 0) {
-        *out = (mh_cache_layout){c->n_kv_heads, c->head_dim, c->n_kv_heads, c->head_dim_v, 0};
+    if (overlap_of(c) == 0) {
+        mh_variant_kv_heads_layout(L, out);
     } else {
         const int kw = (int)row_width(c, c->n_kv_heads, c->head_dim);
         const int vw = (int)row_width(c, c->n_kv_heads, c->head_dim_v);
@@ -120,7 +112,7 @@ typedef struct buffers {
  * window starts at h*D (h*Dv for V) and is D + 2o (Dv + 2o) wide. */
 static mh_attn_problem problem(const mh_layer* L, int B, int N, int M, const buffers* b) {
     const mh_layer_config* c = &L->cfg;
-    const int dqk = c->head_dim + 2 * c->overlap, dv = c->head_dim_v + 2 * c->overlap;
+    const int dqk = c->head_dim + 2 * overlap_of(c), dv = c->head_dim_v + 2 * overlap_of(c);
     const ptrdiff_t qw = (ptrdiff_t)row_width(c, c->n_heads, c->head_dim);
     const ptrdiff_t kw = (ptrdiff_t)row_width(c, c->n_kv_heads, c->head_dim);
     const ptrdiff_t vw = (ptrdiff_t)row_width(c, c->n_kv_heads, c->head_dim_v);
@@ -158,7 +150,7 @@ static void forward_carve(const mh_layer* L, int B, int N, int M, mh_ws* ws) {
  * to zero (o = 0: a plain contiguous GEMM). */
 static void project(const mh_layer* L, size_t rows, const float* x, size_t ldx,
                     const mh_packed_matrix* w, float* y) {
-    const size_t o = (size_t)L->cfg.overlap, width = (size_t)w->n_out + 2 * o;
+    const size_t o = (size_t)overlap_of(&L->cfg), width = (size_t)w->n_out + 2 * o;
     for (size_t r = 0; r < rows && o > 0; r++) {
         memset(y + r * width, 0, o * sizeof(float));
         memset(y + r * width + width - o, 0, o * sizeof(float));
@@ -188,9 +180,11 @@ static void decode_carve(const mh_layer* L, int B, int n, mh_ws* ws) {
     carve(L, B, n, n, 1, ws, &b);
 }
 
-static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, const float* x,
-                   float* out, void* workspace) {
+static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode_args* a,
+                   void* workspace) {
     const mh_layer_config* c = &L->cfg;
+    const int B = a->batch, n = a->n_new;
+    const float* x = a->x;
     mh_ws ws = mh_ws_begin(workspace);
     buffers b;
     carve(L, B, n, n, 1, &ws, &b);
@@ -200,24 +194,27 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, c
     project(L, rows, x, (size_t)c->d_model, &L->wv, b.v);
     mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
 
-    const int total = cache->length + n;
+    const int total = mh_kv_cache_length(cache) + n;
     mh_attn_problem p = problem(L, B, n, total, &b);
     mh_kv_cache_views(cache, &p.k, &p.v);
-    if (c->overlap > 0) /* windows within the one padded stream per token */
+    if (overlap_of(c) > 0) /* windows within the one padded stream per token */
         p.k.stride_head = c->head_dim, p.v.stride_head = c->head_dim_v;
-    p.k_dtype = p.v_dtype = cache->dtype;
+    p.k_dtype = p.v_dtype = mh_kv_cache_dtype(cache);
     mh_attn_options opt = mh_variant_options(L, NULL);
     opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
     mh_core_attention(L->kernels, L->threads, &p, &opt, 0, b.attn);
-    mh_variant_out_projection(L, rows, b.o, out);
-    cache->length = total;
+    mh_variant_out_projection(L, rows, b.o, a->out);
 }
 
-const mh_variant_ops mh_variant_mha = {"mha", resolve_mha, create, mh_variant_free_projections, cache_layout,
-                                       forward_carve, decode_carve, forward, decode};
-const mh_variant_ops mh_variant_gqa = {"gqa", resolve_gqa, create, mh_variant_free_projections, cache_layout,
-                                       forward_carve, decode_carve, forward, decode};
-const mh_variant_ops mh_variant_mqa = {"mqa", resolve_mqa, create, mh_variant_free_projections, cache_layout,
-                                       forward_carve, decode_carve, forward, decode};
-const mh_variant_ops mh_variant_overlap = {"overlap", resolve_overlap, create_overlap, mh_variant_free_projections,
-                                           cache_layout, forward_carve, decode_carve, forward, decode};
+const mh_variant_ops mh_variant_mha = {"mha", 0, NULL, 0, 0, resolve_mha, NULL, create,
+                                       mh_variant_free_projections, cache_layout, forward_carve,
+                                       decode_carve, forward, decode};
+const mh_variant_ops mh_variant_gqa = {"gqa", 0, NULL, 0, 0, resolve_gqa, NULL, create,
+                                       mh_variant_free_projections, cache_layout, forward_carve,
+                                       decode_carve, forward, decode};
+const mh_variant_ops mh_variant_mqa = {"mqa", 0, NULL, 0, 0, resolve_mqa, NULL, create,
+                                       mh_variant_free_projections, cache_layout, forward_carve,
+                                       decode_carve, forward, decode};
+const mh_variant_ops mh_variant_overlap = {"overlap", sizeof(mh_overlap_config), &overlap_defaults,
+                                           0, 0, resolve_overlap, NULL, create, mh_variant_free_projections, cache_layout,
+                                           forward_carve, decode_carve, forward, decode};

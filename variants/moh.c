@@ -14,14 +14,10 @@
  */
 #include <string.h>
 
-#include "api/kv_cache.h"
 #include "core/gathered.h"
-#include "moh.h"
 #include "moh_router.h"
 #include "util/alloc.h"
 #include "variant.h"
-
-extern const mh_variant_ops mh_variant_gqa;
 
 /* What a MoH layer holds beside L->wk, L->wv (and L->wq with the norm router). */
 typedef struct moh_state {
@@ -31,12 +27,28 @@ typedef struct moh_state {
     float* b_o;                /* [d_model] or NULL */
 } moh_state;
 
-static int learned(const mh_layer* L) { return L->cfg.moh.router == MH_MOH_ROUTER_LEARNED; }
+static const mh_moh_config defaults = {MH_VARIANT_MOH, MH_MOH_ROUTER_LEARNED, 0, 0};
 
-static mh_status resolve(mh_layer_config* c) {
-    if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;
-    const mh_status st = mh_variant_gqa.resolve_config(c);
+mh_moh_config mh_moh_config_default(void) { return defaults; }
+
+mh_moh_weights mh_moh_weights_default(void) {
+    return (mh_moh_weights){MH_VARIANT_MOH, NULL, NULL, NULL};
+}
+
+static const mh_moh_config* moh_cfg(const mh_layer* L) { return L->cfg.variant_config; }
+
+static int learned(const mh_layer* L) { return moh_cfg(L)->router == MH_MOH_ROUTER_LEARNED; }
+
+static mh_status resolve(mh_layer_config* c, void* vcfg) {
+    (void)vcfg; /* c->variant_config, which mh_moh_check_config reads */
+    const mh_status st = mh_variant_resolve_kv_heads(c, c->n_heads);
     return st == MH_OK ? mh_moh_check_config(c) : st;
+}
+
+/* Gathered rows have no per-row mask or probabilities. */
+static mh_status check_forward(const mh_layer* L, const mh_forward_args* a) {
+    (void)L;
+    return a->opt && (a->opt->mask || a->opt->probs) ? MH_ERR_UNSUPPORTED : MH_OK;
 }
 
 static void free_heads(mh_packed_matrix* m, int n) {
@@ -60,7 +72,7 @@ static void destroy(mh_layer* L) {
     L->ext_bytes = 0;
 }
 
-static mh_status pack_router(mh_layer* L, const mh_layer_weights* w, moh_state* s) {
+static mh_status pack_router(mh_layer* L, const mh_moh_weights* w, moh_state* s) {
     const int rows = mh_moh_router_rows(&L->cfg), d = L->cfg.d_model;
     size_t bytes;
     if (!mh_mul3_size((size_t)rows, (size_t)d, sizeof(float), &bytes)) return MH_ERR_SIZE_OVERFLOW;
@@ -111,7 +123,9 @@ static size_t state_bytes(const mh_layer* L, const moh_state* s) {
 
 static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     const mh_layer_config* c = &L->cfg;
-    mh_status st = mh_moh_check_weights(c, w);
+    const mh_moh_weights none = mh_moh_weights_default();
+    const mh_moh_weights* mw = w->variant_weights ? w->variant_weights : &none;
+    mh_status st = mh_moh_check_weights(c, mw);
     if (st != MH_OK) return st;
     moh_state* s = mh_alloc(sizeof *s);
     if (!s) return MH_ERR_OUT_OF_MEMORY;
@@ -119,7 +133,7 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     const int kvd = c->n_kv_heads * c->head_dim, kvdv = c->n_kv_heads * c->head_dim_v;
     st = mh_pack_matrix(L->kernels, w->w_k, w->b_k, kvd, c->kdim, &L->wk);
     if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_v, w->b_v, kvdv, c->vdim, &L->wv);
-    if (st == MH_OK && learned(L)) st = pack_router(L, w, s);
+    if (st == MH_OK && learned(L)) st = pack_router(L, mw, s);
     if (st == MH_OK && learned(L)) st = pack_q_heads(L, w, s);
     if (st == MH_OK && !learned(L))
         st = mh_pack_matrix(L->kernels, w->w_q, w->b_q, c->n_heads * c->head_dim, c->d_model, &L->wq);
@@ -135,10 +149,6 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     }
     L->ext_bytes = state_bytes(L, s);
     return MH_OK;
-}
-
-static void cache_layout(const mh_layer* L, mh_cache_layout* out) {
-    mh_variant_gqa.cache_layout(L, out); /* every KV head is cached: MoH does not shrink it */
 }
 
 /* The workspace of one call. R = B*N token rows; "gathered" rows are (head, token) pairs that
@@ -268,7 +278,7 @@ static void project_out(const mh_layer* L, int B, size_t R, buffers* b, float* o
 
 static void record(const mh_layer* L, size_t R, const buffers* b, mh_routing_record* rec) {
     const size_t H = (size_t)L->cfg.n_heads;
-    const size_t A = (size_t)(L->cfg.moh.shared_heads + L->cfg.moh.top_k);
+    const size_t A = (size_t)(moh_cfg(L)->shared_heads + moh_cfg(L)->top_k);
     if (rec->load) memset(rec->load, 0, H * sizeof(int64_t));
     for (size_t r = 0; r < R; r++) {
         size_t a = 0;
@@ -315,9 +325,11 @@ static void decode_carve(const mh_layer* L, int B, int n, mh_ws* ws) {
     carve(L, B, n, n, 1, ws, &b);
 }
 
-void mh_moh_decode_routed(const mh_layer* L, struct mh_kv_cache* cache, int B, int n,
-                          const float* x, float* out, mh_routing_record* routing, void* workspace) {
+static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode_args* a,
+                   void* workspace) {
     const mh_layer_config* c = &L->cfg;
+    const int B = a->batch, n = a->n_new;
+    const float* x = a->x;
     const size_t H = (size_t)c->n_heads, D = (size_t)c->head_dim, Dv = (size_t)c->head_dim_v;
     const size_t R = (size_t)B * (size_t)n, d = (size_t)c->d_model;
     mh_ws ws = mh_ws_begin(workspace);
@@ -328,7 +340,7 @@ void mh_moh_decode_routed(const mh_layer* L, struct mh_kv_cache* cache, int B, i
     mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
     if (!learned(L)) mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wq, b.q, H * D);
     route(L, R, x, &b);
-    const int total = cache->length + n;
+    const int total = mh_kv_cache_length(cache) + n;
     mh_attn_problem p = problem(L, B, n, total, c->n_heads);
     mh_attn_options opt = mh_attn_options_default();
     opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
@@ -349,22 +361,18 @@ void mh_moh_decode_routed(const mh_layer* L, struct mh_kv_cache* cache, int B, i
 
     p.q.data = b.q, p.o.data = b.o;
     mh_kv_cache_views(cache, &p.k, &p.v);
-    p.k_dtype = p.v_dtype = cache->dtype;
+    p.k_dtype = p.v_dtype = mh_kv_cache_dtype(cache);
     const mh_core_extra ex = {NULL, b.kv_active, NULL, NULL};
     mh_core_attention_ex(L->kernels, L->threads, &p, &opt, 0, b.attn, &ex);
     for (size_t h = 0; h < H; h++) /* the running heads' outputs, in the gathered order */
         for (int64_t e = b.g.seg[h * (size_t)B]; e < b.g.seg[(h + 1) * (size_t)B]; e++)
             memcpy(b.og + (size_t)e * Dv, b.o + (size_t)b.g.row[e] * H * Dv + h * Dv, Dv * sizeof(float));
     mh_gathered_scale(&p, &b.g, b.og);
-    project_out(L, B, R, &b, out);
-    if (routing) record(L, R, &b, routing);
-    cache->length = total;
+    project_out(L, B, R, &b, a->out);
+    if (a->routing) record(L, R, &b, a->routing);
 }
 
-static void decode(const mh_layer* L, struct mh_kv_cache* cache, int B, int n, const float* x,
-                   float* out, void* workspace) {
-    mh_moh_decode_routed(L, cache, B, n, x, out, NULL, workspace);
-}
-
-const mh_variant_ops mh_variant_moh = {"moh", resolve, create, destroy, cache_layout,
+/* Every KV head is cached: MoH does not shrink the cache. */
+const mh_variant_ops mh_variant_moh = {"moh", sizeof(mh_moh_config), &defaults, 1, MH_CAP_ROUTING,
+                                       resolve, check_forward, create, destroy, mh_variant_kv_heads_layout,
                                        forward_carve, decode_carve, forward, decode};

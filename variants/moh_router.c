@@ -4,7 +4,7 @@
 #include <string.h>
 
 mh_status mh_moh_check_config(const mh_layer_config* c) {
-    const mh_moh_config* m = &c->moh;
+    const mh_moh_config* m = c->variant_config;
     if (m->router != MH_MOH_ROUTER_LEARNED && m->router != MH_MOH_ROUTER_NORM)
         return MH_ERR_INVALID_ARGUMENT;
     if (m->shared_heads < 0 || m->shared_heads > c->n_heads || m->top_k < 0 ||
@@ -18,37 +18,37 @@ static int uses_routed(const mh_moh_config* m) { return m->top_k > 0; }
 static int uses_stage(const mh_moh_config* m) { return m->top_k > 0 && m->shared_heads > 0; }
 static int uses_shared(const mh_moh_config* m) { return m->shared_heads > 1; }
 
-mh_status mh_moh_check_weights(const mh_layer_config* c, const mh_layer_weights* w) {
-    const mh_moh_config* m = &c->moh;
+mh_status mh_moh_check_weights(const mh_layer_config* c, const mh_moh_weights* w) {
+    const mh_moh_config* m = c->variant_config;
     const int learned = m->router == MH_MOH_ROUTER_LEARNED;
-    if ((w->moh_w_router != NULL) != (learned && uses_routed(m)) ||
-        (w->moh_w_stage != NULL) != (learned && uses_stage(m)) ||
-        (w->moh_w_shared != NULL) != (learned && uses_shared(m)))
+    if ((w->w_router != NULL) != (learned && uses_routed(m)) ||
+        (w->w_stage != NULL) != (learned && uses_stage(m)) ||
+        (w->w_shared != NULL) != (learned && uses_shared(m)))
         return MH_ERR_INVALID_ARGUMENT;
     return MH_OK;
 }
 
 int mh_moh_router_rows(const mh_layer_config* c) {
-    const mh_moh_config* m = &c->moh;
+    const mh_moh_config* m = c->variant_config;
     if (m->router != MH_MOH_ROUTER_LEARNED) return 0;
     return (uses_routed(m) ? c->n_heads - m->shared_heads : 0) +
            (uses_shared(m) ? m->shared_heads : 0) + (uses_stage(m) ? 2 : 0);
 }
 
-void mh_moh_router_concat(const mh_layer_config* c, const mh_layer_weights* w, float* w_cat) {
-    const mh_moh_config* m = &c->moh;
+void mh_moh_router_concat(const mh_layer_config* c, const mh_moh_weights* w, float* w_cat) {
+    const mh_moh_config* m = c->variant_config;
     const size_t d = (size_t)c->d_model;
     size_t row = 0;
     if (uses_routed(m)) {
         const size_t e = (size_t)(c->n_heads - m->shared_heads);
-        memcpy(w_cat, w->moh_w_router, e * d * sizeof(float));
+        memcpy(w_cat, w->w_router, e * d * sizeof(float));
         row += e;
     }
     if (uses_shared(m)) {
-        memcpy(w_cat + row * d, w->moh_w_shared, (size_t)m->shared_heads * d * sizeof(float));
+        memcpy(w_cat + row * d, w->w_shared, (size_t)m->shared_heads * d * sizeof(float));
         row += (size_t)m->shared_heads;
     }
-    if (uses_stage(m)) memcpy(w_cat + row * d, w->moh_w_stage, 2 * d * sizeof(float));
+    if (uses_stage(m)) memcpy(w_cat + row * d, w->w_stage, 2 * d * sizeof(float));
 }
 
 /* out[i] = scale * softmax(l)[i] over n values. */
@@ -83,7 +83,7 @@ static void top_k(const float* l, int n, int k, unsigned char* sel) {
 
 void mh_moh_route_learned(const mh_layer_config* c, const float* logits, float* g,
                           unsigned char* sel) {
-    const mh_moh_config* m = &c->moh;
+    const mh_moh_config* m = c->variant_config;
     const int H = c->n_heads, hs = m->shared_heads, E = H - hs, K = m->top_k;
     memset(sel, 1, (size_t)hs);
     const float* l_shared = logits + (uses_routed(m) ? E : 0);
@@ -105,7 +105,8 @@ void mh_moh_route_learned(const mh_layer_config* c, const float* logits, float* 
 }
 
 void mh_moh_route_norm(const mh_layer_config* c, const float* q, float* g, unsigned char* sel) {
-    const int H = c->n_heads, hs = c->moh.shared_heads, E = H - hs;
+    const mh_moh_config* m = c->variant_config;
+    const int H = c->n_heads, hs = m->shared_heads, E = H - hs;
     const size_t D = (size_t)c->head_dim;
     float* norm2 = g + hs; /* squared norms (the same order as the norms), then the gates */
     for (int i = 0; i < E; i++) {
@@ -115,6 +116,6 @@ void mh_moh_route_norm(const mh_layer_config* c, const float* q, float* g, unsig
         norm2[i] = s;
     }
     memset(sel, 1, (size_t)hs);
-    top_k(norm2, E, c->moh.top_k, sel + hs);
+    top_k(norm2, E, m->top_k, sel + hs);
     for (int h = 0; h < H; h++) g[h] = sel[h] ? 1.0f : 0.0f;
 }

@@ -1,4 +1,6 @@
 /* The compiled-in variants. Adding one: a file under variants/, one line here. */
+#include <string.h>
+
 #include "variant.h"
 
 extern const mh_variant_ops mh_variant_mha, mh_variant_gqa, mh_variant_mqa;
@@ -6,6 +8,13 @@ extern const mh_variant_ops mh_variant_overlap;
 extern const mh_variant_ops mh_variant_moh;
 extern const mh_variant_ops mh_variant_collab;
 extern const mh_variant_ops mh_variant_dcmha;
+
+mh_layer_config mh_layer_config_default(void) {
+    mh_layer_config c;
+    memset(&c, 0, sizeof c);
+    c.variant = MH_VARIANT_MHA;
+    return c;
+}
 
 const mh_variant_ops* mh_variant_lookup(mh_variant v) {
     switch (v) {

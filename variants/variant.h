@@ -2,12 +2,15 @@
  * The internal interface a variant implements, and the layer object they share.
  *
  * The public entry points (src/api/layer_api.c) check everything that is common to all
- * variants (pointers, sizes, workspace size, cache compatibility) before calling a variant, so
- * a variant's forward/decode may trust their arguments and must not fail.
+ * variants (pointers, sizes, workspace size, cache compatibility) and ask the variant, through
+ * the fields and hooks below, what it cannot serve, before calling it; so a variant's
+ * forward/decode may trust their arguments and must not fail. src/api names no variant: it
+ * reaches one only through mh_variant_lookup and these operations, and no variant names
+ * another (what several share is in variant_common.c).
  */
 #ifndef MH_VARIANT_H
 #define MH_VARIANT_H
-#include "api/kv_cache.h"
+#include "core/kv_cache.h"
 #include "core/gemm.h"
 #include "kernels/kernels.h"
 #include "util/workspace.h"
@@ -24,30 +27,60 @@ struct mh_layer {
     mh_packed_matrix wo; /* [d_model, H*Dv]   packed */
     float* alibi;        /* [H] or NULL */
     float* sinks;        /* [H] or NULL */
+    void* vcfg;          /* the variant's resolved config (ops->config_size bytes: its
+                            mh_<variant>_config), or NULL; cfg.variant_config points here */
     void* ext;           /* the variant's own state (router, mixing, ...), or NULL */
     size_t ext_bytes;    /* bytes of weights held in ext, for mh_layer_weights_bytes */
 };
 
+/* What a variant serves beyond the common calls (mh_variant_ops.caps). */
+enum {
+    MH_CAP_ROUTING = 1,   /* fills a mh_routing_record (forward and decode) */
+    MH_CAP_QK_NO_BIAS = 2 /* b_q and b_k stay NULL even with config.bias (shared Q/K) */
+};
+
 typedef struct mh_variant_ops {
     const char* name;
-    /* Fills the variant's defaults into cfg and checks its rules. */
-    mh_status (*resolve_config)(mh_layer_config* cfg);
+    size_t config_size;         /* bytes of its mh_<variant>_config (tag first); 0 = none */
+    const void* config_default; /* that config's defaults (tag set); NULL when none */
+    int has_weights;            /* 1: it reads a mh_<variant>_weights (tag first) */
+    unsigned caps;              /* MH_CAP_* */
+    /* Fills the variant's defaults into cfg and its own config `vcfg` (= cfg->variant_config,
+     * config_size bytes, writable) and checks their rules. Runs after the common defaults
+     * (head_dim_v, kdim, vdim: mh_variant_resolve) and before the default scale. */
+    mh_status (*resolve_config)(mh_layer_config* cfg, void* vcfg);
+    /* What the variant cannot serve of a forward call that passed the common checks
+     * (MH_ERR_UNSUPPORTED, ...), or MH_OK; NULL = it serves every such call. */
+    mh_status (*check_forward)(const mh_layer* layer, const mh_forward_args* args);
     /* Packs the weights into `layer` (cfg, kernels and threads are already set). On error it
      * leaves nothing allocated. */
     mh_status (*create)(mh_layer* layer, const mh_layer_weights* w);
     void (*destroy)(mh_layer* layer);
-    /* What the layer's KV cache holds per token (api/kv_cache.h). */
+    /* What the layer's KV cache holds per token (core/kv_cache.h). */
     void (*cache_layout)(const mh_layer* layer, mh_cache_layout* out);
     /* Carve (or measure, with ws->base == NULL) the forward / decode workspace. */
     void (*forward_carve)(const mh_layer* layer, int batch, int n_q, int n_kv, mh_ws* ws);
     void (*decode_carve)(const mh_layer* layer, int batch, int n_new, mh_ws* ws);
     /* Run on validated arguments with a workspace of the carved size. */
     void (*forward)(const mh_layer* layer, const mh_forward_args* args, void* workspace);
-    void (*decode)(const mh_layer* layer, struct mh_kv_cache* cache, int batch, int n_new,
-                   const float* x, float* out, void* workspace);
+    /* Writes the new tokens at the cache's length and attends over them and everything
+     * before; it never changes the length (the public entry advances it afterwards). */
+    void (*decode)(const mh_layer* layer, struct mh_kv_cache* cache, const mh_decode_args* args,
+                   void* workspace);
 } mh_variant_ops;
 
 /* Helpers every variant shares (variants/variant_common.c). */
+/* The whole config resolution of a layer of variant `ops`: checks the tags of
+ * cfg->variant_config and (w not NULL) w->variant_weights, copies the variant config (or its
+ * defaults) into vcfg (ops->config_size bytes; NULL when 0) and points cfg->variant_config
+ * there, fills the common defaults (head_dim_v = D, kdim = vdim = d_model), runs
+ * ops->resolve_config, then the default scale 1/sqrt(D). */
+mh_status mh_variant_resolve(const mh_variant_ops* ops, mh_layer_config* cfg,
+                             const mh_layer_weights* w, void* vcfg);
+/* The GQA family's KV heads: n_kv_heads 0 becomes `dflt`, and H must be a multiple of it. */
+mh_status mh_variant_resolve_kv_heads(mh_layer_config* cfg, int dflt);
+/* The GQA family's cache: one K stream of D and one V stream of Dv per KV head. */
+void mh_variant_kv_heads_layout(const mh_layer* L, mh_cache_layout* out);
 /* Frees wq, wk, wv and wo (a zeroed matrix is fine). */
 void mh_variant_free_projections(mh_layer* L);
 /* The layer's model-level options (window, soft-cap, ALiBi, sinks) over a call's per-call

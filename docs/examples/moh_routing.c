@@ -24,13 +24,17 @@ int main(void) {
     if (mh_context_create(&cc, &ctx) != MH_OK) return 1;
     mh_layer_config cfg = mh_layer_config_default();
     cfg.variant = MH_VARIANT_MOH, cfg.d_model = D_MODEL, cfg.n_heads = H, cfg.head_dim = HEAD_DIM;
-    cfg.moh = (mh_moh_config){MH_MOH_ROUTER_LEARNED, SHARED, TOP_K};
+    mh_moh_config moh = mh_moh_config_default(); /* router: learned */
+    moh.shared_heads = SHARED, moh.top_k = TOP_K;
+    cfg.variant_config = &moh;
     mh_layer_weights w = {0};
+    mh_moh_weights router = mh_moh_weights_default();
     w.w_q = random_floats(H * HEAD_DIM * D_MODEL, &seed), w.w_k = random_floats(H * HEAD_DIM * D_MODEL, &seed);
     w.w_v = random_floats(H * HEAD_DIM * D_MODEL, &seed), w.w_o = random_floats(D_MODEL * H * HEAD_DIM, &seed);
-    w.moh_w_router = random_floats((H - SHARED) * D_MODEL, &seed); /* W_r [E, d_model] */
-    w.moh_w_shared = random_floats(SHARED * D_MODEL, &seed);       /* W_s [h_s, d_model] */
-    w.moh_w_stage = random_floats(2 * D_MODEL, &seed);             /* W_h [2, d_model] */
+    router.w_router = random_floats((H - SHARED) * D_MODEL, &seed); /* W_r [E, d_model] */
+    router.w_shared = random_floats(SHARED * D_MODEL, &seed);       /* W_s [h_s, d_model] */
+    router.w_stage = random_floats(2 * D_MODEL, &seed);             /* W_h [2, d_model] */
+    w.variant_weights = &router;
     mh_layer* layer;
     mh_status st = mh_layer_create(ctx, &cfg, &w, &layer);
     if (st != MH_OK) return fprintf(stderr, "create: %s\n", mh_status_string(st)), 1;
@@ -69,7 +73,7 @@ int main(void) {
     ok &= load[0] == N && load[1] == N && total == (int64_t)N * A;
     free(ws), free(x);
     free((void*)w.w_q), free((void*)w.w_k), free((void*)w.w_v), free((void*)w.w_o);
-    free((void*)w.moh_w_router), free((void*)w.moh_w_shared), free((void*)w.moh_w_stage);
+    free((void*)router.w_router), free((void*)router.w_shared), free((void*)router.w_stage);
     mh_layer_destroy(layer);
     mh_context_destroy(ctx);
     printf("%s\n", ok ? "routing record consistent" : "routing record INCONSISTENT");

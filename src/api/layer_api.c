@@ -6,19 +6,11 @@
 #include <string.h>
 
 #include "api/context.h"
-#include "api/kv_cache.h"
 #include "api/validate.h"
+#include "core/kv_cache.h"
 #include "util/alloc.h"
 #include "util/checked.h"
-#include "moh.h"
 #include "variant.h"
-
-mh_layer_config mh_layer_config_default(void) {
-    mh_layer_config c;
-    memset(&c, 0, sizeof c);
-    c.variant = MH_VARIANT_MHA;
-    return c;
-}
 
 static int fits_int(size_t a, size_t b) {
     size_t p;
@@ -32,14 +24,13 @@ static mh_status check_config(const mh_layer_config* c) {
     if ((c->bias != 0 && c->bias != 1) || !isfinite(c->scale) || !(c->softcap >= 0.0f) ||
         isinf(c->softcap))
         return MH_ERR_INVALID_ARGUMENT;
-    if (c->overlap != 0 && c->variant != MH_VARIANT_OVERLAP) return MH_ERR_INVALID_ARGUMENT;
     return MH_OK;
 }
 
-static mh_status check_weights(const mh_layer_config* c, const mh_layer_weights* w) {
+static mh_status check_weights(const mh_variant_ops* ops, const mh_layer_config* c,
+                               const mh_layer_weights* w) {
     if (!w->w_q || !w->w_k || !w->w_v || !w->w_o) return MH_ERR_INVALID_ARGUMENT;
-    /* CollabHead's shared query/key projections have no bias: b_q, b_k stay NULL */
-    const int qk = c->variant == MH_VARIANT_COLLAB ? !w->b_q && !w->b_k : w->b_q && w->b_k;
+    const int qk = ops->caps & MH_CAP_QK_NO_BIAS ? !w->b_q && !w->b_k : w->b_q && w->b_k;
     const int all = qk && w->b_v && w->b_o;
     const int none = !w->b_q && !w->b_k && !w->b_v && !w->b_o;
     if (c->bias ? !all : !none) return MH_ERR_INVALID_ARGUMENT;
@@ -59,6 +50,14 @@ static int copy_floats(const float* src, int n, float** dst) {
     return 1;
 }
 
+/* Frees what mh_layer_create allocated beside the variant's own state. */
+static void free_layer(mh_layer* L) {
+    mh_free(L->alibi);
+    mh_free(L->sinks);
+    free(L->vcfg);
+    free(L);
+}
+
 mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
                           const mh_layer_weights* weights, mh_layer** out) {
     if (!ctx || !config || !weights || !out) return MH_ERR_INVALID_ARGUMENT;
@@ -66,13 +65,16 @@ mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
     if (!ops) return MH_ERR_INVALID_ARGUMENT;
     mh_layer_config c = *config;
     mh_status st = check_config(&c);
-    if (st == MH_OK) st = ops->resolve_config(&c);
-    if (st == MH_OK && c.scale == 0.0f) c.scale = 1.0f / sqrtf((float)c.head_dim);
-    if (st == MH_OK) st = check_weights(&c, weights);
     if (st != MH_OK) return st;
-
     mh_layer* L = calloc(1, sizeof *L);
     if (!L) return MH_ERR_OUT_OF_MEMORY;
+    if (ops->config_size && !(L->vcfg = malloc(ops->config_size))) st = MH_ERR_OUT_OF_MEMORY;
+    if (st == MH_OK) st = mh_variant_resolve(ops, &c, weights, L->vcfg);
+    if (st == MH_OK) st = check_weights(ops, &c, weights);
+    if (st != MH_OK) {
+        free_layer(L);
+        return st;
+    }
     L->cfg = c, L->ops = ops, L->kernels = ctx->kernels, L->threads = ctx->num_threads;
     if (!copy_floats(c.alibi_slopes, c.n_heads, &L->alibi) ||
         !copy_floats(c.sinks, c.n_heads, &L->sinks)) {
@@ -82,9 +84,7 @@ mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
         st = ops->create(L, weights);
     }
     if (st != MH_OK) {
-        mh_free(L->alibi);
-        mh_free(L->sinks);
-        free(L);
+        free_layer(L);
         return st;
     }
     *out = L;
@@ -94,15 +94,20 @@ mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
 void mh_layer_destroy(mh_layer* layer) {
     if (!layer) return;
     layer->ops->destroy(layer);
-    mh_free(layer->alibi);
-    mh_free(layer->sinks);
-    free(layer);
+    free_layer(layer);
 }
 
 mh_status mh_layer_get_config(const mh_layer* layer, mh_layer_config* out) {
     if (!layer || !out) return MH_ERR_INVALID_ARGUMENT;
     *out = layer->cfg;
-    out->alibi_slopes = NULL, out->sinks = NULL;
+    out->alibi_slopes = NULL, out->sinks = NULL, out->variant_config = NULL;
+    return MH_OK;
+}
+
+mh_status mh_layer_get_variant_config(const mh_layer* layer, void* out) {
+    if (!layer || !out || !layer->vcfg || *(const mh_variant*)out != layer->cfg.variant)
+        return MH_ERR_INVALID_ARGUMENT;
+    memcpy(out, layer->vcfg, layer->ops->config_size);
     return MH_OK;
 }
 
@@ -141,21 +146,11 @@ mh_status mh_layer_forward_workspace_size(const mh_layer* layer, int batch, int 
     return measure(layer, batch, n_q, n_kv, bytes);
 }
 
-/* DCMHA serves self-attention with at most the causal flag (docs/variants.md, "DCMHA"). */
-static int dcmha_unsupported(const mh_forward_args* a) {
-    const mh_attn_options* o = a->opt;
-    return a->key || (o && (o->kv_len || o->mask || o->probs ||
-                            (o->q_offset != MH_Q_OFFSET_END && o->q_offset != 0)));
-}
-
 static mh_status check_forward(const mh_layer* L, const mh_forward_args* a) {
     const mh_layer_config* c = &L->cfg;
     if (a->batch <= 0 || a->n_q <= 0 || !a->query || !a->out) return MH_ERR_INVALID_ARGUMENT;
-    if (a->routing && c->variant != MH_VARIANT_MOH) return MH_ERR_INVALID_ARGUMENT;
+    if (a->routing && !(L->ops->caps & MH_CAP_ROUTING)) return MH_ERR_INVALID_ARGUMENT;
     if (a->opt && a->opt->head_gates) return MH_ERR_UNSUPPORTED; /* mh_attention only */
-    /* MoH gathers each head's query rows, so per-row masks and probabilities do not apply */
-    if (c->variant == MH_VARIANT_MOH && a->opt && (a->opt->mask || a->opt->probs))
-        return MH_ERR_UNSUPPORTED;
     const int self = a->key == NULL;
     if (self != (a->value == NULL)) return MH_ERR_INVALID_ARGUMENT;
     if (self && (c->kdim != c->d_model || c->vdim != c->d_model)) return MH_ERR_INVALID_ARGUMENT;
@@ -169,7 +164,10 @@ static mh_status check_forward(const mh_layer* L, const mh_forward_args* a) {
         if (st != MH_OK) return st;
         if (o->probs && !mh_probs_fit(a->batch, c->n_heads, a->n_q, M)) return MH_ERR_SIZE_OVERFLOW;
     }
-    if (c->variant == MH_VARIANT_DCMHA && dcmha_unsupported(a)) return MH_ERR_UNSUPPORTED;
+    if (L->ops->check_forward) {
+        const mh_status st = L->ops->check_forward(L, a);
+        if (st != MH_OK) return st;
+    }
     if (!rows_fit(a->batch, a->n_q, c->d_model) || !rows_fit(a->batch, M, c->kdim) ||
         !rows_fit(a->batch, M, c->vdim))
         return MH_ERR_SIZE_OVERFLOW;
@@ -195,31 +193,36 @@ mh_status mh_layer_decode_workspace_size(const mh_layer* layer, int batch, int n
     return measure(layer, batch, n_new, -1, bytes);
 }
 
-mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache, int batch, int n_new,
-                          const float* x, float* out, void* workspace, size_t workspace_bytes) {
-    return mh_layer_decode_routed(layer, cache, batch, n_new, x, out, NULL, workspace,
-                                  workspace_bytes);
-}
-
-mh_status mh_layer_decode_routed(const mh_layer* layer, mh_kv_cache* cache, int batch,
-                                 int n_new, const float* x, float* out,
-                                 mh_routing_record* routing, void* workspace,
-                                 size_t workspace_bytes) {
-    if (!layer || !cache || !x || !out || batch <= 0 || n_new <= 0) return MH_ERR_INVALID_ARGUMENT;
-    if (routing && layer->cfg.variant != MH_VARIANT_MOH) return MH_ERR_INVALID_ARGUMENT;
+mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache, const mh_decode_args* args,
+                          void* workspace, size_t workspace_bytes) {
+    if (!layer || !cache || !args || !args->x || !args->out || args->batch <= 0 || args->n_new <= 0)
+        return MH_ERR_INVALID_ARGUMENT;
+    if (args->routing && !(layer->ops->caps & MH_CAP_ROUTING)) return MH_ERR_INVALID_ARGUMENT;
     const mh_layer_config* c = &layer->cfg;
     if (c->kdim != c->d_model || c->vdim != c->d_model) return MH_ERR_UNSUPPORTED;
     mh_cache_layout want;
     layer->ops->cache_layout(layer, &want);
-    if (batch != cache->batch || memcmp(&want, &cache->layout, sizeof want) != 0)
-        return MH_ERR_SHAPE_MISMATCH;
-    if ((int64_t)cache->length + n_new > cache->capacity) return MH_ERR_CACHE_FULL;
-    if (!rows_fit(batch, n_new, c->d_model)) return MH_ERR_SIZE_OVERFLOW;
+    mh_status st = mh_kv_cache_check(cache, &want, args->batch, args->n_new);
+    if (st != MH_OK) return st;
+    if (!rows_fit(args->batch, args->n_new, c->d_model)) return MH_ERR_SIZE_OVERFLOW;
     size_t need;
-    mh_status st = measure(layer, batch, n_new, -1, &need);
+    st = measure(layer, args->batch, args->n_new, -1, &need);
     if (st == MH_OK) st = check_workspace(need, workspace, workspace_bytes);
     if (st != MH_OK) return st;
-    if (routing) mh_moh_decode_routed(layer, cache, batch, n_new, x, out, routing, workspace);
-    else layer->ops->decode(layer, cache, batch, n_new, x, out, workspace);
+    layer->ops->decode(layer, cache, args, workspace);
+    mh_kv_cache_advance(cache, args->n_new); /* the only place a cache's length grows */
     return MH_OK;
+}
+
+/* The layer's cache layout decides the streams; a cross-attention layer has nothing to cache. */
+mh_status mh_kv_cache_create(const mh_layer* layer, int batch, int capacity, mh_dtype dtype,
+                             mh_kv_cache** out) {
+    if (!layer || !out || batch <= 0 || capacity <= 0) return MH_ERR_INVALID_ARGUMENT;
+    if (dtype != MH_DTYPE_F32 && dtype != MH_DTYPE_F16 && dtype != MH_DTYPE_BF16)
+        return MH_ERR_INVALID_ARGUMENT;
+    const mh_layer_config* cfg = &layer->cfg;
+    if (cfg->kdim != cfg->d_model || cfg->vdim != cfg->d_model) return MH_ERR_UNSUPPORTED;
+    mh_cache_layout layout;
+    layer->ops->cache_layout(layer, &layout);
+    return mh_kv_cache_alloc(&layout, batch, capacity, dtype, out);
 }

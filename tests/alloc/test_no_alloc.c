@@ -218,10 +218,12 @@ static void run_moh_calls(int threads, const mh_context* ctx, const layer_fixtur
     mh_routing_record rec = {heads, gates, load};
     for (int norm = 0; norm < 2; norm++) {
         mh_layer_config c = f->cfg;
-        c.variant = MH_VARIANT_MOH;
-        c.moh = norm ? (mh_moh_config){MH_MOH_ROUTER_NORM, 4, 2} : (mh_moh_config){MH_MOH_ROUTER_LEARNED, 2, 3};
+        const mh_moh_config moh = norm ? (mh_moh_config){MH_VARIANT_MOH, MH_MOH_ROUTER_NORM, 4, 2}
+                                       : (mh_moh_config){MH_VARIANT_MOH, MH_MOH_ROUTER_LEARNED, 2, 3};
+        c.variant = MH_VARIANT_MOH, c.variant_config = &moh;
         mh_layer_weights w = f->w;
-        if (!norm) w.moh_w_router = router, w.moh_w_shared = router, w.moh_w_stage = router;
+        const mh_moh_weights rw = {MH_VARIANT_MOH, router, router, router};
+        if (!norm) w.variant_weights = &rw;
         mh_layer* L = NULL;
         if (!check_status("create MoH", mh_layer_create(ctx, &c, &w, &L), MH_OK)) continue;
         size_t fw_bytes, dec_bytes;
@@ -237,8 +239,8 @@ static void run_moh_calls(int threads, const mh_context* ctx, const layer_fixtur
                  threads, norm ? "norm" : "learned");
         start_counting();
         mh_status st = mh_layer_forward(L, &a, ws_fw, fw_bytes);
-        if (st == MH_OK) st = mh_layer_decode_routed(L, cache, B, N, x, y, &rec, ws_dec, dec_bytes);
-        if (st == MH_OK) st = mh_layer_decode_routed(L, cache, B, 1, x, y, &rec, ws_dec, dec_bytes);
+        if (st == MH_OK) st = mh_layer_decode(L, cache, &(mh_decode_args){B, N, x, y, &rec}, ws_dec, dec_bytes);
+        if (st == MH_OK) st = mh_layer_decode(L, cache, &(mh_decode_args){B, 1, x, y, &rec}, ws_dec, dec_bytes);
         const long calls = stop_counting(what);
         check_status("MoH calls", st, MH_OK), check_true(what, calls == 0);
         free(ws_fw), free(ws_dec);
@@ -257,7 +259,8 @@ static void run_layer_calls(int threads, mh_variant variant) {
     mh_layer_config c = mh_layer_config_default();
     c.variant = variant, c.d_model = D_MODEL, c.n_heads = H;
     c.n_kv_heads = variant == MH_VARIANT_GQA ? HKV : 0;
-    c.overlap = variant == MH_VARIANT_OVERLAP ? D / 4 + 3 : 0;
+    const mh_overlap_config oc = {MH_VARIANT_OVERLAP, D / 4 + 3};
+    if (variant == MH_VARIANT_OVERLAP) c.variant_config = &oc;
     c.head_dim = D, c.bias = 1;
     layer_fixture f;
     if (!check_status("create", fixture_make(&f, ctx, &c, &r, 0.1f), MH_OK)) exit(1);
@@ -313,9 +316,9 @@ static void run_layer_calls(int threads, mh_variant variant) {
         snprintf(what, sizeof what, "%d thread(s): decode (%s cache, prefill %d + 30 tokens) allocates nothing",
                  threads, ci ? "f16" : "f32", N);
         start_counting();
-        st = mh_layer_decode(f.layer, caches[ci], B, N, x, y, ws_dec, dec_bytes);
+        st = mh_layer_decode(f.layer, caches[ci], &(mh_decode_args){B, N, x, y, NULL}, ws_dec, dec_bytes);
         for (int t = 0; t < 30 && st == MH_OK; t++)
-            st = mh_layer_decode(ci ? Lw : f.layer, caches[ci], B, 1, x + (size_t)t * D_MODEL, y, ws_dec1, dec1_bytes);
+            st = mh_layer_decode(ci ? Lw : f.layer, caches[ci], &(mh_decode_args){B, 1, x + (size_t)t * D_MODEL, y, NULL}, ws_dec1, dec1_bytes);
         calls = stop_counting(what);
         check_status("decode", st, MH_OK), check_true(what, calls == 0);
     }
@@ -324,7 +327,7 @@ static void run_layer_calls(int threads, mh_variant variant) {
     /* error returns allocate nothing either */
     snprintf(what, sizeof what, "%d thread(s): failing calls allocate nothing", threads);
     start_counting();
-    mh_status e1 = mh_layer_decode(f.layer, cache, B, CAP, x, y, ws_dec, dec_bytes); /* cache full */
+    mh_status e1 = mh_layer_decode(f.layer, cache, &(mh_decode_args){B, CAP, x, y, NULL}, ws_dec, dec_bytes); /* cache full */
     mh_status e2 = mh_layer_forward(f.layer, &a, ws_fw, 64);                       /* too small */
     calls = stop_counting(what);
     check_status("cache full", e1, MH_ERR_CACHE_FULL);
@@ -396,7 +399,8 @@ static void run_collab_calls(int threads) {
     float slopes[CH], sinks[CH];
     for (int h = 0; h < CH; h++) slopes[h] = 0.01f * (float)(h + 1), sinks[h] = 0.1f * (float)h;
     mh_layer_config c = mh_layer_config_default();
-    c.variant = MH_VARIANT_COLLAB, c.d_model = 64, c.n_heads = CH, c.head_dim = 16, c.collab_dim = 32;
+    const mh_collab_config cc = {MH_VARIANT_COLLAB, 32};
+    c.variant = MH_VARIANT_COLLAB, c.d_model = 64, c.n_heads = CH, c.head_dim = 16, c.variant_config = &cc;
     c.bias = 1, c.window = 40, c.softcap = 20.0f, c.alibi_slopes = slopes, c.sinks = sinks;
     layer_fixture f;
     if (!check_status("collab create", fixture_make(&f, ctx, &c, &r, 0.1f), MH_OK)) exit(1);
@@ -417,14 +421,14 @@ static void run_collab_calls(int threads) {
     /* warm-up: the same calls once, so the OpenMP team exists (on a slow machine the other
      * warm-ups' reduced shapes may not have needed a second worker) */
     check_status("warm-up", mh_layer_forward(f.layer, &a, ws_fw, fw_bytes), MH_OK);
-    check_status("warm-up decode", mh_layer_decode(f.layer, cache, 1, CM - 2, x, y, ws_dec, dec_bytes), MH_OK);
+    check_status("warm-up decode", mh_layer_decode(f.layer, cache, &(mh_decode_args){1, CM - 2, x, y, NULL}, ws_dec, dec_bytes), MH_OK);
     mh_kv_cache_reset(cache);
     snprintf(what, sizeof what, "%d thread(s): CollabHead forward and decode allocate nothing", threads);
     start_counting();
     mh_status st = mh_layer_forward(f.layer, &a, ws_fw, fw_bytes);
-    if (st == MH_OK) st = mh_layer_decode(f.layer, cache, 1, CM - 2, x, y, ws_dec, dec_bytes);
+    if (st == MH_OK) st = mh_layer_decode(f.layer, cache, &(mh_decode_args){1, CM - 2, x, y, NULL}, ws_dec, dec_bytes);
     for (int t = 0; t < 2 && st == MH_OK; t++)
-        st = mh_layer_decode(f.layer, cache, 1, 1, x + (size_t)t * 64, y, ws_dec1, dec1_bytes);
+        st = mh_layer_decode(f.layer, cache, &(mh_decode_args){1, 1, x + (size_t)t * 64, y, NULL}, ws_dec1, dec1_bytes);
     long calls = stop_counting(what);
     check_status("collab calls", st, MH_OK), check_true(what, calls == 0);
     free(x), free(y), free(probs), free(ws_fw), free(ws_dec), free(ws_dec1);
@@ -442,7 +446,8 @@ static void run_dcmha_calls(int threads) {
     rng_seed(&r, 55 + (uint64_t)threads);
     mh_layer_config c = mh_layer_config_default();
     c.variant = MH_VARIANT_DCMHA, c.d_model = D_MODEL, c.n_heads = H, c.head_dim = D, c.bias = 1;
-    c.dcmha.groups = 2, c.dcmha.static_weights = 1;
+    mh_dcmha_config dc = mh_dcmha_config_default();
+    dc.groups = 2, dc.static_weights = 1, c.variant_config = &dc;
     dcmha_fixture f;
     if (!check_status("create dcmha", dcmha_fixture_make(&f, ctx, &c, &r, 0.1f, 0.1f, 0), MH_OK)) exit(1);
     const int cap = SLOW ? CAP : 2100 + 40;
@@ -462,8 +467,8 @@ static void run_dcmha_calls(int threads) {
     start_counting();
     mh_status st = mh_layer_forward(f.layer, &a, ws_fw, fw_bytes);
     while (st == MH_OK && mh_kv_cache_length(cache) + N + 2 <= cap) /* chunks, then single tokens */
-        st = mh_layer_decode(f.layer, cache, B, N, x, y, ws_dec, dec_bytes);
-    for (int t = 0; t < 2 && st == MH_OK; t++) st = mh_layer_decode(f.layer, cache, B, 1, x, y, ws_dec1, dec1_bytes);
+        st = mh_layer_decode(f.layer, cache, &(mh_decode_args){B, N, x, y, NULL}, ws_dec, dec_bytes);
+    for (int t = 0; t < 2 && st == MH_OK; t++) st = mh_layer_decode(f.layer, cache, &(mh_decode_args){B, 1, x, y, NULL}, ws_dec1, dec1_bytes);
     long calls = stop_counting(what);
     check_status("dcmha calls", st, MH_OK), check_true(what, calls == 0);
     free(x), free(y), free(ws_fw), free(ws_dec), free(ws_dec1);

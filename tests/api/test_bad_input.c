@@ -449,6 +449,80 @@ static mh_layer_config base_config(void) {
     return c;
 }
 
+/* Every variant rejects the config and weights structs of the others (and MHA/GQA/MQA,
+ * which have none, reject any). */
+static void test_foreign_fields(const mh_context* ctx, wbufs* wb) {
+    static const mh_variant variants[] = {MH_VARIANT_MHA,     MH_VARIANT_GQA,    MH_VARIANT_MQA,
+                                          MH_VARIANT_MOH,     MH_VARIANT_OVERLAP, MH_VARIANT_COLLAB,
+                                          MH_VARIANT_DCMHA};
+    const float* extra = wb->w[0]; /* any buffer large enough for a variant weight */
+    mh_moh_config moh = mh_moh_config_default();
+    moh.router = MH_MOH_ROUTER_NORM, moh.shared_heads = 1, moh.top_k = 1;
+    mh_overlap_config overlap = mh_overlap_config_default();
+    overlap.overlap = 1;
+    mh_collab_config collab = mh_collab_config_default();
+    collab.collab_dim = 8;
+    const mh_dcmha_config dcmha = mh_dcmha_config_default();
+    mh_moh_weights moh_w = mh_moh_weights_default();
+    moh_w.w_router = extra;
+    mh_collab_weights collab_w = mh_collab_weights_default();
+    collab_w.mix = collab_w.content = extra;
+    mh_dcmha_weights dcmha_w = mh_dcmha_weights_default();
+    dcmha_w.w1 = dcmha_w.w2 = dcmha_w.wd = extra;
+    const void* configs[] = {&moh, &overlap, &collab, &dcmha};
+    const void* weights[] = {&moh_w, NULL, &collab_w, &dcmha_w};
+    static const mh_variant owner[] = {MH_VARIANT_MOH, MH_VARIANT_OVERLAP, MH_VARIANT_COLLAB,
+                                       MH_VARIANT_DCMHA};
+    static const char* name[] = {"MoH", "overlap", "CollabHead", "DCMHA"};
+    char what[160];
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+        const mh_variant v = variants[i];
+        mh_layer_config c = base_config();
+        mh_layer_weights w = weights_of(wb, 1);
+        c.variant = v;
+        if (v == MH_VARIANT_GQA) c.n_kv_heads = 2;
+        for (int f = 0; f < 4; f++)
+            if (owner[f] == v) c.variant_config = configs[f], w.variant_weights = weights[f];
+        if (v == MH_VARIANT_COLLAB) w.b_q = w.b_k = NULL;
+        if (v == MH_VARIANT_MOH) w.variant_weights = NULL; /* the norm router reads none */
+        snprintf(what, sizeof what, "foreign fields: variant %d: its own structs create", (int)v);
+        mh_layer* L = NULL;
+        check_status(what, mh_layer_create(ctx, &c, &w, &L), MH_OK);
+        /* the resolved variant config reads back only into a struct of the layer's own tag */
+        for (int f = 0; f < 4 && L; f++) {
+            union {
+                mh_moh_config moh;
+                mh_overlap_config overlap;
+                mh_collab_config collab;
+                mh_dcmha_config dcmha;
+            } out;
+            memset(&out, 0x5a, sizeof out);
+            memcpy(&out, configs[f], sizeof(mh_variant));
+            snprintf(what, sizeof what, "foreign fields: variant %d: get_variant_config into a %s config",
+                     (int)v, name[f]);
+            check_status(what, mh_layer_get_variant_config(L, &out),
+                         owner[f] == v ? MH_OK : MH_ERR_INVALID_ARGUMENT);
+            if (owner[f] != v) check_true(what, all_bytes((const unsigned char*)&out + sizeof(mh_variant),
+                                                          sizeof out - sizeof(mh_variant), 0x5a));
+        }
+        check_status("get_variant_config: NULL out", mh_layer_get_variant_config(L, NULL),
+                     MH_ERR_INVALID_ARGUMENT);
+        mh_layer_destroy(L);
+        for (int f = 0; f < 4; f++) {
+            if (owner[f] == v) continue;
+            mh_layer_config fc = c;
+            mh_layer_weights fw = w;
+            fc.variant_config = configs[f];
+            snprintf(what, sizeof what, "foreign fields: variant %d rejects a %s config", (int)v, name[f]);
+            expect_create(what, ctx, &fc, &w, MH_ERR_INVALID_ARGUMENT);
+            if (!weights[f]) continue; /* overlapping heads have no weights of their own */
+            fw.variant_weights = weights[f];
+            snprintf(what, sizeof what, "foreign fields: variant %d rejects %s weights", (int)v, name[f]);
+            expect_create(what, ctx, &c, &fw, MH_ERR_INVALID_ARGUMENT);
+        }
+    }
+}
+
 static void test_layer_create(const mh_context* ctx, wbufs* wb) {
     const mh_layer_weights W = weights_of(wb, 1), W0 = weights_of(wb, 0);
     mh_layer_config c = base_config();
@@ -916,7 +990,7 @@ static void expect_decode(dec_env* e, const char* what, const mh_layer* L, mh_kv
                           mh_status want) {
     const int len = mh_kv_cache_length(c_len);
     dec_poison(e);
-    check_status(what, mh_layer_decode(L, c, batch, n_new, x, out, ws, ws_bytes), want);
+    check_status(what, mh_layer_decode(L, c, &(mh_decode_args){batch, n_new, x, out, NULL}, ws, ws_bytes), want);
     checkf(mh_kv_cache_length(c_len) == len, "%s: cache length unchanged", what);
     checkf(mh_kv_cache_capacity(c_len) == DCAP, "%s: cache capacity unchanged", what);
     checkf(all_bytes(e->out, e->out_bytes, POISON), "%s: out untouched", what);
@@ -1023,12 +1097,12 @@ static void test_decode(const mh_context* ctx, wbufs* wb) {
             tokens(&e, t0, n, xin);
             /* reference on a cache that never saw a failing call */
             snprintf(what, sizeof what, "decode %s: reference", tag);
-            check_status(what, mh_layer_decode(e.g, fresh, DB, n, xin, ref, e.ws, e.ws_cap), MH_OK);
+            check_status(what, mh_layer_decode(e.g, fresh, &(mh_decode_args){DB, n, xin, ref, NULL}, e.ws, e.ws_cap), MH_OK);
             /* the failing calls, then the same decode on the test cache */
             failing_decodes(&e, cache, n, xin, tag);
             dec_poison(&e);
             snprintf(what, sizeof what, "decode %s: succeeds after the failures", tag);
-            check_status(what, mh_layer_decode(e.g, cache, DB, n, xin, e.out, e.ws, e.ws_cap), MH_OK);
+            check_status(what, mh_layer_decode(e.g, cache, &(mh_decode_args){DB, n, xin, e.out, NULL}, e.ws, e.ws_cap), MH_OK);
             snprintf(what, sizeof what, "decode %s: same output as on the fresh cache", tag);
             check_bitwise(what, e.out, ref, (size_t)DB * n * DD);
             snprintf(what, sizeof what, "decode %s: length grows by n_new", tag);
@@ -1045,9 +1119,9 @@ static void test_decode(const mh_context* ctx, wbufs* wb) {
         mh_kv_cache_reset(cache), mh_kv_cache_reset(fresh);
         tokens(&e, 0, DCAP, xin);
         check_status("decode: replay on reset fresh cache",
-                     mh_layer_decode(e.g, fresh, DB, DCAP, xin, ref, e.ws, e.ws_cap), MH_OK);
+                     mh_layer_decode(e.g, fresh, &(mh_decode_args){DB, DCAP, xin, ref, NULL}, e.ws, e.ws_cap), MH_OK);
         check_status("decode: replay on reset test cache",
-                     mh_layer_decode(e.g, cache, DB, DCAP, xin, e.out, e.ws, e.ws_cap), MH_OK);
+                     mh_layer_decode(e.g, cache, &(mh_decode_args){DB, DCAP, xin, e.out, NULL}, e.ws, e.ws_cap), MH_OK);
         snprintf(what, sizeof what, "decode %s: replay after reset identical", dn[d]);
         check_bitwise(what, e.out, ref, all);
         mh_kv_cache_destroy(fresh), mh_kv_cache_destroy(cache);
@@ -1114,6 +1188,7 @@ int main(void) {
     for (int i = 0; i < 4; i++) rng_fill(&r, wb->w[i], WCAP, -0.3f, 0.3f);
     for (int i = 0; i < 4; i++) rng_fill(&r, wb->b[i], BCAP, -0.3f, 0.3f);
     test_layer_create(ctx, wb);
+    test_foreign_fields(ctx, wb);
     test_forward(ctx, wb);
     test_cache_create(ctx, wb);
     test_decode(ctx, wb);

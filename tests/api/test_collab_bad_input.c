@@ -11,10 +11,12 @@
 
 enum { D_MODEL = 16, H = 4, D = 4, DT = 8 };
 
+static const mh_collab_config collab_dt = {MH_VARIANT_COLLAB, DT};
+
 static mh_layer_config config(void) {
     mh_layer_config c = mh_layer_config_default();
     c.variant = MH_VARIANT_COLLAB, c.d_model = D_MODEL, c.n_heads = H, c.head_dim = D;
-    c.collab_dim = DT, c.bias = 1;
+    c.variant_config = &collab_dt, c.bias = 1;
     return c;
 }
 
@@ -28,18 +30,24 @@ static void expect_create(const mh_context* ctx, const char* what, const mh_laye
 
 static void bad_create(const mh_context* ctx, const layer_fixture* f) {
     mh_layer_config c = config();
-    c.collab_dim = 0;
+    mh_collab_config cc = mh_collab_config_default(); /* collab_dim 0 */
+    c.variant_config = &cc;
     expect_create(ctx, "collab_dim 0", &c, &f->w, MH_ERR_INVALID_ARGUMENT);
-    c = config(), c.collab_dim = -3;
+    c.variant_config = NULL;
+    expect_create(ctx, "no CollabHead config (collab_dim 0)", &c, &f->w, MH_ERR_INVALID_ARGUMENT);
+    cc.collab_dim = -3, c.variant_config = &cc;
     expect_create(ctx, "collab_dim < 0", &c, &f->w, MH_ERR_INVALID_ARGUMENT);
     c = config(), c.n_kv_heads = H;
     expect_create(ctx, "n_kv_heads set", &c, &f->w, MH_ERR_INVALID_ARGUMENT);
     c = config();
     mh_layer_weights w = f->w;
-    w.collab_mix = NULL;
+    mh_collab_weights cw = f->collab_w;
+    w.variant_weights = &cw, cw.mix = NULL;
     expect_create(ctx, "no mixing matrix", &c, &w, MH_ERR_INVALID_ARGUMENT);
-    w = f->w, w.collab_content = NULL;
+    cw = f->collab_w, cw.content = NULL;
     expect_create(ctx, "no content bias weight", &c, &w, MH_ERR_INVALID_ARGUMENT);
+    w.variant_weights = NULL;
+    expect_create(ctx, "no CollabHead weights", &c, &w, MH_ERR_INVALID_ARGUMENT);
     w = f->w, w.b_q = f->bv;
     expect_create(ctx, "b_q given", &c, &w, MH_ERR_INVALID_ARGUMENT);
     w = f->w, w.b_k = f->bv;
@@ -81,28 +89,32 @@ static void bad_conversion(const mh_context* ctx, test_rng* r) {
     if (!check_status("mha create", fixture_make(&m, ctx, &cm, r, 0.5f), MH_OK)) return;
     float mix[H * H * D], content[H * D_MODEL];
     mh_layer_config out_c;
+    mh_collab_config out_cc;
     mh_layer_weights out_w;
+    mh_collab_weights out_cw;
     memset(mix, 0x5a, sizeof mix), memset(content, 0x5a, sizeof content);
     memset(&out_c, 0x5a, sizeof out_c), memset(&out_w, 0x5a, sizeof out_w);
+    memset(&out_cc, 0x5a, sizeof out_cc), memset(&out_cw, 0x5a, sizeof out_cw);
     mh_layer_config c = cm;
     mh_layer_weights w = m.w;
-    check_status("convert: NULL mix", mh_collab_from_mha(&c, &w, NULL, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
-    check_status("convert: NULL config", mh_collab_from_mha(NULL, &w, mix, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
+    check_status("convert: NULL mix", mh_convert_mha_to_collab(&c, &w, NULL, content, &out_c, &out_cc, &out_w, &out_cw), MH_ERR_INVALID_ARGUMENT);
+    check_status("convert: NULL config", mh_convert_mha_to_collab(NULL, &w, mix, content, &out_c, &out_cc, &out_w, &out_cw), MH_ERR_INVALID_ARGUMENT);
     c.variant = MH_VARIANT_GQA, c.n_kv_heads = 2;
-    check_status("convert: GQA with Hkv < H", mh_collab_from_mha(&c, &w, mix, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
+    check_status("convert: GQA with Hkv < H", mh_convert_mha_to_collab(&c, &w, mix, content, &out_c, &out_cc, &out_w, &out_cw), MH_ERR_INVALID_ARGUMENT);
     c = cm, c.variant = MH_VARIANT_COLLAB;
-    check_status("convert: not MHA", mh_collab_from_mha(&c, &w, mix, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
+    check_status("convert: not MHA", mh_convert_mha_to_collab(&c, &w, mix, content, &out_c, &out_cc, &out_w, &out_cw), MH_ERR_INVALID_ARGUMENT);
     c = cm, w.b_q = NULL;
-    check_status("convert: bias 1 without b_q", mh_collab_from_mha(&c, &w, mix, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
+    check_status("convert: bias 1 without b_q", mh_convert_mha_to_collab(&c, &w, mix, content, &out_c, &out_cc, &out_w, &out_cw), MH_ERR_INVALID_ARGUMENT);
     w = m.w, w.w_k = NULL;
-    check_status("convert: no W_K", mh_collab_from_mha(&c, &w, mix, content, &out_c, &out_w), MH_ERR_INVALID_ARGUMENT);
+    check_status("convert: no W_K", mh_convert_mha_to_collab(&c, &w, mix, content, &out_c, &out_cc, &out_w, &out_cw), MH_ERR_INVALID_ARGUMENT);
     w = m.w, c.n_heads = 1 << 20, c.head_dim = 1 << 20;
-    check_status("convert: H*D overflows", mh_collab_from_mha(&c, &w, mix, content, &out_c, &out_w), MH_ERR_SIZE_OVERFLOW);
+    check_status("convert: H*D overflows", mh_convert_mha_to_collab(&c, &w, mix, content, &out_c, &out_cc, &out_w, &out_cw), MH_ERR_SIZE_OVERFLOW);
     check_true("convert: nothing written on error",
                all_bytes(mix, sizeof mix, 0x5a) && all_bytes(content, sizeof content, 0x5a) &&
-                   all_bytes(&out_c, sizeof out_c, 0x5a) && all_bytes(&out_w, sizeof out_w, 0x5a));
+                   all_bytes(&out_c, sizeof out_c, 0x5a) && all_bytes(&out_w, sizeof out_w, 0x5a) &&
+                   all_bytes(&out_cc, sizeof out_cc, 0x5a) && all_bytes(&out_cw, sizeof out_cw, 0x5a));
     c = cm;
-    check_status("convert: valid", mh_collab_from_mha(&c, &m.w, mix, content, &out_c, &out_w), MH_OK);
+    check_status("convert: valid", mh_convert_mha_to_collab(&c, &m.w, mix, content, &out_c, &out_cc, &out_w, &out_cw), MH_OK);
     fixture_free(&m);
 }
 
@@ -117,7 +129,10 @@ int main(void) {
         mh_layer_get_config(f.layer, &got);
         check_true("resolved: Dv = D, kdim = vdim = d_model, scale 1/sqrt(D), n_kv_heads 0",
                    got.head_dim_v == D && got.kdim == D_MODEL && got.vdim == D_MODEL &&
-                       got.scale == 0.5f && got.n_kv_heads == 0 && got.collab_dim == DT);
+                       got.scale == 0.5f && got.n_kv_heads == 0);
+        mh_collab_config got_c = mh_collab_config_default();
+        check_status("resolved CollabHead config", mh_layer_get_variant_config(f.layer, &got_c), MH_OK);
+        check_true("resolved: collab_dim kept", got_c.collab_dim == DT);
         bad_create(ctx, &f);
         bad_cache(ctx, &f, &r);
         fixture_free(&f);

@@ -19,22 +19,23 @@ static mh_layer_config base(void) {
 
 static void bad_configs(const mh_context* ctx, const dcmha_fixture* f) {
     mh_layer_config c;
+    mh_dcmha_config d;
     mh_layer* const L = (mh_layer*)&c; /* a sentinel: must stay untouched */
 #define EXPECT(what, edit, status) \
     do { \
-        c = base(); \
+        c = base(), d = mh_dcmha_config_default(), c.variant_config = &d; \
         edit; \
         mh_layer* out = L; \
-        check_status(what, mh_layer_create(ctx, &c, &f->base.w, &out), status); \
+        check_status(what, mh_layer_create(ctx, &c, &f->w, &out), status); \
         check_true(what " leaves the output pointer alone", out == L); \
     } while (0)
-    EXPECT("rank 9", c.dcmha.rank = MH_DCMHA_MAX_RANK + 1, MH_ERR_INVALID_ARGUMENT);
-    EXPECT("rank -1", c.dcmha.rank = -1, MH_ERR_INVALID_ARGUMENT);
-    EXPECT("groups 3 with 4 heads", c.dcmha.groups = 3, MH_ERR_INVALID_ARGUMENT);
-    EXPECT("groups -1", c.dcmha.groups = -1, MH_ERR_INVALID_ARGUMENT);
-    EXPECT("hidden -1", c.dcmha.hidden = -1, MH_ERR_INVALID_ARGUMENT);
-    EXPECT("gelu 2", c.dcmha.gelu = (mh_gelu)2, MH_ERR_INVALID_ARGUMENT);
-    EXPECT("static_weights 2", c.dcmha.static_weights = 2, MH_ERR_INVALID_ARGUMENT);
+    EXPECT("rank 9", d.rank = MH_DCMHA_MAX_RANK + 1, MH_ERR_INVALID_ARGUMENT);
+    EXPECT("rank -1", d.rank = -1, MH_ERR_INVALID_ARGUMENT);
+    EXPECT("groups 3 with 4 heads", d.groups = 3, MH_ERR_INVALID_ARGUMENT);
+    EXPECT("groups -1", d.groups = -1, MH_ERR_INVALID_ARGUMENT);
+    EXPECT("hidden -1", d.hidden = -1, MH_ERR_INVALID_ARGUMENT);
+    EXPECT("gelu 2", d.gelu = (mh_gelu)2, MH_ERR_INVALID_ARGUMENT);
+    EXPECT("static_weights 2", d.static_weights = 2, MH_ERR_INVALID_ARGUMENT);
     EXPECT("2 K/V heads (DCMHA is MHA-based)", c.n_kv_heads = 2, MH_ERR_INVALID_ARGUMENT);
     EXPECT("kdim != d_model (no cross-attention)", c.kdim = 8, MH_ERR_INVALID_ARGUMENT);
     EXPECT("window", c.window = 4, MH_ERR_INVALID_ARGUMENT);
@@ -44,26 +45,32 @@ static void bad_configs(const mh_context* ctx, const dcmha_fixture* f) {
 
 static void bad_weights(const mh_context* ctx, dcmha_fixture* f) {
     mh_layer_config c = base();
-    mh_layer_weights w = f->base.w;
+    mh_dcmha_config d = mh_dcmha_config_default();
+    c.variant_config = &d;
+    mh_layer_weights w = f->w;
+    mh_dcmha_weights dw = f->dw;
+    w.variant_weights = &dw;
     mh_layer* out = NULL;
-    w.dcmha_w1 = NULL;
+    dw.w1 = NULL;
     check_status("missing W1", mh_layer_create(ctx, &c, &w, &out), MH_ERR_INVALID_ARGUMENT);
-    w = f->base.w, w.dcmha_w2 = NULL;
+    dw = f->dw, dw.w2 = NULL;
     check_status("missing W2", mh_layer_create(ctx, &c, &w, &out), MH_ERR_INVALID_ARGUMENT);
-    w = f->base.w, w.dcmha_wd = NULL;
+    dw = f->dw, dw.wd = NULL;
     check_status("missing Wd", mh_layer_create(ctx, &c, &w, &out), MH_ERR_INVALID_ARGUMENT);
-    w = f->base.w, w.dcmha_wb_pre = f->w1;
+    dw = f->dw, dw.wb_pre = f->w1;
     check_status("W_b without static_weights", mh_layer_create(ctx, &c, &w, &out), MH_ERR_INVALID_ARGUMENT);
-    c.dcmha.static_weights = 1, w = f->base.w, w.dcmha_wb_pre = f->w1;
+    d.static_weights = 1, dw = f->dw, dw.wb_pre = f->w1;
     check_status("static_weights without W_b post", mh_layer_create(ctx, &c, &w, &out), MH_ERR_INVALID_ARGUMENT);
     check_true("failed creates leave no layer", out == NULL);
 }
 
 static void resolved(const dcmha_fixture* f) {
     mh_layer_config c;
+    mh_dcmha_config d = mh_dcmha_config_default();
     check_status("get_config", mh_layer_get_config(f->layer, &c), MH_OK);
+    check_status("get_variant_config", mh_layer_get_variant_config(f->layer, &d), MH_OK);
     check_true("defaults: R 2, G 1, C 4H, H K/V heads",
-               c.dcmha.rank == 2 && c.dcmha.groups == 1 && c.dcmha.hidden == 4 * H && c.n_kv_heads == H);
+               d.rank == 2 && d.groups == 1 && d.hidden == 4 * H && c.n_kv_heads == H);
     mh_kv_cache* cache = NULL;
     check_status("cache", mh_kv_cache_create(f->layer, 1, 8, MH_DTYPE_F16, &cache), MH_OK);
     check_true("cache bytes per token: K/V in f16 + 2 (2RH + H) f32 factors",

@@ -1,6 +1,6 @@
 /*
  * Invariants of CollabHead (docs/variants.md, "CollabHead"):
- *  1. mh_collab_from_mha: the converted layer (D~ = H*D) equals the MHA layer with biases.
+ *  1. mh_convert_mha_to_collab: the converted layer (D~ = H*D) equals the MHA layer with biases.
  *  2. Any b_K of the MHA leaves its output unchanged: the converted layer (which has none)
  *     matches the MHA oracle for a different random b_K.
  *  3. Mixing on the query == mixing on the key (oracle forms), and the layer matches both.
@@ -33,10 +33,13 @@ static float* forward(const mh_layer* L, const float* x, int batch, int n, int c
     return out;
 }
 
-static mh_layer_config collab_config(int heads, int dt) {
+/* A CollabHead config whose D~ lives in *cc (kept alive by the caller). */
+static mh_layer_config collab_config(mh_collab_config* cc, int heads, int dt) {
     mh_layer_config c = mh_layer_config_default();
+    *cc = mh_collab_config_default();
+    cc->collab_dim = dt;
     c.variant = MH_VARIANT_COLLAB, c.d_model = D_MODEL, c.n_heads = heads, c.head_dim = D;
-    c.collab_dim = dt, c.bias = 1;
+    c.variant_config = cc, c.bias = 1;
     return c;
 }
 
@@ -49,12 +52,16 @@ static void conversion(const mh_context* ctx, test_rng* r, const float* x) {
     float* mix = malloc(sizeof(float) * H * H * D);
     float* content = malloc(sizeof(float) * H * D_MODEL);
     mh_layer_config cc;
+    mh_collab_config ccc;
     mh_layer_weights wc;
+    mh_collab_weights cw;
     mh_layer* lc = NULL;
-    check_status("convert", mh_collab_from_mha(&cm, &f.w, mix, content, &cc, &wc), MH_OK);
+    check_status("convert", mh_convert_mha_to_collab(&cm, &f.w, mix, content, &cc, &ccc, &wc, &cw), MH_OK);
     check_true("converted: D~ = H*D, weights reused",
-               cc.variant == MH_VARIANT_COLLAB && cc.collab_dim == H * D && wc.w_q == f.wq &&
-                   wc.w_k == f.wk && !wc.b_q && !wc.b_k && wc.b_v == f.bv && wc.collab_mix == mix);
+               cc.variant == MH_VARIANT_COLLAB && cc.variant_config == &ccc &&
+                   ccc.variant == MH_VARIANT_COLLAB && ccc.collab_dim == H * D && wc.w_q == f.wq &&
+                   wc.w_k == f.wk && !wc.b_q && !wc.b_k && wc.b_v == f.bv &&
+                   wc.variant_weights == &cw && cw.mix == mix && cw.content == content);
     if (check_status("collab create", mh_layer_create(ctx, &cc, &wc, &lc), MH_OK)) {
         float *ym = forward(f.layer, x, B, N, 1, NULL), *yc = forward(lc, x, B, N, 1, NULL);
         mh_forward_args a = {.batch = B, .n_q = N, .query = x};
@@ -77,7 +84,8 @@ static void conversion(const mh_context* ctx, test_rng* r, const float* x) {
 
 /* 3 */
 static void mixing_side(const mh_context* ctx, test_rng* r, const float* x) {
-    mh_layer_config c = collab_config(H, 10);
+    mh_collab_config c_cc;
+    mh_layer_config c = collab_config(&c_cc, H, 10);
     layer_fixture f;
     if (!check_status("collab create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
     mh_attn_options opt = mh_attn_options_default();
@@ -98,7 +106,8 @@ static void mixing_side(const mh_context* ctx, test_rng* r, const float* x) {
 
 /* 4 */
 static void identical_rows(const mh_context* ctx, test_rng* r, const float* x) {
-    mh_layer_config c = collab_config(H, 9);
+    mh_collab_config c_cc;
+    mh_layer_config c = collab_config(&c_cc, H, 9);
     layer_fixture f;
     if (!check_status("collab create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
     for (int h = 1; h < H; h++) {
@@ -121,7 +130,8 @@ static void identical_rows(const mh_context* ctx, test_rng* r, const float* x) {
 /* 5 */
 static void single_head(const mh_context* ctx, test_rng* r, const float* x) {
     enum { DT = 11 };
-    mh_layer_config c = collab_config(1, DT);
+    mh_collab_config c_cc;
+    mh_layer_config c = collab_config(&c_cc, 1, DT);
     c.head_dim = DT; /* default scale 1/sqrt(D~) on both sides */
     layer_fixture f;
     if (!check_status("collab create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
@@ -148,7 +158,8 @@ static void single_head(const mh_context* ctx, test_rng* r, const float* x) {
 /* 6 */
 static void decode_equals_prefill(const mh_context* ctx, test_rng* r) {
     float slopes[H] = {0.5f, 0.25f, 0.125f, 0.0625f}, sinks[H] = {0.1f, -0.3f, 0.7f, 0.0f};
-    mh_layer_config c = collab_config(H, 7);
+    mh_collab_config c_cc;
+    mh_layer_config c = collab_config(&c_cc, H, 7);
     c.head_dim_v = 5, c.window = 9, c.softcap = 4.0f, c.alibi_slopes = slopes, c.sinks = sinks;
     layer_fixture f;
     if (!check_status("collab create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
@@ -209,7 +220,8 @@ static void run_threads(int threads, const layer_fixture* f, const float* x, flo
 
 static void threads_bitwise(test_rng* r) {
     mh_context* ctx = test_context(1);
-    mh_layer_config c = collab_config(HT, 16);
+    mh_collab_config c_cc;
+    mh_layer_config c = collab_config(&c_cc, HT, 16);
     layer_fixture f;
     if (!check_status("collab create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
     float* x = malloc(sizeof(float) * ML * D_MODEL);

@@ -13,11 +13,15 @@
 #include "oracle_collab.h"
 #include "problem.h"
 
+static int collab_dim(const mh_layer_config* c) {
+    return ((const mh_collab_config*)c->variant_config)->collab_dim;
+}
+
 static void run_case(const mh_context* ctx, test_rng* r, mh_layer_config cfg, int B, int N, int M,
                      int cross, int opts, int id) {
     char what[96];
     snprintf(what, sizeof what, "case %d (H %d D~ %d Dv %d B %d N %d M %d cross %d opts %d)", id,
-             cfg.n_heads, cfg.collab_dim, cfg.head_dim_v, B, N, M, cross, opts);
+             cfg.n_heads, collab_dim(&cfg), cfg.head_dim_v, B, N, M, cross, opts);
     float slopes[8], sinks[8];
     if (opts) {
         for (int h = 0; h < cfg.n_heads; h++) slopes[h] = 0.3f / (float)(h + 1), sinks[h] = rng_uniform(r, -1, 1);
@@ -61,7 +65,7 @@ static void run_case(const mh_context* ctx, test_rng* r, mh_layer_config cfg, in
         oracle_collab_forward(&f.cfg, &f.w, &a, ORACLE_MIX_QUERY, want, want_p);
         const int hdv = H * f.cfg.head_dim_v;
         check_close(what, out, want, (size_t)B * N * d,
-                    8 * FLT_EPSILON * (d + hdv + cfg.collab_dim + Mk + 64), 2e-6);
+                    8 * FLT_EPSILON * (d + hdv + collab_dim(&cfg) + Mk + 64), 2e-6);
         if (opts) check_close("probabilities", probs, want_p, n_probs, 64 * FLT_EPSILON, 1e-5);
         free(want), free(want_p);
     }
@@ -69,12 +73,14 @@ static void run_case(const mh_context* ctx, test_rng* r, mh_layer_config cfg, in
     fixture_free(&f);
 }
 
-static mh_layer_config random_config(test_rng* r) {
+/* D~ goes to *cc (kept alive by the caller). */
+static mh_layer_config random_config(test_rng* r, mh_collab_config* cc) {
     mh_layer_config c = mh_layer_config_default();
-    c.variant = MH_VARIANT_COLLAB;
+    *cc = mh_collab_config_default();
+    c.variant = MH_VARIANT_COLLAB, c.variant_config = cc;
     c.n_heads = rng_int(r, 1, 6);
     c.head_dim = rng_int(r, 1, 16);
-    c.collab_dim = rng_int(r, 1, 40);
+    cc->collab_dim = rng_int(r, 1, 40);
     c.head_dim_v = rng_int(r, 0, 1) ? 0 : rng_int(r, 1, 20);
     c.d_model = rng_int(r, 1, 40);
     c.bias = rng_int(r, 0, 1);
@@ -87,15 +93,18 @@ int main(void) {
     test_rng r;
     rng_seed(&r, 606);
     int id = 0;
+    mh_collab_config cc;
     for (int i = 0; i < 60; i++, id++) {
-        mh_layer_config c = random_config(&r);
+        mh_layer_config c = random_config(&r, &cc);
         const int cross = rng_int(&r, 0, 2) == 0;
         if (cross) c.kdim = rng_int(&r, 1, 30), c.vdim = rng_int(&r, 1, 30);
         run_case(ctx, &r, c, rng_int(&r, 1, 3), rng_int(&r, 1, 30), rng_int(&r, 1, 40), cross,
                  rng_int(&r, 0, 1), id);
     }
     mh_layer_config c = mh_layer_config_default();
-    c.variant = MH_VARIANT_COLLAB, c.d_model = 128, c.n_heads = 8, c.head_dim = 16, c.collab_dim = 32, c.bias = 1;
+    cc = mh_collab_config_default(), cc.collab_dim = 32;
+    c.variant = MH_VARIANT_COLLAB, c.d_model = 128, c.n_heads = 8, c.head_dim = 16, c.bias = 1;
+    c.variant_config = &cc;
     run_case(ctx, &r, c, 2, 77, 77, 0, 0, id++);        /* prefill: several query tiles, GEMM */
     run_case(ctx, &r, c, 1, 1, 2500, 1, 0, id++);       /* one query, 2500 keys: split */
     c.n_heads = 20;                                     /* decode, 20 rows: packed K, GEMM */

@@ -26,9 +26,12 @@
 #include "oracle_dcmha.h"
 #include "problem.h"
 
-static mh_layer_config dcmha_config(int d, int H, int D, int bias) {
+/* A DCMHA config whose own parameters live in *dc (defaults; kept alive by the caller). */
+static mh_layer_config dcmha_config(mh_dcmha_config* dc, int d, int H, int D, int bias) {
     mh_layer_config c = mh_layer_config_default();
+    *dc = mh_dcmha_config_default();
     c.variant = MH_VARIANT_DCMHA, c.d_model = d, c.n_heads = H, c.head_dim = D, c.bias = bias;
+    c.variant_config = dc;
     return c;
 }
 
@@ -53,12 +56,13 @@ static double tolerance(const mh_layer_config* c, int N) {
 static void against_oracle(const mh_context* ctx, test_rng* r) {
     for (int it = 0; it < 10; it++) {
         const int H = it % 3 == 0 ? 6 : 4, D = 3 + it % 5, B = 1 + it % 2, N = 5 + 3 * it;
-        mh_layer_config c = dcmha_config(16 + it, H, D, it % 2);
-        c.dcmha.rank = 1 + it % 3;
-        c.dcmha.groups = it % 4 == 1 ? 2 : it % 4 == 3 ? H : 1;
-        c.dcmha.hidden = it % 5 == 2 ? 7 : 0;
-        c.dcmha.gelu = it % 2 ? MH_GELU_TANH : MH_GELU_ERF;
-        c.dcmha.static_weights = it % 3 == 1;
+        mh_dcmha_config dc;
+        mh_layer_config c = dcmha_config(&dc, 16 + it, H, D, it % 2);
+        dc.rank = 1 + it % 3;
+        dc.groups = it % 4 == 1 ? 2 : it % 4 == 3 ? H : 1;
+        dc.hidden = it % 5 == 2 ? 7 : 0;
+        dc.gelu = it % 2 ? MH_GELU_TANH : MH_GELU_ERF;
+        dc.static_weights = it % 3 == 1;
         dcmha_fixture f;
         if (!check_status("create", dcmha_fixture_make(&f, ctx, &c, r, 0.5f, 0.5f, 0), MH_OK)) continue;
         const size_t n = (size_t)B * N * c.d_model;
@@ -69,14 +73,14 @@ static void against_oracle(const mh_context* ctx, test_rng* r) {
         mh_attn_options opt = mh_attn_options_default();
         opt.causal = causal;
         mh_forward_args a = {.batch = B, .n_q = N, .query = x, .opt = &opt};
-        oracle_dcmha_forward(&f.cfg, &f.base.w, &a, ORACLE_COMPOSE_LOWRANK, want);
-        oracle_dcmha_forward(&f.cfg, &f.base.w, &a, ORACLE_COMPOSE_DENSE, dense);
+        oracle_dcmha_forward(&f.cfg, &f.w, &a, ORACLE_COMPOSE_LOWRANK, want);
+        oracle_dcmha_forward(&f.cfg, &f.w, &a, ORACLE_COMPOSE_DENSE, dense);
         double worst = 0.0;
         for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(want[i] - dense[i]) / (1.0 + fabs(want[i])));
         check_true("oracle: low-rank compose == dense per-pair compose", worst < 1e-12);
         char what[96];
-        snprintf(what, sizeof what, "forward == oracle (it %d, R %d, G %d, causal %d)", it, c.dcmha.rank,
-                 c.dcmha.groups, causal);
+        snprintf(what, sizeof what, "forward == oracle (it %d, R %d, G %d, causal %d)", it, dc.rank,
+                 dc.groups, causal);
         check_close(what, y, want, n, tolerance(&c, N), 4e-6);
         free(x), free(y), free(want), free(dense);
         dcmha_fixture_free(&f);
@@ -85,7 +89,8 @@ static void against_oracle(const mh_context* ctx, test_rng* r) {
 
 /* ---- zero dynamic weights, no W_b: MHA */
 static void zero_is_mha(const mh_context* ctx, test_rng* r) {
-    mh_layer_config c = dcmha_config(32, 4, 8, 1);
+    mh_dcmha_config dc;
+    mh_layer_config c = dcmha_config(&dc, 32, 4, 8, 1);
     dcmha_fixture f;
     if (!check_status("create", dcmha_fixture_make(&f, ctx, &c, r, 0.5f, 0.0f, 0), MH_OK)) return;
     const int B = 2, N = 37;
@@ -103,8 +108,9 @@ static void zero_is_mha(const mh_context* ctx, test_rng* r) {
 
 /* ---- causality */
 static void causality(const mh_context* ctx, test_rng* r) {
-    mh_layer_config c = dcmha_config(20, 4, 6, 1);
-    c.dcmha.static_weights = 1;
+    mh_dcmha_config dc;
+    mh_layer_config c = dcmha_config(&dc, 20, 4, 6, 1);
+    dc.static_weights = 1;
     dcmha_fixture f;
     if (!check_status("create", dcmha_fixture_make(&f, ctx, &c, r, 0.5f, 0.8f, 0), MH_OK)) return;
     const int N = 300; /* more than one key tile */
@@ -156,7 +162,8 @@ static void scaled_mha(const layer_fixture* b, const float* x, int N, int causal
 /* ---- each branch alone: with only Wd's branch c non-zero, the composition is the gate
  * 1 + dd_c on its side (pre/post, query/key). */
 static void branch_sides(const mh_context* ctx, test_rng* r) {
-    mh_layer_config c = dcmha_config(24, 4, 6, 1);
+    mh_dcmha_config dc;
+    mh_layer_config c = dcmha_config(&dc, 24, 4, 6, 1);
     const int N = 19, H = 4;
     for (int br = 0; br < 4; br++) {
         dcmha_fixture f;
@@ -169,7 +176,7 @@ static void branch_sides(const mh_context* ctx, test_rng* r) {
         double *want = malloc(n * sizeof(double)), *gate = malloc((size_t)N * H * sizeof(double));
         double *w1 = malloc((size_t)N * 4 * 2 * H * sizeof(double)), *w2 = malloc((size_t)N * 4 * 2 * H * sizeof(double));
         double* dd = malloc((size_t)N * 4 * H * sizeof(double));
-        oracle_dcmha_factors(&f.cfg, &f.base.w, x, N, w1, w2, dd);
+        oracle_dcmha_factors(&f.cfg, &f.w, x, N, w1, w2, dd);
         for (int t = 0; t < N; t++)
             for (int h = 0; h < H; h++) gate[t * H + h] = 1.0 + dd[((size_t)t * 4 + br) * H + h];
         forward(f.layer, 1, N, x, 1, y);
@@ -190,8 +197,9 @@ static void static_permutation(const mh_context* ctx, test_rng* r) {
     static const int pi[4] = {1, 2, 0, 3}, inv[4] = {2, 0, 1, 3};
     const int H = 4, D = 5, N = 23;
     for (int both = 0; both < 2; both++) {
-        mh_layer_config c = dcmha_config(20, H, D, 1);
-        c.dcmha.static_weights = 1;
+        mh_dcmha_config dc;
+        mh_layer_config c = dcmha_config(&dc, 20, H, D, 1);
+        dc.static_weights = 1;
         dcmha_fixture f;
         if (!check_status("create", dcmha_fixture_make(&f, ctx, &c, r, 0.5f, 0.0f, 0), MH_OK)) return;
         for (int m = 0; m < H; m++) {
@@ -233,9 +241,10 @@ static void static_permutation(const mh_context* ctx, test_rng* r) {
 static void groups_block_diagonal(const mh_context* ctx, test_rng* r) {
     const int H = 4, D = 4, N = 21;
     for (int G = 1; G <= 2; G++) {
-        mh_layer_config c = dcmha_config(16, H, D, 0);
-        c.dcmha.groups = G;
-        c.dcmha.static_weights = 1;
+        mh_dcmha_config dc;
+        mh_layer_config c = dcmha_config(&dc, 16, H, D, 0);
+        dc.groups = G;
+        dc.static_weights = 1;
         dcmha_fixture f;
         if (!check_status("create", dcmha_fixture_make(&f, ctx, &c, r, 0.5f, 0.6f, 0), MH_OK)) return;
         layer_fixture* b = &f.base;
@@ -270,9 +279,10 @@ static void decode_all(const mh_layer* L, mh_kv_cache* cache, int B, int T, int 
 
 /* ---- decode == forward; low-precision caches; split-KV decode; threads */
 static void decode_matches(const mh_context* ctx, const mh_context* ctx1, test_rng* r) {
-    mh_layer_config c = dcmha_config(24, 4, 8, 1);
-    c.dcmha.groups = 2;
-    c.dcmha.static_weights = 1;
+    mh_dcmha_config dc;
+    mh_layer_config c = dcmha_config(&dc, 24, 4, 8, 1);
+    dc.groups = 2;
+    dc.static_weights = 1;
     dcmha_fixture f;
     if (!check_status("create", dcmha_fixture_make(&f, ctx, &c, r, 0.5f, 0.5f, 1), MH_OK)) return;
     const int B = 2, T = 31, d = c.d_model;
@@ -306,7 +316,7 @@ static void decode_matches(const mh_context* ctx, const mh_context* ctx1, test_r
     float* yd1 = malloc(nl * sizeof(float));
     forward(f.layer, 1, L, xl, 1, yl);
     mh_layer* one = NULL;
-    check_status("1-thread layer", mh_layer_create(ctx1, &f.cfg, &f.base.w, &one), MH_OK);
+    check_status("1-thread layer", mh_layer_create(ctx1, &f.cfg, &f.w, &one), MH_OK);
     forward(one, 1, L, xl, 1, yd1);
     check_bitwise("forward: 1 thread == 2 threads", yd1, yl, nl);
     static const int long_chunks[] = {2597, 1, 1, 1};

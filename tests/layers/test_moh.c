@@ -22,9 +22,21 @@
 typedef struct moh_case {
     layer_fixture f;     /* the weights, and f.layer: the GQA/MHA layer on the same weights */
     float *wr, *ws, *wh; /* router weights, NULL where unused */
-    mh_layer_config cfg; /* the MoH config, resolved */
+    mh_layer_config cfg; /* the MoH config, resolved; variant_config points at mcfg */
+    mh_moh_config mcfg;
+    mh_moh_weights mw;   /* the router weights wr, ws, wh */
+    mh_layer_weights w;  /* scratch of moh_weights */
     mh_layer* moh;
 } moh_case;
+
+/* The MoH layer's weights: f.w (as it is now) plus the router weights mw. */
+static const mh_layer_weights* moh_weights(moh_case* m) {
+    m->w = m->f.w;
+    m->w.variant_weights = &m->mw;
+    return &m->w;
+}
+
+static const mh_moh_config* moh_of(const mh_layer_config* c) { return c->variant_config; }
 
 typedef struct spec {
     mh_moh_router router;
@@ -50,12 +62,14 @@ static mh_status moh_make(moh_case* m, const mh_context* ctx, const spec* s, tes
     m->wr = rand_or_null(r, learned && s->K > 0, (size_t)E * s->d, router_amp);
     m->ws = rand_or_null(r, learned && s->hs > 1, (size_t)s->hs * s->d, router_amp);
     m->wh = rand_or_null(r, learned && s->K > 0 && s->hs > 0, 2 * (size_t)s->d, router_amp);
-    m->f.w.moh_w_router = m->wr, m->f.w.moh_w_shared = m->ws, m->f.w.moh_w_stage = m->wh;
+    m->mw = mh_moh_weights_default();
+    m->mw.w_router = m->wr, m->mw.w_shared = m->ws, m->mw.w_stage = m->wh;
+    m->mcfg = mh_moh_config_default();
+    m->mcfg.router = s->router, m->mcfg.shared_heads = s->hs, m->mcfg.top_k = s->K;
     m->cfg = m->f.cfg;
-    m->cfg.variant = MH_VARIANT_MOH;
-    m->cfg.moh = (mh_moh_config){s->router, s->hs, s->K};
+    m->cfg.variant = MH_VARIANT_MOH, m->cfg.variant_config = &m->mcfg;
     m->cfg.scale = 1.0f / sqrtf((float)s->D);
-    return mh_layer_create(ctx, &m->cfg, &m->f.w, &m->moh);
+    return mh_layer_create(ctx, &m->cfg, moh_weights(m), &m->moh);
 }
 
 static void moh_free(moh_case* m) {
@@ -71,7 +85,7 @@ typedef struct record {
 } record;
 
 static void record_alloc(record* rec, const mh_layer_config* c, size_t rows) {
-    rec->A = c->moh.shared_heads + c->moh.top_k;
+    rec->A = moh_of(c)->shared_heads + moh_of(c)->top_k;
     rec->r.heads = malloc(sizeof(int32_t) * rows * (size_t)rec->A);
     rec->r.gates = malloc(sizeof(float) * rows * (size_t)rec->A);
     rec->r.load = malloc(sizeof(int64_t) * (size_t)c->n_heads);
@@ -106,12 +120,12 @@ static void check_record(const char* what, const record* rec, const mh_layer_con
     snprintf(msg, sizeof msg, "%s: load == oracle counts", what);
     check_true(msg, load_ok);
     snprintf(msg, sizeof msg, "%s: gates == oracle (max err %.2e)", what, gate_err);
-    check_true(msg, gate_err <= 1e-5 * (c->moh.top_k + c->moh.shared_heads + 1));
+    check_true(msg, gate_err <= 1e-5 * (moh_of(c)->top_k + moh_of(c)->shared_heads + 1));
 }
 
 /* Forward tolerance: the layer oracle's bound, times the largest possible gate (2 max(h_s, K)). */
 static double tol(const mh_layer_config* c, int M) {
-    const int gmax = 2 * (c->moh.shared_heads > c->moh.top_k ? c->moh.shared_heads : c->moh.top_k);
+    const int gmax = 2 * (moh_of(c)->shared_heads > moh_of(c)->top_k ? moh_of(c)->shared_heads : moh_of(c)->top_k);
     return 8 * FLT_EPSILON * (c->d_model + c->n_heads * c->head_dim_v + M + 64) * (gmax > 1 ? gmax : 1);
 }
 
@@ -142,7 +156,7 @@ static void against_oracle(const mh_context* ctx, test_rng* rng, const spec* s, 
             m.f.wv = rand_or_null(rng, 1, (size_t)s->Hkv * s->D * 6, 0.5f);
             m.f.w.w_k = m.f.wk, m.f.w.w_v = m.f.wv;
         }
-        if (!check_status(what, mh_layer_create(ctx, &m.cfg, &m.f.w, &m.moh), MH_OK)) {
+        if (!check_status(what, mh_layer_create(ctx, &m.cfg, moh_weights(&m), &m.moh), MH_OK)) {
             moh_free(&m);
             return;
         }
@@ -171,7 +185,7 @@ static void against_oracle(const mh_context* ctx, test_rng* rng, const spec* s, 
     if (check_status(what, run_forward(m.moh, &a), MH_OK)) {
         mh_layer_config oc = m.cfg;
         oc.alibi_slopes = o.layer_opts ? slopes : NULL, oc.sinks = o.layer_opts ? sinks : NULL;
-        oracle_moh_forward(&oc, &m.f.w, &a, want, g, sel);
+        oracle_moh_forward(&oc, moh_weights(&m), &a, want, g, sel);
         check_close(what, out, want, rows * d, tol(&m.cfg, M), 2e-6);
         check_record(what, &rec, &m.cfg, rows, g, sel);
     }
@@ -289,9 +303,9 @@ static void gate_formula_and_topk(const mh_context* ctx, test_rng* rng) {
         float wr2[E * DM];
         for (int e = 0; e < E; e++)
             for (int j = 0; j < DM; j++) wr2[e * DM + j] = m.wr[e * DM + j] * shifts[i][1] + (j == 0 ? shifts[i][0] : 0.0f);
-        m2.f.w.moh_w_router = wr2;
+        m2.mw.w_router = wr2;
         mh_layer* L2;
-        if (!check_status("create shifted", mh_layer_create(ctx, &m.cfg, &m2.f.w, &L2), MH_OK)) continue;
+        if (!check_status("create shifted", mh_layer_create(ctx, &m.cfg, moh_weights(&m2), &L2), MH_OK)) continue;
         forward(L2, B, N, x, y, 0, &rec2.r);
         check_true("top-K unchanged by a constant or a positive factor on the logits",
                    memcmp(rec.r.heads, rec2.r.heads, sizeof(int32_t) * N * rec.A) == 0);
@@ -310,7 +324,7 @@ static void binary_is_masked_gqa(const mh_context* ctx, test_rng* rng) {
     if (!check_status("create", moh_make(&m, ctx, &s, rng, 0.5f, 0.0f), MH_OK)) return;
     mh_layer_destroy(m.moh), mh_layer_destroy(m.f.layer);
     for (int r = 0; r < 24; r++) memset(m.f.wo + r * 64 + 4 * 8, 0, sizeof(float) * 4 * 8);
-    check_status("moh", mh_layer_create(ctx, &m.cfg, &m.f.w, &m.moh), MH_OK);
+    check_status("moh", mh_layer_create(ctx, &m.cfg, moh_weights(&m), &m.moh), MH_OK);
     mh_layer_config gc = m.f.cfg;
     check_status("gqa", mh_layer_create(ctx, &gc, &m.f.w, &m.f.layer), MH_OK);
     const size_t n = (size_t)B * N * 24;
@@ -343,8 +357,10 @@ static void permutation(const mh_context* ctx, test_rng* rng) {
         for (int r = 0; r < DM; r++) memcpy(wo + r * H * D + h * D, m.f.wo + r * H * D + o * D, sizeof(float) * D);
         if (h >= HS) memcpy(wr + (h - HS) * DM, m.wr + (o - HS) * DM, sizeof(float) * DM);
     }
-    mh_layer_weights w = m.f.w;
-    w.w_q = wq, w.w_k = wk, w.w_v = wv, w.w_o = wo, w.b_q = bq, w.b_k = bk, w.b_v = bv, w.moh_w_router = wr;
+    mh_layer_weights w = *moh_weights(&m);
+    mh_moh_weights pw = m.mw;
+    pw.w_router = wr;
+    w.w_q = wq, w.w_k = wk, w.w_v = wv, w.w_o = wo, w.b_q = bq, w.b_k = bk, w.b_v = bv, w.variant_weights = &pw;
     mh_layer* P;
     if (check_status("create permuted", mh_layer_create(ctx, &m.cfg, &w, &P), MH_OK)) {
         float x[N * DM], y[N * DM], yp[N * DM];
@@ -416,7 +432,7 @@ static void decode_equals_prefill(const mh_context* ctx, test_rng* rng) {
                     if (c > T - t) c = T - t;
                     for (int b = 0; b < B; b++) memcpy(xc + (size_t)b * c * DM, x + ((size_t)b * T + t) * DM, sizeof(float) * c * DM);
                     mh_layer_decode_workspace_size(m.moh, B, c, &ws_bytes);
-                    check_status("decode", mh_layer_decode_routed(m.moh, cache, B, c, xc, yc, &rd.r, ws, ws_bytes), MH_OK);
+                    check_status("decode", mh_layer_decode(m.moh, cache, &(mh_decode_args){B, c, xc, yc, &rd.r}, ws, ws_bytes), MH_OK);
                     for (int b = 0; b < B; b++) {
                         memcpy(yd + ((size_t)b * T + t) * DM, yc + (size_t)b * c * DM, sizeof(float) * c * DM);
                         for (int k = 0; k < c; k++)
@@ -460,7 +476,7 @@ static void threads_bitwise(mh_isa isa, test_rng* rng) {
         moh_case m;
         if (!check_status("create", moh_make(&m, c1, &specs[i], rng, 0.5f, 1.5f), MH_OK)) continue;
         mh_layer* L2;
-        check_status("create 2 threads", mh_layer_create(c2, &m.cfg, &m.f.w, &L2), MH_OK);
+        check_status("create 2 threads", mh_layer_create(c2, &m.cfg, moh_weights(&m), &L2), MH_OK);
         const size_t n = (size_t)B * N * DM;
         float *x = malloc(sizeof(float) * n), *y1 = malloc(sizeof(float) * n), *y2 = malloc(sizeof(float) * n);
         rng_fill(rng, x, n, -1, 1);
@@ -486,35 +502,39 @@ static void bad_input(const mh_context* ctx, test_rng* rng) {
     moh_case m;
     const spec s = {L, 6, 6, 2, 2, 8, 24, 0};
     if (!check_status("create", moh_make(&m, ctx, &s, rng, 0.5f, 1.0f), MH_OK)) return;
-    const mh_moh_config bad[] = {{L, -1, 2}, {L, 7, 0}, {L, 2, 5}, {L, 2, -1}, {L, 3, 0}, {(mh_moh_router)2, 2, 2}};
+    const mh_variant V = MH_VARIANT_MOH;
+    const mh_moh_config bad[] = {{V, L, -1, 2}, {V, L, 7, 0}, {V, L, 2, 5}, {V, L, 2, -1}, {V, L, 3, 0},
+                                 {V, (mh_moh_router)2, 2, 2}, {MH_VARIANT_GQA, L, 2, 2}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         mh_layer_config c = m.cfg;
-        c.moh = bad[i];
+        c.variant_config = &bad[i];
         mh_layer* out = NULL;
-        check_status("bad MoH config", mh_layer_create(ctx, &c, &m.f.w, &out), MH_ERR_INVALID_ARGUMENT);
+        check_status("bad MoH config", mh_layer_create(ctx, &c, moh_weights(&m), &out), MH_ERR_INVALID_ARGUMENT);
         check_true("no layer on error", out == NULL);
     }
     mh_layer_config c = m.cfg;
     c.n_kv_heads = 4; /* 6 % 4 != 0 */
     mh_layer* out = NULL;
-    check_status("bad n_kv_heads", mh_layer_create(ctx, &c, &m.f.w, &out), MH_ERR_INVALID_ARGUMENT);
+    check_status("bad n_kv_heads", mh_layer_create(ctx, &c, moh_weights(&m), &out), MH_ERR_INVALID_ARGUMENT);
     float extra[6 * 24] = {0};
     struct { mh_moh_config moh; int drop_r, drop_s, drop_h, add_r, add_s, add_h; } wcases[] = {
-        {{L, 2, 2}, 1, 0, 0, 0, 0, 0}, {{L, 2, 2}, 0, 1, 0, 0, 0, 0}, {{L, 2, 2}, 0, 0, 1, 0, 0, 0},
-        {{L, 1, 2}, 0, 0, 0, 0, 0, 0}, /* h_s = 1: W_s given but unused */
-        {{L, 0, 2}, 0, 1, 0, 0, 0, 0}, /* h_s = 0: W_h given but unused */
-        {{L, 6, 0}, 0, 0, 1, 0, 0, 0}, /* K = 0: W_r given but unused */
-        {{MH_MOH_ROUTER_NORM, 2, 2}, 0, 1, 1, 0, 0, 0}, /* norm router: W_r given */
-        {{L, 6, 0}, 1, 0, 1, 0, 1, 0}, /* K = 0, h_s = H: only W_s [H, d] -> valid */
+        {{V, L, 2, 2}, 1, 0, 0, 0, 0, 0}, {{V, L, 2, 2}, 0, 1, 0, 0, 0, 0}, {{V, L, 2, 2}, 0, 0, 1, 0, 0, 0},
+        {{V, L, 1, 2}, 0, 0, 0, 0, 0, 0}, /* h_s = 1: W_s given but unused */
+        {{V, L, 0, 2}, 0, 1, 0, 0, 0, 0}, /* h_s = 0: W_h given but unused */
+        {{V, L, 6, 0}, 0, 0, 1, 0, 0, 0}, /* K = 0: W_r given but unused */
+        {{V, MH_MOH_ROUTER_NORM, 2, 2}, 0, 1, 1, 0, 0, 0}, /* norm router: W_r given */
+        {{V, L, 6, 0}, 1, 0, 1, 0, 1, 0}, /* K = 0, h_s = H: only W_s [H, d] -> valid */
     };
     for (size_t i = 0; i < sizeof wcases / sizeof wcases[0]; i++) {
         mh_layer_config wc = m.cfg;
-        wc.moh = wcases[i].moh;
-        mh_layer_weights w = m.f.w;
-        if (wcases[i].drop_r) w.moh_w_router = NULL;
-        if (wcases[i].drop_s) w.moh_w_shared = NULL;
-        if (wcases[i].drop_h) w.moh_w_stage = NULL;
-        if (wcases[i].add_s) w.moh_w_shared = extra;
+        wc.variant_config = &wcases[i].moh;
+        mh_layer_weights w = *moh_weights(&m);
+        mh_moh_weights mw = m.mw;
+        w.variant_weights = &mw;
+        if (wcases[i].drop_r) mw.w_router = NULL;
+        if (wcases[i].drop_s) mw.w_shared = NULL;
+        if (wcases[i].drop_h) mw.w_stage = NULL;
+        if (wcases[i].add_s) mw.w_shared = extra;
         mh_layer* o = NULL;
         const mh_status want = i + 1 == sizeof wcases / sizeof wcases[0] ? MH_OK : MH_ERR_INVALID_ARGUMENT;
         check_status("router weights present iff used", mh_layer_create(ctx, &wc, &w, &o), want);
@@ -542,7 +562,7 @@ static void bad_input(const mh_context* ctx, test_rng* rng) {
     mh_layer_decode_workspace_size(m.f.layer, 1, N, &bytes);
     void* ws = aligned_alloc(64, (bytes + 63) / 64 * 64);
     check_status("decode_routed on a GQA layer",
-                 mh_layer_decode_routed(m.f.layer, cache, 1, N, x, y, &rec.r, ws, bytes), MH_ERR_INVALID_ARGUMENT);
+                 mh_layer_decode(m.f.layer, cache, &(mh_decode_args){1, N, x, y, &rec.r}, ws, bytes), MH_ERR_INVALID_ARGUMENT);
     check_true("cache untouched", mh_kv_cache_length(cache) == 0 && all_bytes(y, sizeof y, 0x7f));
     free(ws);
     mh_kv_cache_destroy(cache);

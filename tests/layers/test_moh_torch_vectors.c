@@ -24,8 +24,10 @@
 /* One case; pointers point into the tv_file. */
 typedef struct moh_case {
     const char* name;
-    mh_layer_config cfg;
-    mh_layer_weights w;
+    mh_layer_config cfg; /* variant_config points at moh */
+    mh_moh_config moh;
+    mh_layer_weights w;  /* variant_weights points at router */
+    mh_moh_weights router;
     int B, N, causal;
     const float* query; /* [B, N, d] */
     const float* out;   /* [B, N, d] torch's output */
@@ -41,6 +43,8 @@ static int case_read(const tv_file* f, const char* cname, moh_case* c) {
     c->cfg = mh_layer_config_default();
     mh_layer_config* g = &c->cfg;
     g->variant = MH_VARIANT_MOH;
+    c->moh = mh_moh_config_default(), c->router = mh_moh_weights_default();
+    g->variant_config = &c->moh, c->w.variant_weights = &c->router;
     c->B = tv_int(f, "batch", &ok);
     c->N = tv_int(f, "n_q", &ok);
     c->causal = tv_int(f, "causal", &ok);
@@ -49,11 +53,11 @@ static int case_read(const tv_file* f, const char* cname, moh_case* c) {
     g->n_kv_heads = tv_int(f, "n_kv_heads", &ok);
     g->head_dim = tv_int(f, "head_dim", &ok);
     g->bias = tv_int(f, "bias", &ok);
-    g->moh.router = tv_int(f, "router", &ok) == 1 ? MH_MOH_ROUTER_NORM : MH_MOH_ROUTER_LEARNED;
-    g->moh.shared_heads = tv_int(f, "shared_heads", &ok);
-    g->moh.top_k = tv_int(f, "top_k", &ok);
+    c->moh.router = tv_int(f, "router", &ok) == 1 ? MH_MOH_ROUTER_NORM : MH_MOH_ROUTER_LEARNED;
+    c->moh.shared_heads = tv_int(f, "shared_heads", &ok);
+    c->moh.top_k = tv_int(f, "top_k", &ok);
     const int B = c->B, N = c->N, d = g->d_model, H = g->n_heads, Hkv = g->n_kv_heads,
-              D = g->head_dim, hs = g->moh.shared_heads, K = g->moh.top_k, E = H - hs;
+              D = g->head_dim, hs = c->moh.shared_heads, K = c->moh.top_k, E = H - hs;
     snprintf(what, sizeof what, "%s: header", cname);
     if (!check_true(what, ok && B > 0 && N > 0 && d > 0 && H > 0 && Hkv > 0 && D > 0 &&
                               H % Hkv == 0 && hs >= 0 && K >= 0 && K <= E))
@@ -69,9 +73,9 @@ static int case_read(const tv_file* f, const char* cname, moh_case* c) {
         c->w.b_o = tv_f32(f, "b_o", 1, d, 0, 0, 0, &ok);
     }
     /* the router weights the file has are exactly the ones the layer must be given */
-    if (tv_find(f, "w_router")) c->w.moh_w_router = tv_f32(f, "w_router", 2, E, d, 0, 0, &ok);
-    if (tv_find(f, "w_shared")) c->w.moh_w_shared = tv_f32(f, "w_shared", 2, hs, d, 0, 0, &ok);
-    if (tv_find(f, "w_stage")) c->w.moh_w_stage = tv_f32(f, "w_stage", 2, 2, d, 0, 0, &ok);
+    if (tv_find(f, "w_router")) c->router.w_router = tv_f32(f, "w_router", 2, E, d, 0, 0, &ok);
+    if (tv_find(f, "w_shared")) c->router.w_shared = tv_f32(f, "w_shared", 2, hs, d, 0, 0, &ok);
+    if (tv_find(f, "w_stage")) c->router.w_stage = tv_f32(f, "w_stage", 2, 2, d, 0, 0, &ok);
     c->query = tv_f32(f, "query", 3, B, N, d, 0, &ok);
     c->out = tv_f32(f, "out", 3, B, N, d, 0, &ok);
     c->gates = tv_f32(f, "gates", 3, B, N, H, 0, &ok);
@@ -122,7 +126,7 @@ static int forward_once(const moh_case* c, int num_threads, float* out, mh_routi
  * gates, and per head the number of tokens that ran it. Returns max |gate error|. */
 static double check_record(const moh_case* c, const mh_routing_record* rec, int num_threads) {
     char what[256];
-    const int H = c->cfg.n_heads, A = c->cfg.moh.shared_heads + c->cfg.moh.top_k;
+    const int H = c->cfg.n_heads, A = c->moh.shared_heads + c->moh.top_k;
     const size_t rows = (size_t)c->B * c->N;
     int heads_ok = 1;
     double max_err = 0;
@@ -159,7 +163,7 @@ static double check_record(const moh_case* c, const mh_routing_record* rec, int 
 /* Runs c with num_threads threads; tracks the max output and gate errors. */
 static void run_case(const moh_case* c, int num_threads, double* max_out, double* max_gate) {
     char what[256];
-    const int H = c->cfg.n_heads, A = c->cfg.moh.shared_heads + c->cfg.moh.top_k;
+    const int H = c->cfg.n_heads, A = c->moh.shared_heads + c->moh.top_k;
     const size_t rows = (size_t)c->B * c->N, n_out = rows * (size_t)c->cfg.d_model;
     float* out = malloc(sizeof(float) * n_out);
     mh_routing_record rec = {malloc(sizeof(int32_t) * rows * (size_t)A),

@@ -26,9 +26,13 @@
 #include "oracle_overlap.h"
 #include "problem.h"
 
-static mh_layer_config config(int d, int H, int D, int o, int bias) {
+/* An overlapping-heads config whose o lives in *oc (kept alive by the caller). */
+static mh_layer_config config(mh_overlap_config* oc, int d, int H, int D, int o, int bias) {
     mh_layer_config c = mh_layer_config_default();
-    c.variant = MH_VARIANT_OVERLAP, c.d_model = d, c.n_heads = H, c.head_dim = D, c.overlap = o;
+    *oc = mh_overlap_config_default();
+    oc->overlap = o;
+    c.variant = MH_VARIANT_OVERLAP, c.d_model = d, c.n_heads = H, c.head_dim = D;
+    c.variant_config = oc;
     c.bias = bias;
     return c;
 }
@@ -52,7 +56,8 @@ static void oracle_case(const mh_context* ctx, test_rng* r, int id) {
     const int H = rng_int(r, 1, 5), D = rng_int(r, 1, 21), o = rng_int(r, 0, D);
     const int d = rng_int(r, 3, 40), B = rng_int(r, 1, 3), N = rng_int(r, 1, 40);
     const int cross = rng_int(r, 0, 3) == 0, M = cross ? rng_int(r, 1, 40) : N;
-    mh_layer_config c = config(d, H, D, o, rng_int(r, 0, 1));
+    mh_overlap_config oc;
+    mh_layer_config c = config(&oc, d, H, D, o, rng_int(r, 0, 1));
     if (cross) c.kdim = rng_int(r, 2, 30), c.vdim = rng_int(r, 2, 30);
     float slopes[5], sinks[5];
     if (rng_int(r, 0, 3) == 0) c.window = rng_int(r, 1, 12);
@@ -72,6 +77,7 @@ static void oracle_case(const mh_context* ctx, test_rng* r, int id) {
     layer_fixture f;
     if (!check_status(what, fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
     mh_layer_get_config(f.layer, &f.cfg);
+    f.cfg.variant_config = &f.vcfg; /* cleared by mh_layer_get_config */
     f.cfg.alibi_slopes = c.alibi_slopes, f.cfg.sinks = c.sinks;
     float *xq = random_input(r, (size_t)B * N * d), *xk = random_input(r, (size_t)B * M * f.cfg.kdim);
     float* xv = random_input(r, (size_t)B * M * f.cfg.vdim);
@@ -103,8 +109,9 @@ static void oracle_case(const mh_context* ctx, test_rng* r, int id) {
 enum { B = 2, N = 23, DM = 24, H = 5, D = 12 };
 
 static void zero_overlap_is_mha(const mh_context* ctx, test_rng* r, const float* x) {
-    mh_layer_config c = config(DM, H, D, 0, 1), m = c;
-    m.variant = MH_VARIANT_MHA, m.overlap = 0;
+    mh_overlap_config oc;
+    mh_layer_config c = config(&oc, DM, H, D, 0, 1), m = c;
+    m.variant = MH_VARIANT_MHA, m.variant_config = NULL;
     layer_fixture f;
     mh_layer* mha = NULL;
     if (!check_status("o = 0 create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
@@ -121,7 +128,8 @@ static void zero_overlap_is_mha(const mh_context* ctx, test_rng* r, const float*
 /* H = 1: the padded dims are zero, so the halo columns of W' multiply exact zeros. */
 static void one_head(const mh_context* ctx, test_rng* r, const float* x, int o) {
     const int dw = D + 2 * o;
-    mh_layer_config c = config(DM, 1, D, o, 1);
+    mh_overlap_config oc;
+    mh_layer_config c = config(&oc, DM, 1, D, o, 1);
     layer_fixture f;
     if (!check_status("H = 1 create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
     float* y = forward(f.layer, B, N, DM, x, 1);
@@ -141,8 +149,9 @@ static void one_head(const mh_context* ctx, test_rng* r, const float* x, int o) 
         check_bitwise("H = 1: the halo rows of W' have no effect", y2, y, (size_t)B * N * DM);
         free(y2);
     }
-    mh_layer_config m = config(DM, 1, D, 0, 1);
-    m.variant = MH_VARIANT_MHA, m.scale = 1.0f / sqrtf((float)dw);
+    mh_overlap_config om;
+    mh_layer_config m = config(&om, DM, 1, D, 0, 1);
+    m.variant = MH_VARIANT_MHA, m.variant_config = NULL, m.scale = 1.0f / sqrtf((float)dw);
     w.w_o = wmid;
     mh_layer* mha = NULL;
     if (check_status("H = 1 mha", mh_layer_create(ctx, &m, &w, &mha), MH_OK)) {
@@ -159,7 +168,7 @@ static void one_head(const mh_context* ctx, test_rng* r, const float* x, int o) 
 /* The layer with W' nonzero only on the listed column ranges [lo, hi), and no output bias. */
 static float* output_through(const mh_context* ctx, const layer_fixture* f, const mh_layer_config* c,
                              const int (*cols)[2], int n_ranges, const float* x) {
-    const int wide = c->n_heads * (c->head_dim + 2 * c->overlap);
+    const int wide = c->n_heads * (c->head_dim + 2 * config_overlap(c));
     float* wo = calloc((size_t)c->d_model * wide, sizeof(float));
     float* bo = calloc((size_t)c->d_model, sizeof(float));
     for (int row = 0; row < c->d_model; row++)
@@ -178,7 +187,8 @@ static float* output_through(const mh_context* ctx, const layer_fixture* f, cons
 
 static void boundary_halos(const mh_context* ctx, test_rng* r, const float* x, int o) {
     const int dw = D + 2 * o, n = B * N * DM;
-    mh_layer_config c = config(DM, H, D, o, 1);
+    mh_overlap_config oc;
+    mh_layer_config c = config(&oc, DM, H, D, o, 1);
     layer_fixture f;
     if (!check_status("boundary create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
     const int outer[2][2] = {{0, o}, {H * dw - o, H * dw}};
@@ -198,7 +208,7 @@ static void boundary_halos(const mh_context* ctx, test_rng* r, const float* x, i
 /* Output column h reads only head h's window: W'[h, h*dw + j] = 1 / dw, every other entry 0. */
 static float* per_head(const mh_context* ctx, const mh_layer_config* c, const mh_layer_weights* w0,
                        const float* x) {
-    const int dw = c->head_dim + 2 * c->overlap, wide = c->n_heads * dw;
+    const int dw = c->head_dim + 2 * config_overlap(c), wide = c->n_heads * dw;
     float* wo = calloc((size_t)c->d_model * wide, sizeof(float));
     for (int h = 0; h < c->n_heads; h++)
         for (int j = 0; j < dw; j++) wo[h * wide + h * dw + j] = 1.0f / (float)dw;
@@ -216,7 +226,8 @@ static float* per_head(const mh_context* ctx, const mh_layer_config* c, const mh
 }
 
 static void locality(const mh_context* ctx, test_rng* r, const float* x, int o, int j) {
-    mh_layer_config c = config(DM, H, D, o, 0);
+    mh_overlap_config oc;
+    mh_layer_config c = config(&oc, DM, H, D, o, 0);
     layer_fixture f;
     if (!check_status("locality create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
     float* ya = per_head(ctx, &c, &f.w, x);
@@ -242,7 +253,8 @@ static void decode_equals_forward(const mh_context* ctx, test_rng* r, const floa
     static const int chunks[] = {7, 1, 4, 1, 20};
     float slopes[H], sinks[H];
     for (int h = 0; h < H; h++) slopes[h] = 0.25f / (float)(h + 1), sinks[h] = 0.5f * (float)h;
-    mh_layer_config c = config(DM, H, D, o, 1);
+    mh_overlap_config oc;
+    mh_layer_config c = config(&oc, DM, H, D, o, 1);
     c.window = 9, c.softcap = 6.0f, c.alibi_slopes = slopes, c.sinks = sinks;
     layer_fixture f;
     if (!check_status("decode create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
@@ -285,7 +297,8 @@ static void decode_equals_forward(const mh_context* ctx, test_rng* r, const floa
 }
 
 static void threads_bitwise(test_rng* r, const float* x) {
-    mh_layer_config c = config(DM, H, D, 5, 1);
+    mh_overlap_config oc;
+    mh_layer_config c = config(&oc, DM, H, D, 5, 1);
     mh_context* c1 = test_context(1);
     layer_fixture f;
     if (!check_status("threads create", fixture_make(&f, c1, &c, r, 0.5f), MH_OK)) return;
@@ -311,21 +324,26 @@ static void threads_bitwise(test_rng* r, const float* x) {
 }
 
 static void resolved_config(const mh_context* ctx, test_rng* r) {
-    mh_layer_config c = config(DM, H, D, 3, 0);
+    mh_overlap_config oc;
+    mh_layer_config c = config(&oc, DM, H, D, 3, 0);
     layer_fixture f;
     if (!check_status("resolve create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
     mh_layer_config got;
     mh_layer_get_config(f.layer, &got);
     check_true("default scale 1/sqrt(D + 2o)", got.scale == 1.0f / sqrtf((float)(D + 6)));
     check_true("resolved n_kv_heads = H, head_dim_v = D, overlap kept",
-               got.n_kv_heads == H && got.head_dim_v == D && got.overlap == 3);
+               got.n_kv_heads == H && got.head_dim_v == D);
+    mh_overlap_config got_o = mh_overlap_config_default();
+    check_status("resolved overlap config", mh_layer_get_variant_config(f.layer, &got_o), MH_OK);
+    check_true("overlap kept", got_o.overlap == 3);
     check_true("weights bytes count W' [d, H*(D + 2o)]",
                mh_layer_weights_bytes(f.layer) >= sizeof(float) * (size_t)(3 * H * D * DM + DM * H * (D + 6)));
     fixture_free(&f);
 }
 
 static void bad_input(const mh_context* ctx, test_rng* r, const float* x) {
-    mh_layer_config c = config(DM, H, D, 2, 1);
+    mh_overlap_config oc;
+    mh_layer_config c = config(&oc, DM, H, D, 2, 1);
     layer_fixture f;
     if (!check_status("bad-input create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) return;
     struct {
@@ -334,29 +352,39 @@ static void bad_input(const mh_context* ctx, test_rng* r, const float* x) {
     } bad[10];
     int nb = 0;
     const mh_layer_config ok = c;
-    bad[nb].what = "o < 0", bad[nb].c = ok, bad[nb++].c.overlap = -1;
-    bad[nb].what = "o > D", bad[nb].c = ok, bad[nb++].c.overlap = D + 1;
+    mh_overlap_config neg = oc, wide = oc;
+    neg.overlap = -1, wide.overlap = D + 1;
+    mh_collab_config collab = mh_collab_config_default();
+    mh_moh_config moh = mh_moh_config_default();
+    mh_dcmha_config dcmha = mh_dcmha_config_default();
+    collab.collab_dim = 4, moh.top_k = 1, dcmha.rank = 2;
+    bad[nb].what = "o < 0", bad[nb].c = ok, bad[nb++].c.variant_config = &neg;
+    bad[nb].what = "o > D", bad[nb].c = ok, bad[nb++].c.variant_config = &wide;
     bad[nb].what = "overlap on an MHA layer", bad[nb].c = ok, bad[nb++].c.variant = MH_VARIANT_MHA;
     bad[nb].what = "overlap on a GQA layer", bad[nb].c = ok, bad[nb].c.variant = MH_VARIANT_GQA, bad[nb++].c.n_kv_heads = 1;
     bad[nb].what = "n_kv_heads != H", bad[nb].c = ok, bad[nb++].c.n_kv_heads = 1;
     bad[nb].what = "head_dim_v != head_dim", bad[nb].c = ok, bad[nb++].c.head_dim_v = D / 2;
-    bad[nb].what = "a CollabHead field", bad[nb].c = ok, bad[nb++].c.collab_dim = 4;
-    bad[nb].what = "a MoH field", bad[nb].c = ok, bad[nb++].c.moh.top_k = 1;
-    bad[nb].what = "a DCMHA field", bad[nb].c = ok, bad[nb++].c.dcmha.rank = 2;
+    bad[nb].what = "a CollabHead config", bad[nb].c = ok, bad[nb++].c.variant_config = &collab;
+    bad[nb].what = "a MoH config", bad[nb].c = ok, bad[nb++].c.variant_config = &moh;
+    bad[nb].what = "a DCMHA config", bad[nb].c = ok, bad[nb++].c.variant_config = &dcmha;
     for (int i = 0; i < nb; i++) {
         mh_layer* L = (mh_layer*)&f; /* must stay untouched */
         check_status(bad[i].what, mh_layer_create(ctx, &bad[i].c, &f.w, &L), MH_ERR_INVALID_ARGUMENT);
         check_true("nothing written on a bad config", L == (mh_layer*)&f);
     }
     mh_layer_config big = ok; /* H*(D + 2o) past INT_MAX (H*D fits): refused before any read */
-    big.n_heads = 1 << 16, big.head_dim = 1 << 14, big.overlap = 1 << 14;
+    mh_overlap_config big_o = oc;
+    big_o.overlap = 1 << 14;
+    big.n_heads = 1 << 16, big.head_dim = 1 << 14, big.variant_config = &big_o;
     mh_layer* Lb = NULL;
     check_status("H*(D + 2o) overflows int", mh_layer_create(ctx, &big, &f.w, &Lb), MH_ERR_SIZE_OVERFLOW);
     mh_layer_weights w = f.w;
     const float mix[1] = {0};
-    w.collab_mix = mix;
+    mh_collab_weights cw = mh_collab_weights_default();
+    cw.mix = cw.content = mix;
+    w.variant_weights = &cw;
     mh_layer* L = NULL;
-    check_status("a foreign weight (collab_mix)", mh_layer_create(ctx, &ok, &w, &L), MH_ERR_INVALID_ARGUMENT);
+    check_status("a foreign weight (CollabHead's)", mh_layer_create(ctx, &ok, &w, &L), MH_ERR_INVALID_ARGUMENT);
     w = f.w, w.w_o = NULL;
     check_status("missing W'", mh_layer_create(ctx, &ok, &w, &L), MH_ERR_INVALID_ARGUMENT);
     w = f.w, w.b_v = NULL;
@@ -365,7 +393,7 @@ static void bad_input(const mh_context* ctx, test_rng* r, const float* x) {
 
     /* a cache of the same shape but another variant (MHA: 2*H*D per token) is refused */
     mh_layer_config m = ok;
-    m.variant = MH_VARIANT_MHA, m.overlap = 0;
+    m.variant = MH_VARIANT_MHA, m.variant_config = NULL;
     mh_layer_weights wm = f.w;
     float* wo_mha = malloc(sizeof(float) * DM * H * D);
     rng_fill(r, wo_mha, (size_t)DM * H * D, -1, 1);

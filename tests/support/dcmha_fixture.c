@@ -16,9 +16,12 @@ static void make_dyadic(test_rng* r, float* x, size_t n) {
 mh_status dcmha_fixture_rebuild(dcmha_fixture* f, const mh_context* ctx) {
     mh_layer_destroy(f->layer);
     f->layer = NULL;
-    f->base.w.dcmha_w1 = f->w1, f->base.w.dcmha_w2 = f->w2, f->base.w.dcmha_wd = f->wd;
-    f->base.w.dcmha_wb_pre = f->wb_pre, f->base.w.dcmha_wb_post = f->wb_post;
-    return mh_layer_create(ctx, &f->cfg, &f->base.w, &f->layer);
+    f->dw = mh_dcmha_weights_default();
+    f->dw.w1 = f->w1, f->dw.w2 = f->w2, f->dw.wd = f->wd;
+    f->dw.wb_pre = f->wb_pre, f->dw.wb_post = f->wb_post;
+    f->w = f->base.w;
+    f->w.variant_weights = &f->dw;
+    return mh_layer_create(ctx, &f->cfg, &f->w, &f->layer);
 }
 
 mh_status dcmha_fixture_make(dcmha_fixture* f, const mh_context* ctx, const mh_layer_config* cfg,
@@ -26,7 +29,7 @@ mh_status dcmha_fixture_make(dcmha_fixture* f, const mh_context* ctx, const mh_l
     memset(f, 0, sizeof *f);
     mh_layer_config mha = *cfg;
     mha.variant = MH_VARIANT_MHA;
-    mha.dcmha = (mh_dcmha_config){0};
+    mha.variant_config = NULL;
     mh_status st = fixture_make(&f->base, ctx, &mha, r, amp);
     if (st != MH_OK) return st;
     if (dyadic) {
@@ -42,7 +45,10 @@ mh_status dcmha_fixture_make(dcmha_fixture* f, const mh_context* ctx, const mh_l
     f->cfg = *cfg;
     f->cfg.n_kv_heads = f->base.cfg.n_kv_heads, f->cfg.head_dim_v = f->base.cfg.head_dim_v;
     f->cfg.kdim = f->base.cfg.kdim, f->cfg.vdim = f->base.cfg.vdim;
-    mh_dcmha_config* d = &f->cfg.dcmha;
+    f->dcfg = cfg->variant_config ? *(const mh_dcmha_config*)cfg->variant_config
+                                  : mh_dcmha_config_default();
+    f->cfg.variant_config = &f->dcfg;
+    mh_dcmha_config* d = &f->dcfg;
     if (d->rank == 0) d->rank = 2;
     if (d->groups == 0) d->groups = 1;
     if (d->hidden == 0) d->hidden = 4 * (cfg->n_heads / d->groups);

@@ -13,10 +13,27 @@ static float* random_matrix(test_rng* r, int rows, int cols, float amp) {
     return m;
 }
 
+void copy_variant_config(mh_layer_config* cfg, variant_config_copy* store) {
+    if (!cfg->variant_config) return;
+    switch (cfg->variant) {
+    case MH_VARIANT_MOH: store->moh = *(const mh_moh_config*)cfg->variant_config; break;
+    case MH_VARIANT_OVERLAP: store->overlap = *(const mh_overlap_config*)cfg->variant_config; break;
+    case MH_VARIANT_COLLAB: store->collab = *(const mh_collab_config*)cfg->variant_config; break;
+    case MH_VARIANT_DCMHA: store->dcmha = *(const mh_dcmha_config*)cfg->variant_config; break;
+    default: return; /* no variant config: left for mh_layer_create to refuse */
+    }
+    cfg->variant_config = store;
+}
+
+int config_overlap(const mh_layer_config* cfg) {
+    if (cfg->variant != MH_VARIANT_OVERLAP || !cfg->variant_config) return 0;
+    return ((const mh_overlap_config*)cfg->variant_config)->overlap;
+}
+
 /* CollabHead: a shared query/key of width D~, mixing and content, no b_Q/b_K. */
 static void collab_weights(layer_fixture* f, test_rng* r, float amp) {
     const mh_layer_config* c = &f->cfg;
-    const int H = c->n_heads, Dt = c->collab_dim, hdv = H * c->head_dim_v;
+    const int H = c->n_heads, Dt = f->vcfg.collab.collab_dim, hdv = H * c->head_dim_v;
     f->wq = random_matrix(r, Dt, c->d_model, amp);
     f->wk = random_matrix(r, Dt, c->kdim, amp);
     f->wv = random_matrix(r, hdv, c->vdim, amp);
@@ -37,7 +54,7 @@ static void projection_weights(layer_fixture* f, test_rng* r, float amp) {
     f->wk = random_matrix(r, kvd, c->kdim, amp);
     f->wv = random_matrix(r, kvdv, c->vdim, amp);
     /* W' of overlapping heads takes H enlarged heads of D + 2o (overlap is 0 elsewhere) */
-    f->wo = random_matrix(r, c->d_model, hdv + 2 * c->n_heads * c->overlap, amp);
+    f->wo = random_matrix(r, c->d_model, hdv + 2 * c->n_heads * config_overlap(c), amp);
     if (c->bias) {
         f->bq = random_matrix(r, 1, hd, amp);
         f->bk = random_matrix(r, 1, kvd, amp);
@@ -57,14 +74,19 @@ mh_status fixture_make(layer_fixture* f, const mh_context* ctx, const mh_layer_c
     if (c.vdim == 0) c.vdim = c.d_model;
     if (collab && c.scale == 0.0f) c.scale = 1.0f / sqrtf((float)c.head_dim);
     f->cfg = c;
+    copy_variant_config(&f->cfg, &f->vcfg);
     if (collab)
         collab_weights(f, r, amp);
     else
         projection_weights(f, r, amp);
     mh_layer_weights w = {.w_q = f->wq, .w_k = f->wk, .w_v = f->wv, .w_o = f->wo, .b_q = f->bq,
-                          .b_k = f->bk, .b_v = f->bv, .b_o = f->bo, .collab_mix = f->mix,
-                          .collab_content = f->content};
+                          .b_k = f->bk, .b_v = f->bv, .b_o = f->bo};
     f->w = w;
+    if (collab) {
+        f->collab_w = mh_collab_weights_default();
+        f->collab_w.mix = f->mix, f->collab_w.content = f->content;
+        f->w.variant_weights = &f->collab_w;
+    }
     return mh_layer_create(ctx, cfg, &f->w, &f->layer);
 }
 
@@ -99,7 +121,7 @@ mh_status run_decode(const mh_layer* layer, mh_kv_cache* cache, int batch, int n
     mh_status st = mh_layer_decode_workspace_size(layer, batch, n_new, &bytes);
     if (st != MH_OK) return st;
     void* ws = workspace(bytes);
-    st = mh_layer_decode(layer, cache, batch, n_new, x, out, ws, bytes);
+    st = mh_layer_decode(layer, cache, &(mh_decode_args){batch, n_new, x, out, NULL}, ws, bytes);
     free(ws);
     return st;
 }

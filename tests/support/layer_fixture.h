@@ -6,9 +6,27 @@
 #include "multihead.h"
 #include "rng.h"
 
+/* Storage for any variant's config struct (the tag first in each). */
+typedef union variant_config_copy {
+    mh_variant tag;
+    mh_moh_config moh;
+    mh_overlap_config overlap;
+    mh_collab_config collab;
+    mh_dcmha_config dcmha;
+} variant_config_copy;
+
+/* Copies cfg->variant_config (if any) into *store and points cfg->variant_config there. */
+void copy_variant_config(mh_layer_config* cfg, variant_config_copy* store);
+
+/* o of an overlapping-heads config; 0 for any other variant. */
+int config_overlap(const mh_layer_config* cfg);
+
 typedef struct layer_fixture {
-    mh_layer_config cfg; /* resolved (as mh_layer_get_config returns it) */
-    mh_layer_weights w;
+    mh_layer_config cfg; /* resolved (as mh_layer_get_config returns it); variant_config
+                            points at vcfg */
+    variant_config_copy vcfg;
+    mh_layer_weights w;  /* CollabHead: variant_weights points at collab_w */
+    mh_collab_weights collab_w;
     float *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo;
     float *mix, *content; /* CollabHead: [H, D~], [H, kdim] */
     mh_layer* layer;

@@ -17,7 +17,7 @@ void oracle_collab_forward(const mh_layer_config* cfg, const mh_layer_weights* w
                            const mh_forward_args* a, oracle_collab_mixing mixing, double* out,
                            double* probs) {
     const int B = a->batch, N = a->n_q, self = a->key == NULL, M = self ? N : a->n_kv;
-    const int H = cfg->n_heads, Dt = cfg->collab_dim, Dv = cfg->head_dim_v, Da = Dt + 1;
+    const int H = cfg->n_heads, Dt = ((const mh_collab_config*)cfg->variant_config)->collab_dim, Dv = cfg->head_dim_v, Da = Dt + 1;
     const float* xk = self ? a->query : a->key;
     const float* xv = self ? a->query : a->value;
     const int kdim = self ? cfg->d_model : cfg->kdim, vdim = self ? cfg->d_model : cfg->vdim;
@@ -32,13 +32,13 @@ void oracle_collab_forward(const mh_layer_config* cfg, const mh_layer_weights* w
     float* of = malloc(sizeof(float) * (size_t)B * N * H * Dv);
     oracle_linear(a->query, B * N, cfg->d_model, w->w_q, NULL, Dt, q);
     oracle_linear(xk, B * M, kdim, w->w_k, NULL, Dt, k);
-    oracle_linear(xk, B * M, kdim, w->collab_content, NULL, H, cb);
+    oracle_linear(xk, B * M, kdim, ((const mh_collab_weights*)w->variant_weights)->content, NULL, H, cb);
     oracle_linear(xv, B * M, vdim, w->w_v, w->b_v, H * Dv, v);
     for (size_t t = 0; t < (size_t)B * N; t++)
         for (int h = 0; h < H; h++) {
             float* dst = qa + (t * H + (size_t)h) * Da;
             for (int r = 0; r < Dt; r++)
-                dst[r] = (float)(mixing == ORACLE_MIX_QUERY ? q[t * Dt + r] * w->collab_mix[(size_t)h * Dt + r]
+                dst[r] = (float)(mixing == ORACLE_MIX_QUERY ? q[t * Dt + r] * ((const mh_collab_weights*)w->variant_weights)->mix[(size_t)h * Dt + r]
                                                             : q[t * Dt + r]);
             dst[Dt] = 1.0f;
         }
@@ -46,7 +46,7 @@ void oracle_collab_forward(const mh_layer_config* cfg, const mh_layer_weights* w
         for (int h = 0; h < H; h++) {
             float* dst = ka + (s * H + (size_t)h) * Da;
             for (int r = 0; r < Dt; r++)
-                dst[r] = (float)(mixing == ORACLE_MIX_KEY ? k[s * Dt + r] * w->collab_mix[(size_t)h * Dt + r]
+                dst[r] = (float)(mixing == ORACLE_MIX_KEY ? k[s * Dt + r] * ((const mh_collab_weights*)w->variant_weights)->mix[(size_t)h * Dt + r]
                                                           : k[s * Dt + r]);
             dst[Dt] = (float)cb[s * H + h];
         }

@@ -7,6 +7,9 @@
 
 #include "oracle.h"
 
+static const mh_dcmha_config* dcfg(const mh_layer_config* c) { return c->variant_config; }
+static const mh_dcmha_weights* dweights(const mh_layer_weights* w) { return w->variant_weights; }
+
 static double gelu(double x, mh_gelu kind) {
     if (kind == MH_GELU_TANH) return 0.5 * x * (1.0 + tanh(sqrt(2.0 / acos(-1.0)) * (x + 0.044715 * x * x * x)));
     return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
@@ -14,7 +17,7 @@ static double gelu(double x, mh_gelu kind) {
 
 void oracle_dcmha_factors(const mh_layer_config* cfg, const mh_layer_weights* w, const float* x,
                           int rows, double* w1, double* w2, double* dd) {
-    const int d = cfg->d_model, G = cfg->dcmha.groups, R = cfg->dcmha.rank, C = cfg->dcmha.hidden;
+    const int d = cfg->d_model, G = dcfg(cfg)->groups, R = dcfg(cfg)->rank, C = dcfg(cfg)->hidden;
     const int hg = cfg->n_heads / G;
     double* hid = malloc((size_t)C * sizeof(double));
     for (int t = 0; t < rows; t++)
@@ -22,14 +25,14 @@ void oracle_dcmha_factors(const mh_layer_config* cfg, const mh_layer_weights* w,
             for (int g = 0; g < G; g++) {
                 for (int k = 0; k < C; k++) { /* W1 [d, G, 4, C] */
                     double acc = 0.0;
-                    for (int i = 0; i < d; i++) acc += (double)x[(size_t)t * d + i] * w->dcmha_w1[(((size_t)i * G + g) * 4 + c) * C + k];
-                    hid[k] = gelu(acc, cfg->dcmha.gelu);
+                    for (int i = 0; i < d; i++) acc += (double)x[(size_t)t * d + i] * dweights(w)->w1[(((size_t)i * G + g) * 4 + c) * C + k];
+                    hid[k] = gelu(acc, dcfg(cfg)->gelu);
                 }
                 for (int rr = 0; rr < 2 * R; rr++) /* W2 [G, 4, C, 2R, Hg]: rows 0..R-1 are w1, R..2R-1 w2 */
                     for (int m = 0; m < hg; m++) {
                         double acc = 0.0;
                         for (int k = 0; k < C; k++)
-                            acc += hid[k] * w->dcmha_w2[((((size_t)g * 4 + c) * C + k) * 2 * R + rr) * hg + m];
+                            acc += hid[k] * dweights(w)->w2[((((size_t)g * 4 + c) * C + k) * 2 * R + rr) * hg + m];
                         double* dst = rr < R ? w1 : w2;
                         dst[((((size_t)t * 4 + c) * G + g) * R + rr % R) * hg + m] = acc;
                     }
@@ -42,7 +45,7 @@ void oracle_dcmha_factors(const mh_layer_config* cfg, const mh_layer_weights* w,
                 }
                 for (int m = 0; m < hg; m++) { /* Wd [d, G, 4, Hg] */
                     double acc = 0.0;
-                    for (int i = 0; i < d; i++) acc += (double)x[(size_t)t * d + i] * w->dcmha_wd[(((size_t)i * G + g) * 4 + c) * hg + m];
+                    for (int i = 0; i < d; i++) acc += (double)x[(size_t)t * d + i] * dweights(w)->wd[(((size_t)i * G + g) * 4 + c) * hg + m];
                     dd[(((size_t)t * 4 + c) * G + g) * hg + m] = tanh(acc);
                 }
             }
@@ -98,7 +101,7 @@ static void compose(const factors* f, int cq, int g, int t, int s, oracle_compos
 void oracle_dcmha_rows(const mh_layer_config* cfg, const mh_layer_weights* w, const float* x, int M,
                        int causal, const int* rows, int n_rows, oracle_compose form, double* out) {
     const int d = cfg->d_model, H = cfg->n_heads, D = cfg->head_dim, Dv = cfg->head_dim_v;
-    const int G = cfg->dcmha.groups, R = cfg->dcmha.rank, hg = H / G;
+    const int G = dcfg(cfg)->groups, R = dcfg(cfg)->rank, hg = H / G;
     const double scale = cfg->scale != 0.0f ? cfg->scale : 1.0 / sqrt((double)D);
     const size_t nf = (size_t)M * 4 * G * R * hg;
     double *q = malloc((size_t)H * D * sizeof(double)), *k = malloc((size_t)M * H * D * sizeof(double));
@@ -121,7 +124,7 @@ void oracle_dcmha_rows(const mh_layer_config* cfg, const mh_layer_weights* w, co
                 S[(size_t)h * M + s] = acc * scale;
             }
         for (int pass = 0; pass < 2; pass++) { /* 0: pre-compose, mask, softmax; 1: post-compose */
-            f.wb = cfg->dcmha.static_weights ? (pass ? w->dcmha_wb_post : w->dcmha_wb_pre) : NULL;
+            f.wb = dcfg(cfg)->static_weights ? (pass ? dweights(w)->wb_post : dweights(w)->wb_pre) : NULL;
             for (int g = 0; g < G; g++)
                 for (int s = 0; s < M; s++) {
                     for (int m = 0; m < hg; m++) a[m] = S[(size_t)(g * hg + m) * M + s];

@@ -6,6 +6,8 @@
 
 #include "oracle.h"
 
+static const mh_moh_config* mcfg(const mh_layer_config* c) { return c->variant_config; }
+
 /* out = scale * softmax(l[0..n)) */
 static void softmax_scaled(const double* l, int n, double scale, double* out) {
     double mx = l[0], sum = 0.0;
@@ -28,13 +30,13 @@ static void top_k(const double* v, int n, int k, unsigned char* sel) {
 
 static void gates_learned(const mh_layer_config* c, const mh_layer_weights* w, const float* x,
                           double* g, unsigned char* sel) {
-    const int H = c->n_heads, hs = c->moh.shared_heads, K = c->moh.top_k, E = H - hs, d = c->d_model;
+    const int H = c->n_heads, hs = mcfg(c)->shared_heads, K = mcfg(c)->top_k, E = H - hs, d = c->d_model;
     double* l = malloc(sizeof(double) * (size_t)(H + 2));
     double* p = malloc(sizeof(double) * (size_t)(H + 2));
     memset(sel, 1, (size_t)H);
     if (K == 0) { /* every head shared: softmax(x W_s) * h_s (1 for a single head) */
         if (hs > 1) {
-            oracle_linear(x, 1, d, w->moh_w_shared, NULL, hs, l);
+            oracle_linear(x, 1, d, ((const mh_moh_weights*)w->variant_weights)->w_shared, NULL, hs, l);
             softmax_scaled(l, hs, hs, g);
         } else {
             g[0] = 1.0;
@@ -42,7 +44,7 @@ static void gates_learned(const mh_layer_config* c, const mh_layer_weights* w, c
         free(l), free(p);
         return;
     }
-    oracle_linear(x, 1, d, w->moh_w_router, NULL, E, l);
+    oracle_linear(x, 1, d, ((const mh_moh_weights*)w->variant_weights)->w_router, NULL, E, l);
     softmax_scaled(l, E, 1.0, p); /* probabilities over all E routed heads */
     top_k(p, E, K, sel + hs);
     double kept = 0.0;
@@ -50,10 +52,10 @@ static void gates_learned(const mh_layer_config* c, const mh_layer_weights* w, c
     for (int i = 0; i < E; i++) g[hs + i] = sel[hs + i] ? p[i] / kept * K : 0.0;
     if (hs > 0) {
         double a[2];
-        oracle_linear(x, 1, d, w->moh_w_stage, NULL, 2, l);
+        oracle_linear(x, 1, d, ((const mh_moh_weights*)w->variant_weights)->w_stage, NULL, 2, l);
         softmax_scaled(l, 2, 2.0, a);
         if (hs > 1) {
-            oracle_linear(x, 1, d, w->moh_w_shared, NULL, hs, l);
+            oracle_linear(x, 1, d, ((const mh_moh_weights*)w->variant_weights)->w_shared, NULL, hs, l);
             softmax_scaled(l, hs, hs, g);
         } else {
             g[0] = 1.0;
@@ -66,7 +68,7 @@ static void gates_learned(const mh_layer_config* c, const mh_layer_weights* w, c
 
 static void gates_norm(const mh_layer_config* c, const mh_layer_weights* w, const float* x,
                        double* g, unsigned char* sel) {
-    const int H = c->n_heads, hs = c->moh.shared_heads, E = H - hs, D = c->head_dim;
+    const int H = c->n_heads, hs = mcfg(c)->shared_heads, E = H - hs, D = c->head_dim;
     double* q = malloc(sizeof(double) * (size_t)H * D);
     double* nrm = malloc(sizeof(double) * (size_t)(E ? E : 1));
     oracle_linear(x, 1, c->d_model, w->w_q, w->b_q, H * D, q);
@@ -76,7 +78,7 @@ static void gates_norm(const mh_layer_config* c, const mh_layer_weights* w, cons
         nrm[i] = sqrt(s);
     }
     memset(sel, 1, (size_t)hs);
-    top_k(nrm, E, c->moh.top_k, sel + hs);
+    top_k(nrm, E, mcfg(c)->top_k, sel + hs);
     for (int h = 0; h < H; h++) g[h] = sel[h] ? 1.0 : 0.0;
     free(q), free(nrm);
 }
@@ -85,7 +87,7 @@ void oracle_moh_gates(const mh_layer_config* cfg, const mh_layer_weights* w, con
                       int rows, double* g, unsigned char* sel) {
     const size_t H = (size_t)cfg->n_heads, d = (size_t)cfg->d_model;
     for (int r = 0; r < rows; r++) {
-        if (cfg->moh.router == MH_MOH_ROUTER_LEARNED) gates_learned(cfg, w, x + r * d, g + r * H, sel + r * H);
+        if (mcfg(cfg)->router == MH_MOH_ROUTER_LEARNED) gates_learned(cfg, w, x + r * d, g + r * H, sel + r * H);
         else gates_norm(cfg, w, x + r * d, g + r * H, sel + r * H);
     }
 }

@@ -23,7 +23,7 @@ static float* windows(const double* src, size_t rows, int H, int D, int o) {
 void oracle_overlap_forward(const mh_layer_config* cfg, const mh_layer_weights* w,
                             const mh_forward_args* a, double* out) {
     const int B = a->batch, N = a->n_q, self = a->key == NULL, M = self ? N : a->n_kv;
-    const int H = cfg->n_heads, D = cfg->head_dim, o = cfg->overlap, dw = D + 2 * o;
+    const int H = cfg->n_heads, D = cfg->head_dim, o = ((const mh_overlap_config*)cfg->variant_config)->overlap, dw = D + 2 * o;
     const int kdim = self ? cfg->d_model : cfg->kdim, vdim = self ? cfg->d_model : cfg->vdim;
     const size_t rq = (size_t)B * (size_t)N, rkv = (size_t)B * (size_t)M;
     double* q = malloc(sizeof(double) * rq * (size_t)(H * D));

@@ -1,4 +1,4 @@
-#include "api/kv_cache.h"
+#include "core/kv_cache.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -6,7 +6,20 @@
 #include "util/alloc.h"
 #include "util/checked.h"
 #include "util/dtype.h"
-#include "variant.h"
+
+/* K is [B][k_heads][capacity][k_dim] with a padded head stride, so each head's keys are one
+ * stream and no two streams start a power of two apart (they would alias in the caches); V
+ * likewise. aux is [B][capacity][aux_dim] f32. */
+struct mh_kv_cache {
+    int batch, capacity, length;
+    mh_cache_layout layout; /* of the layer it was made for */
+    mh_dtype dtype;
+    void* k;
+    void* v;
+    float* aux;                              /* NULL when layout.aux_dim == 0 */
+    ptrdiff_t k_stride_head, k_stride_batch; /* elements */
+    ptrdiff_t v_stride_head, v_stride_batch;
+};
 
 /* Elements between two heads' streams beyond capacity * dim: 128 bytes of f32. */
 #define HEAD_PAD 32
@@ -23,17 +36,11 @@ static int cache_strides(int batch, int capacity, int heads, int dim, ptrdiff_t*
     return 1;
 }
 
-mh_status mh_kv_cache_create(const mh_layer* layer, int batch, int capacity, mh_dtype dtype,
-                             mh_kv_cache** out) {
-    if (!layer || !out || batch <= 0 || capacity <= 0) return MH_ERR_INVALID_ARGUMENT;
-    if (dtype != MH_DTYPE_F32 && dtype != MH_DTYPE_F16 && dtype != MH_DTYPE_BF16)
-        return MH_ERR_INVALID_ARGUMENT;
-    const mh_layer_config* cfg = &layer->cfg;
-    if (cfg->kdim != cfg->d_model || cfg->vdim != cfg->d_model) return MH_ERR_UNSUPPORTED;
+mh_status mh_kv_cache_alloc(const mh_cache_layout* layout, int batch, int capacity,
+                            mh_dtype dtype, mh_kv_cache** out) {
     mh_kv_cache c = {0};
     size_t nk, nv, bk, bv, na = 0;
-    c.batch = batch, c.capacity = capacity, c.dtype = dtype;
-    layer->ops->cache_layout(layer, &c.layout);
+    c.batch = batch, c.capacity = capacity, c.dtype = dtype, c.layout = *layout;
     const mh_cache_layout* l = &c.layout;
     if (!cache_strides(batch, capacity, l->k_heads, l->k_dim, &c.k_stride_head, &c.k_stride_batch,
                        &nk) ||
@@ -125,3 +132,19 @@ void mh_kv_cache_views(const mh_kv_cache* c, mh_tensor* k, mh_tensor* v) {
     v->data = c->v, v->stride_batch = c->v_stride_batch, v->stride_head = c->v_stride_head;
     v->stride_token = c->layout.v_dim;
 }
+
+mh_status mh_kv_cache_check(const mh_kv_cache* c, const mh_cache_layout* layout, int batch,
+                            int n_new) {
+    if (batch != c->batch || memcmp(layout, &c->layout, sizeof *layout) != 0)
+        return MH_ERR_SHAPE_MISMATCH;
+    return (int64_t)c->length + n_new > c->capacity ? MH_ERR_CACHE_FULL : MH_OK;
+}
+
+void mh_kv_cache_advance(mh_kv_cache* c, int n) { c->length += n; }
+
+float* mh_kv_cache_aux(const mh_kv_cache* c, ptrdiff_t* stride_batch) {
+    *stride_batch = (ptrdiff_t)c->capacity * c->layout.aux_dim;
+    return c->aux;
+}
+
+mh_dtype mh_kv_cache_dtype(const mh_kv_cache* c) { return c->dtype; }

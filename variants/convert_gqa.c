@@ -29,7 +29,8 @@ mh_status mh_convert_mha_to_gqa(const mh_layer_config* src, const mh_layer_weigh
         src->head_dim_v < 0 || src->kdim < 0 || src->vdim < 0 || (src->bias != 0 && src->bias != 1))
         return MH_ERR_INVALID_ARGUMENT;
     mh_layer_config c = *src; /* the library's own defaults (n_kv_heads, head_dim_v, kdim, vdim) */
-    if (mh_variant_lookup(c.variant)->resolve_config(&c) != MH_OK) return MH_ERR_INVALID_ARGUMENT;
+    if (mh_variant_resolve(mh_variant_lookup(c.variant), &c, w, NULL) != MH_OK)
+        return MH_ERR_INVALID_ARGUMENT;
     if (n_kv_heads <= 0 || c.n_kv_heads % n_kv_heads != 0) return MH_ERR_INVALID_ARGUMENT;
     if (c.bias ? !(w->b_k && w->b_v && b_k && b_v) : (w->b_k || w->b_v))
         return MH_ERR_INVALID_ARGUMENT;

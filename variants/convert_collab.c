@@ -18,7 +18,8 @@ static mh_status check(const mh_layer_config* c, const mh_layer_weights* w) {
                     ((c->variant == MH_VARIANT_GQA || c->variant == MH_VARIANT_MQA) &&
                      c->n_kv_heads == c->n_heads);
     if (!mha || c->d_model <= 0 || c->n_heads <= 0 || c->head_dim <= 0 || c->kdim < 0 ||
-        (c->n_kv_heads != 0 && c->n_kv_heads != c->n_heads) || (c->bias != 0 && c->bias != 1))
+        (c->n_kv_heads != 0 && c->n_kv_heads != c->n_heads) || (c->bias != 0 && c->bias != 1) ||
+        c->variant_config || w->variant_weights) /* MHA has no variant config or weights */
         return MH_ERR_INVALID_ARGUMENT;
     if (!w->w_q || !w->w_k || !w->w_v || !w->w_o || (c->bias && (!w->b_q || !w->b_v || !w->b_o)))
         return MH_ERR_INVALID_ARGUMENT;
@@ -31,10 +32,13 @@ static mh_status check(const mh_layer_config* c, const mh_layer_weights* w) {
     return MH_OK;
 }
 
-mh_status mh_collab_from_mha(const mh_layer_config* mha, const mh_layer_weights* mha_weights,
-                             float* mix, float* content, mh_layer_config* collab,
-                             mh_layer_weights* collab_weights) {
-    if (!mha || !mha_weights || !mix || !content || !collab || !collab_weights)
+mh_status mh_convert_mha_to_collab(const mh_layer_config* mha,
+                                   const mh_layer_weights* mha_weights, float* mix, float* content,
+                                   mh_layer_config* collab, mh_collab_config* collab_cfg,
+                                   mh_layer_weights* collab_weights,
+                                   mh_collab_weights* collab_mixing) {
+    if (!mha || !mha_weights || !mix || !content || !collab || !collab_cfg || !collab_weights ||
+        !collab_mixing)
         return MH_ERR_INVALID_ARGUMENT;
     const mh_status st = check(mha, mha_weights);
     if (st != MH_OK) return st;
@@ -57,11 +61,15 @@ mh_status mh_collab_from_mha(const mh_layer_config* mha, const mh_layer_weights*
     *collab = c;
     collab->variant = MH_VARIANT_COLLAB;
     collab->n_kv_heads = 0;
-    collab->collab_dim = (int)Dt;
+    *collab_cfg = mh_collab_config_default();
+    collab_cfg->collab_dim = (int)Dt;
+    collab->variant_config = collab_cfg;
     memset(collab_weights, 0, sizeof *collab_weights);
     collab_weights->w_q = w.w_q, collab_weights->w_k = w.w_k;
     collab_weights->w_v = w.w_v, collab_weights->w_o = w.w_o;
     collab_weights->b_v = c.bias ? w.b_v : NULL, collab_weights->b_o = c.bias ? w.b_o : NULL;
-    collab_weights->collab_mix = mix, collab_weights->collab_content = content;
+    *collab_mixing = mh_collab_weights_default();
+    collab_mixing->mix = mix, collab_mixing->content = content;
+    collab_weights->variant_weights = collab_mixing;
     return MH_OK;
 }
