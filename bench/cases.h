@@ -71,6 +71,11 @@ std::vector<CaseSpec> make_suite(const SuiteOptions& o);
 // Repetitions per case the options ask for (the median is reported).
 int repetitions(const SuiteOptions& o);
 void register_cases(const std::vector<CaseSpec>& cases, const SuiteOptions& o);
+// The full name register_cases() gives the case in Google Benchmark (what --benchmark_filter
+// matches: the case name plus /min_time:X or /iterations:N, /repeats:R, /real_time).
+std::string registered_name(const CaseSpec& c, const SuiteOptions& o);
+// A rough cost of the case in seconds (setup and timed runs), for the time-left estimate.
+double expected_case_seconds(const CaseSpec& c, const SuiteOptions& o);
 // Called with the case name when a case starts (its fixture is being built).
 void set_case_start_hook(std::function<void(const std::string&)> hook);
 // Frees the one case's buffers still held (call after RunSpecifiedBenchmarks).
