@@ -54,7 +54,7 @@ struct CaseSpec {
 
 struct SuiteOptions {
     bool quick = false;
-    bool long_decode = false;               // --mh_long: also the layer decode cases at 32K keys
+    bool long_tails = false;               // --mh_long: also the long tails (4K prefill/layers, 16K-32K layer decode)
     int threads = 0;                        // > 0: every case at this thread count
     const LayerWeights* file_layer = nullptr;  // --weights: the layer modes use it as the base
     double min_time = 0.0;                  // seconds per repetition; 0 = the suite's default

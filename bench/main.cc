@@ -414,7 +414,7 @@ int main(int argc, char** argv) {
     mhb::SuiteOptions opt;
     if (const char* e = std::getenv("MH_BENCH_QUICK")) opt.quick = truthy(e);
     if (take_flag(&argc, argv, "--mh_quick")) opt.quick = true;
-    if (take_flag(&argc, argv, "--mh_long")) opt.long_decode = true;
+    if (take_flag(&argc, argv, "--mh_long")) opt.long_tails = true;
     opt.interleave = take_flag(&argc, argv, "--mh_interleave");
     const bool selfcheck = take_flag(&argc, argv, "--mh_selfcheck");
     const bool list = take_flag(&argc, argv, "--mh_list");
