@@ -4,12 +4,12 @@
 // one untimed call compared with the double oracle (reference.cc). Google Benchmark calls a
 // case's function several times (to pick an iteration count, then the measured run) and runs all
 // calls of one case before the next, so the fixture is built on the first call, kept while the
-// same case runs and freed when the next case starts: setup, oracle and the distance from the base are paid once
-// per case and only one case's buffers are alive at a time. Every case times wall-clock
-// (UseRealTime): the library runs its own worker threads. A case runs 3 repetitions and reports
-// their median (Google Benchmark's median aggregate, with the cv aggregate beside it), except
-// calls expected to take over a quarter of a second, which average out interruptions by
-// themselves and run once (register_cases).
+// same case runs and freed when the next case starts: setup, oracle and the distance from the
+// base are paid once per case and only one case's buffers are alive at a time. Every case times
+// wall-clock (UseRealTime): the library runs its own worker threads. A case runs 3 repetitions
+// and reports their median (Google Benchmark's median aggregate, with the cv aggregate beside
+// it), fewer when its calls are long enough to average out interruptions by themselves
+// (case_repetitions).
 //
 // Inputs are counter-based random numbers (hash_uniform), so every variant of a shape sees the
 // same data: the core modes draw MHA K/V heads and give a variant with fewer K/V heads the mean
@@ -983,9 +983,12 @@ std::vector<CaseSpec> quick_suite(const SuiteOptions& o) {
 }
 
 // The default suite: every variant at the headline shapes, under 5 minutes on 2 cores of a
-// recent x86 server. --mh_long adds the long tails: the same comparisons at the longest
-// prompts and caches (4K-token prefill and encoder layers, decode through the layer at 16K and
-// 32K cached tokens), whose setup (caches filled through the layer, oracles) takes minutes.
+// recent x86 server. --mh_long adds the long tails (about 10 minutes more): the longest
+// prompts and caches and the secondary shapes, whose setup (caches filled through the layer,
+// oracles in double precision over every token, the derived variants' naive oracles) costs
+// far more than their timed calls: 4K-token core prefill, encoder layers at 2K/4K tokens and at
+// two more head shapes, f32 decode at 1K/16K, decode through the layer at 4K for every variant
+// and at 16K/32K, DCMHA decode at 8K/32K, cross-attention with 128 queries.
 std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
     SuiteBuilder s(o);
     const Shape llm{32, 128, 0};                         // LLaMA-7B-like heads (core modes)
@@ -1002,8 +1005,9 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
     s.variants(make(P, "", Shape{16, 64, 0}, 2048, 2048, F32, false), {"mha", "moh50", "moh75", "moh88"});
 
     // 2. decode against caches of 1K to 32K tokens (attention core, cache layout, cold)
-    for (mh_dtype dt : {F16, F32})
-        for (int m : {1024, 4096, 16384, 32768}) s.variants(make(DEC, "", llm, 1, m, dt, false));
+    for (int m : {1024, 4096, 16384, 32768}) s.variants(make(DEC, "", llm, 1, m, F16, false));
+    for (int m : o.long_tails ? std::vector<int>{1024, 4096, 16384, 32768} : std::vector<int>{4096, 32768})
+        s.variants(make(DEC, "", llm, 1, m, F32, false));
     for (int m : {4096, 32768}) s.add(make(DEC, "gqa8", llm, 1, m, BF16, false));
     {
         CaseSpec c = make(DEC, "gqa8", llm, 1, 4096, F16, false);
@@ -1013,24 +1017,25 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
 
     // 3. encoder layers at equal model size (d_model = H*D), N = M
     if (self_ok) {
-        for (int n : file ? std::vector<int>{128, 512, 2048} : std::vector<int>{128, 512, 1024, 2048})
+        for (int n : o.long_tails ? std::vector<int>{128, 512, 1024, 2048, 4096} : std::vector<int>{128, 512, 1024})
             s.variants(make(L, "", enc, n, n, F32, true));
-        if (o.long_tails && !file) s.variants(make(L, "", enc, 4096, 4096, F32, true));
-        if (!file) {
+        if (o.long_tails && !file) {
             s.variants(make(L, "", Shape{32, 64, 2048}, 512, 512, F32, true));
             s.variants(make(L, "", Shape{8, 128, 1024}, 512, 512, F32, true));
         }
     }
 
-    // 4. decode through the layer with its KV cache
+    // 4. decode through the layer with its KV cache: every variant at 1K, the GQA family at 4K
     if (self_ok) {
-        for (int m : {1024, 4096}) s.variants(make(DEC, "", enc, 1, m, F16, true));
+        s.variants(make(DEC, "", enc, 1, 1024, F16, true));
+        if (o.long_tails) s.variants(make(DEC, "", enc, 1, 4096, F16, true));
+        else s.variants(make(DEC, "", enc, 1, 4096, F16, true), {"mha", "gqa8", "gqa4", "mqa"});
         s.add(make(DEC, "gqa4", enc, 1, 4096, F32, true));
     }
 
     // 5. cross-attention: decoder queries over an encoder output of another length
     if (cross_ok)
-        for (int n : {128, 448}) s.variants(make(X, "", enc, n, 1500, F32, true));
+        for (int n : o.long_tails ? std::vector<int>{128, 448} : std::vector<int>{448}) s.variants(make(X, "", enc, n, 1500, F32, true));
 
     // 6. baselines in the same run: OpenBLAS (what a C user writes), the scalar path, AVX2
     for (int n : {512, 1024})
@@ -1076,7 +1081,7 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
         for (const char* v : {"mha", "gqa8"}) s.add(make(P, v, llm, 2048, 2048, F32, false), MH_ISA_AUTO, t);
         for (const char* v : {"mha", "gqa8"}) s.add(make(DEC, v, llm, 1, 32768, F16, false), MH_ISA_AUTO, t);
         if (self_ok) {
-            for (const char* v : {"mha", "gqa4"}) s.add(make(L, v, enc, 2048, 2048, F32, true), MH_ISA_AUTO, t);
+            for (const char* v : {"mha", "gqa4"}) s.add(make(L, v, enc, 1024, 1024, F32, true), MH_ISA_AUTO, t);
             s.add(make(DEC, "gqa8", enc, 1, 4096, F16, true), MH_ISA_AUTO, t);
         }
         if (cross_ok) s.add(make(X, "gqa4", enc, 448, 1500, F32, true), MH_ISA_AUTO, t);

@@ -14,7 +14,8 @@
 //   --heads=H                its number of query heads (else the file's __metadata__)
 //   --mh_weights_prefix=P    tensor name prefix, e.g. model.layers.0.self_attn. (default: found)
 //   --mh_min_time=S          seconds per repetition (default 0.1; quick 0.02)
-//   --mh_repetitions=R       repetitions per case, the median reported (default 3; quick 1)
+//   --mh_repetitions=R       repetitions per case, the median reported (default 3, fewer for
+//                            calls over 10 ms: case_repetitions() in cases.cc; quick 1)
 //   --mh_interleave          the repetitions of all selected cases run in random order
 //                            (Google Benchmark's random interleaving), so a ratio between two
 //                            cases is not skewed by the machine slowing down in between; every
