@@ -15,8 +15,8 @@
 #                       multihead::multihead and multihead::multihead_static, and both
 #                       programs run and pass; the shared one loads libmultihead from the
 #                       prefix, the static one does not need it at all
-#   cmake-consumer-cxx  the same from a C++-only project (tests/package/consumer_cxx,
-#                       project(... CXX): OpenMP found for C++)
+#   cmake-consumer-cxx  the same as a C++-only project (-DMH_CONSUMER_LANG=CXX: project(...
+#                       CXX) and main.cc; the package finds OpenMP for C++)
 #   cmake-version       find_package(multihead <major+1>.0) is refused (SameMajorVersion)
 #   examples-standalone docs/examples configured on its own against the prefix, built, and
 #                       its ctest passes
@@ -176,11 +176,11 @@ check cmake-version cmake_version
 cmake_consumer_cxx() {
   local d=$out/consumer-cxx
   rm -rf "$d"
-  cmake -S "$root/tests/package/consumer_cxx" -B "$d" -DCMAKE_PREFIX_PATH="$prefix"
+  cmake -S "$consumer" -B "$d" -DCMAKE_PREFIX_PATH="$prefix" -DMH_CONSUMER_LANG=CXX
   cmake --build "$d"
-  "$d/consumer_cxx_shared"
-  "$d/consumer_cxx_static"
-  no_multihead_needed "$d/consumer_cxx_static"
+  "$d/consumer_shared"
+  "$d/consumer_static"
+  no_multihead_needed "$d/consumer_static"
 }
 check cmake-consumer-cxx cmake_consumer_cxx
 

@@ -1,5 +1,6 @@
-// A C++ program using the installed multihead through its C header: one MHA layer forward on
-// a tiny input; checks the status and that the output is finite. Exit 0 on success.
+// The C++-only consumer (MH_CONSUMER_LANG=CXX): the installed multihead through its C header
+// from C++, one MHA layer forward on a tiny input; checks the status and that the output is
+// finite. Exit 0 on success.
 #include <multihead.h>
 
 #include <cmath>
