@@ -983,7 +983,7 @@ std::vector<CaseSpec> quick_suite(const SuiteOptions& o) {
 }
 
 // The default suite: every variant at the headline shapes, under 5 minutes on 2 cores of a
-// recent x86 server. --mh_long adds the long tails (about 10 minutes more): the longest
+// recent x86 server. --mh_long adds the long tails (tens of minutes): the longest
 // prompts and caches and the secondary shapes, whose setup (caches filled through the layer,
 // oracles in double precision over every token, the derived variants' naive oracles) costs
 // far more than their timed calls: 4K-token core prefill, encoder layers at 2K/4K tokens and at

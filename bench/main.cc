@@ -290,10 +290,12 @@ void add_machine_context(const mhb::SuiteOptions& o, const std::string& weights_
     for (int i = 1; i < MH_ISA_COUNT; i++)
         if (mh_isa_supported(static_cast<mh_isa>(i))) isas += std::string(isas.empty() ? "" : ",") + mh_isa_name(static_cast<mh_isa>(i));
     benchmark::AddCustomContext("mh_isas_supported", isas);
-    benchmark::AddCustomContext("mh_suite", o.quick ? "quick" : "default");
+    benchmark::AddCustomContext("mh_suite", o.quick ? "quick" : o.long_tails ? "long" : "default");
     const int reps = mhb::repetitions(o);
-    benchmark::AddCustomContext("mh_timing", "real_time (wall clock) for every case; " + std::to_string(reps) +
-                                                 (reps > 1 ? " repetitions per case, the median reported" : " repetition per case"));
+    benchmark::AddCustomContext("mh_timing", "real_time (wall clock) for every case; " +
+                                                 (reps > 1 ? "up to " + std::to_string(reps) +
+                                                                 " repetitions per case (fewer for calls over 10 ms), the median reported"
+                                                           : std::string("1 repetition per case")));
     benchmark::AddCustomContext("mh_weights", weights_desc);
     benchmark::AddCustomContext("mh_blas", mhb::blas_description());
 #if defined(MHB_HAVE_OPENBLAS)

@@ -8,7 +8,7 @@
 # name when it starts and its time when it ends, its log goes to build/ (docs/testing.md).
 #
 #   tests/run.sh            everything
-#   tests/run.sh --fast     the gcc build and its ctest only (about a minute)
+#   tests/run.sh --fast     the gcc build and its ctest only (about 2 minutes)
 #   tests/run.sh --help     this text
 set -euo pipefail
 
