@@ -986,8 +986,8 @@ std::vector<CaseSpec> quick_suite(const SuiteOptions& o) {
 // recent x86 server. --mh_long adds the long tails (tens of minutes): the longest
 // prompts and caches and the secondary shapes, whose setup (caches filled through the layer,
 // oracles in double precision over every token, the derived variants' naive oracles) costs
-// far more than their timed calls: 4K-token core prefill, encoder layers at 2K/4K tokens and at
-// two more head shapes, f32 decode at 1K/16K, decode through the layer at 4K for every variant
+// far more than their timed calls: 4K-token core prefill, encoder layers at 1K tokens for the
+// variants outside the GQA family, at 2K/4K tokens for all and at two more head shapes, f32 decode at 1K/16K, decode through the layer at 4K for every variant
 // and at 16K/32K, DCMHA decode at 8K/32K, cross-attention with 128 queries.
 std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
     SuiteBuilder s(o);
@@ -1017,8 +1017,10 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
 
     // 3. encoder layers at equal model size (d_model = H*D), N = M
     if (self_ok) {
-        for (int n : o.long_tails ? std::vector<int>{128, 512, 1024, 2048, 4096} : std::vector<int>{128, 512, 1024})
+        // every variant at 128 and 512 tokens, the GQA family (cheap oracles) also at 1024
+        for (int n : o.long_tails ? std::vector<int>{128, 512, 1024, 2048, 4096} : std::vector<int>{128, 512})
             s.variants(make(L, "", enc, n, n, F32, true));
+        if (!o.long_tails) s.variants(make(L, "", enc, 1024, 1024, F32, true), {"mha", "gqa8", "gqa4", "mqa"});
         if (o.long_tails && !file) {
             s.variants(make(L, "", Shape{32, 64, 2048}, 512, 512, F32, true));
             s.variants(make(L, "", Shape{8, 128, 1024}, 512, 512, F32, true));
