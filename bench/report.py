@@ -535,10 +535,10 @@ def make_plots(rep, outdir):
         plt.close(fig)
         made.append((fname, title))
 
-    # 1. throughput vs sequence length per variant (prefill core and encoder layer)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    any_data = False
-    for ax, mode in zip(axes, ("prefill", "layer")):
+    # 1. throughput vs sequence length per variant (prefill core and encoder layer): one panel
+    # per mode that has lines (a variant with one sequence length is no line: the quick suite)
+    panels = []
+    for mode in ("prefill", "layer"):
         groups = defaultdict(list)
         for c in rep.grid(mode):
             d = c.dims
@@ -548,30 +548,27 @@ def make_plots(rep, outdir):
         for (h, dd, dm, dt, v), cs in groups.items():
             fam[(h, dd, dm, dt)] |= {c.dims.get("N") for c in cs}
         if not fam:
-            ax.set_visible(False)
             continue
         best = max(fam, key=lambda k: len(fam[k]))
         lines = [(v, cs) for (h, dd, dm, dt, v), cs in groups.items() if (h, dd, dm, dt) == best and len(cs) >= 2]
-        if not lines:  # one point is no line (the quick suite)
-            ax.set_visible(False)
-            continue
-        for v, cs in lines:
-            cs.sort(key=lambda c: c.dims.get("N"))
-            ax.plot([c.dims["N"] for c in cs], [c.c("tokens_per_s") for c in cs], "-", marker=marks[v], label=v,
-                    color=colors[v])
-        any_data = True
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("sequence length N (= M)")
-        ax.set_ylabel("tokens / s")
-        h, dd, dm, dt = best
-        ax.set_title(f"{mode}: H={h}, D={dd}" + (f", d_model={dm}" if dm else "") + f", {dt}")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, ncol=2)
-    if any_data:
+        if lines:
+            panels.append((mode, best, lines))
+    if panels:
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+        for ax, (mode, best, lines) in zip(axes[0], panels):
+            for v, cs in lines:
+                cs.sort(key=lambda c: c.dims.get("N"))
+                ax.plot([c.dims["N"] for c in cs], [c.c("tokens_per_s") for c in cs], "-", marker=marks[v], label=v,
+                        color=colors[v])
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("sequence length N (= M)")
+            ax.set_ylabel("tokens / s")
+            h, dd, dm, dt = best
+            ax.set_title(f"{mode}: H={h}, D={dd}" + (f", d_model={dm}" if dm else "") + f", {dt}")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8, ncol=2)
         save(fig, "throughput_vs_seqlen.png", "Throughput against sequence length, per variant")
-    else:
-        plt.close(fig)
 
     # 2. decode time vs cache length
     core = [c for c in rep.grid("decode") if not c.layer_api and c.dims.get("B", 1) == 1]
