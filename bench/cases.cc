@@ -4,12 +4,12 @@
 // one untimed call compared with the double oracle (reference.cc). Google Benchmark calls a
 // case's function several times (to pick an iteration count, then the measured run) and runs all
 // calls of one case before the next, so the fixture is built on the first call, kept while the
-// same case runs and freed when the next case starts: setup, oracle and fidelity are paid once
-// per case and only one case's buffers are alive at a time. Every case times wall-clock
-// (UseRealTime): the library runs its own worker threads. A case runs 3 repetitions and reports
-// their median (Google Benchmark's median aggregate, with the cv aggregate beside it), except
-// calls expected to take over a quarter of a second, which average out interruptions by
-// themselves and run once (register_cases).
+// same case runs and freed when the next case starts: setup, oracle and the distance from the
+// base are paid once per case and only one case's buffers are alive at a time. Every case times
+// wall-clock (UseRealTime): the library runs its own worker threads. A case runs 3 repetitions
+// and reports their median (Google Benchmark's median aggregate, with the cv aggregate beside
+// it), fewer when its calls are long enough to average out interruptions by themselves
+// (case_repetitions).
 //
 // Inputs are counter-based random numbers (hash_uniform), so every variant of a shape sees the
 // same data: the core modes draw MHA K/V heads and give a variant with fewer K/V heads the mean
@@ -56,15 +56,16 @@
 //                 oracle's causal layer on the float inputs: with an f16/bf16 cache the error
 //                 includes the cache's storage rounding (~1e-4), which the core cases, whose
 //                 oracle reads the stored K/V, do not see.
-//   fidelity_rel_l2  ||y - y_base|| / ||y_base|| between this case's output and the base layer's
-//                 (mha; the loaded layer with --weights) on the same inputs: the accuracy cost of
-//                 the variant. Over the whole output, or up to 2^20 evenly strided elements of
-//                 it. 0 for the base itself on its first ISA.
+//   dist_from_base  ||y - y_base|| / ||y_base||, the relative L2 distance between this case's
+//                 output and the base layer's (mha; the loaded layer with --weights) on the same
+//                 inputs: what the variant gives up in accuracy (0 = the same output; higher is
+//                 further away). Over the whole output, or up to 2^20 evenly strided elements
+//                 of it. 0 for the base itself on its first ISA; -1 when there is no base output.
 //   working_set_bytes  the bytes one call touches (one copy of K/V, inputs, output, weights).
 //                 The decode rotation copies beyond the first live in a pool allocated once
 //                 for the run and are not part of any case's peak_rss_bytes.
 //   cold          1 if the timed calls read K/V from beyond the LLC (rotating copies).
-//   setup_s       seconds spent building the case, its oracle and fidelity (not timed).
+//   setup_s       seconds spent building the case, its oracle and its distance from the base (not timed).
 //   kv_len        decode only: mean number of keys attended per timed token.
 #include "cases.h"
 
@@ -98,7 +99,7 @@ std::function<void(const std::string&)> g_start_hook;
 
 // The oracle evaluates everything when it costs at most this many multiply-adds.
 constexpr double kOracleBudgetMacs = 1.5e8;
-constexpr size_t kFidelitySamples = size_t{1} << 20;
+constexpr size_t kBaseDistanceSamples = size_t{1} << 20;
 constexpr int kHeadPad = 32;  // elements between head streams, as the library's KV cache does
 
 // Seeds of the counter-based inputs (any fixed values).
@@ -129,7 +130,7 @@ std::vector<int> spread(int n, int count) {
 }
 
 std::vector<float> sample_output(const float* o, size_t n) {
-    const size_t stride = std::max<size_t>(1, (n + kFidelitySamples - 1) / kFidelitySamples);
+    const size_t stride = std::max<size_t>(1, (n + kBaseDistanceSamples - 1) / kBaseDistanceSamples);
     std::vector<float> s;
     s.reserve(n / stride + 1);
     for (size_t i = 0; i < n; i += stride) s.push_back(o[i]);
@@ -183,9 +184,9 @@ std::string base_variant(const CaseSpec& c) {
     return "";
 }
 
-// The key the fidelity reference is stored under: mode, shape and K/V dtype (not the ISA,
+// The key the base output is stored under: mode, shape and K/V dtype (not the ISA,
 // threads or implementation, which must not change the output beyond rounding).
-std::string fidelity_key(const CaseSpec& c) {
+std::string base_output_key(const CaseSpec& c) {
     const std::string n = case_name(c);
     // mode/variant/shape/dtype/isa/threads:T -> mode/shape/dtype
     std::vector<std::string> parts;
@@ -218,7 +219,7 @@ public:
     explicit Fixture(const CaseSpec& c) : c_(c), kv_(case_kv_heads(c)), variant_(find_variant(c.variant)) {}
     virtual ~Fixture() = default;
 
-    // nested: built only to produce the base output for another case's fidelity.
+    // nested: built only to produce the base output for another case's distance from it.
     void setup(bool nested = false) {
         nested_ = nested;
         const auto t0 = std::chrono::steady_clock::now();
@@ -263,15 +264,15 @@ protected:
 
     double active() const { return variant_ ? variant_->active_heads : 1.0; }
 
-    // Fidelity: this case's output against the base layer's on the same inputs.
-    void set_fidelity(const float* out, size_t n) {
-        const std::string key = fidelity_key(c_);
+    // The distance of this case's output from the base layer's on the same inputs.
+    void set_base_distance(const float* out, size_t n) {
+        const std::string key = base_output_key(c_);
         std::vector<float> mine = sample_output(out, n);
         const bool base = c_.variant == base_variant(c_);
         auto it = g_base_outputs.find(key);
         if (it == g_base_outputs.end() && base && c_.impl == Impl::Library) {
             g_base_outputs[key] = std::move(mine);
-            fidelity_ = 0.0;
+            dist_from_base_ = 0.0;
             return;
         }
         if (it == g_base_outputs.end() && !nested_) {
@@ -286,7 +287,7 @@ protected:
             }
             it = g_base_outputs.find(key);
         }
-        fidelity_ = it == g_base_outputs.end() ? -1.0 : rel_l2(mine, it->second);
+        dist_from_base_ = it == g_base_outputs.end() ? -1.0 : rel_l2(mine, it->second);
     }
 
     // Sets every counter. flops, bytes and tokens are totals over this call's iterations.
@@ -313,7 +314,7 @@ protected:
         st.counters["max_abs_err"] = err_.max_abs;
         st.counters["rel_l2_err"] = err_.rel_l2;
         st.counters["ref_checked_fraction"] = checked_fraction_;
-        st.counters["fidelity_rel_l2"] = fidelity_;
+        st.counters["dist_from_base"] = dist_from_base_;
         st.counters["working_set_bytes"] = working_set_bytes_;
         st.counters["cold"] = cold_ ? 1.0 : 0.0;
         st.counters["setup_s"] = setup_s_;
@@ -326,7 +327,7 @@ protected:
     std::string error_;
     ErrorStats err_;
     bool nested_ = false, cold_ = false;
-    double setup_s_ = 0, checked_fraction_ = 0, fidelity_ = -1, working_set_bytes_ = 0;
+    double setup_s_ = 0, checked_fraction_ = 0, dist_from_base_ = -1, working_set_bytes_ = 0;
     size_t rss0_ = 0, pool0_ = 0;
     size_t workspace_bytes_ = 0, weights_bytes_ = 0, kv_bytes_per_token_ = 0;
 };
@@ -338,7 +339,7 @@ protected:
 // Overlapping heads (halo o > 0) read what the layer hands its core: Q/K/V rows of width
 // H*D + 2o (MHA's rows at offset o, zero halos), head h's window the D + 2o elements from h*D
 // (head stride D); decode K/V one padded stream per token [B, M, H*D + 2o] (the layer's cache);
-// the output [B, N, H, D + 2o]. Its fidelity compares each head's middle D outputs with MHA's.
+// the output [B, N, H, D + 2o]. Its distance from the base compares each head's middle D outputs with MHA's.
 class CoreFixture : public Fixture {
 public:
     using Fixture::Fixture;
@@ -503,11 +504,11 @@ private:
         err_ = acc.result();
         checked_fraction_ = static_cast<double>(nh * nr) / (static_cast<double>(H) * N);
         if (o == 0) {
-            set_fidelity(out, nout);
+            set_base_distance(out, nout);
         } else {  // each head's middle D outputs, where MHA's head sits
             std::vector<float> mid(rows_q * hd);
             for (size_t r = 0; r < rows_q * H; r++) std::copy_n(out + r * Dw + o, D, &mid[r * D]);
-            set_fidelity(mid.data(), mid.size());
+            set_base_distance(mid.data(), mid.size());
         }
         return true;
     }
@@ -702,7 +703,7 @@ private:
                 acc.add(out[static_cast<size_t>(rows[ri]) * w_.d_model + c], ref[ri * static_cast<size_t>(w_.d_model) + c]);
         err_ = acc.result();
         checked_fraction_ = static_cast<double>(rows.size()) / (static_cast<double>(B) * N);
-        set_fidelity(out, nx);
+        set_base_distance(out, nx);
         return true;
     }
 
@@ -794,7 +795,7 @@ private:
         for (int c = 0; c < dm; c++) acc.add(out_.as<float>()[c], ref[static_cast<size_t>(c)]);
         err_ = acc.result();
         checked_fraction_ = 1.0 / B;  // of the checked token's outputs
-        set_fidelity(out_.as<float>(), static_cast<size_t>(B) * dm);
+        set_base_distance(out_.as<float>(), static_cast<size_t>(B) * dm);
         return true;
     }
 
@@ -981,7 +982,14 @@ std::vector<CaseSpec> quick_suite(const SuiteOptions& o) {
     return s.take();
 }
 
-// The default suite: sized to run in about 4 minutes on 2 cores of a recent x86 server.
+// The default suite: every variant at the headline shapes, under 5 minutes on 2 cores of a
+// recent x86 server. --mh_long adds the long tails (tens of minutes): the longest prompts and
+// caches and the secondary shapes, whose setup (caches filled through the layer, oracles in
+// double precision over every token, the derived variants' naive oracles) costs far more than
+// their timed calls: 4K-token core prefill; encoder layers at 1K tokens for the variants
+// outside the GQA family, at 2K/4K tokens for all, and at two more head shapes; f32 decode at
+// 1K/16K; decode through the layer at 4K for every variant and at 16K/32K; DCMHA decode at the
+// LLM heads (2K-32K); cross-attention with 128 queries.
 std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
     SuiteBuilder s(o);
     const Shape llm{32, 128, 0};                         // LLaMA-7B-like heads (core modes)
@@ -992,14 +1000,15 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
 
     // 1. causal LLM prefill on the attention core
     for (int n : {512, 1024, 2048}) s.variants(make(P, "", llm, n, n, F32, false));
-    s.variants(make(P, "", llm, 4096, 4096, F32, false), {"mha", "gqa8"});
+    if (o.long_tails) s.variants(make(P, "", llm, 4096, 4096, F32, false), {"mha", "gqa8"});
     s.add(make(P, "gqa8", llm, 2048, 2048, F16, false));  // K/V storage type in prefill
     // MoH's core against MHA's at MoH's reference shape (H 16, D 64: d_model 1024)
     s.variants(make(P, "", Shape{16, 64, 0}, 2048, 2048, F32, false), {"mha", "moh50", "moh75", "moh88"});
 
     // 2. decode against caches of 1K to 32K tokens (attention core, cache layout, cold)
-    for (mh_dtype dt : {F16, F32})
-        for (int m : {1024, 4096, 16384, 32768}) s.variants(make(DEC, "", llm, 1, m, dt, false));
+    for (int m : {1024, 4096, 16384, 32768}) s.variants(make(DEC, "", llm, 1, m, F16, false));
+    for (int m : o.long_tails ? std::vector<int>{1024, 4096, 16384, 32768} : std::vector<int>{4096, 32768})
+        s.variants(make(DEC, "", llm, 1, m, F32, false));
     for (int m : {4096, 32768}) s.add(make(DEC, "gqa8", llm, 1, m, BF16, false));
     {
         CaseSpec c = make(DEC, "gqa8", llm, 1, 4096, F16, false);
@@ -1009,24 +1018,27 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
 
     // 3. encoder layers at equal model size (d_model = H*D), N = M
     if (self_ok) {
-        for (int n : file ? std::vector<int>{128, 512, 2048} : std::vector<int>{128, 512, 1024, 2048, 4096})
+        // every variant at 128 and 512 tokens, the GQA family (cheap oracles) also at 1024
+        for (int n : o.long_tails ? std::vector<int>{128, 512, 1024, 2048, 4096} : std::vector<int>{128, 512})
             s.variants(make(L, "", enc, n, n, F32, true));
-        if (!file) {
+        if (!o.long_tails) s.variants(make(L, "", enc, 1024, 1024, F32, true), {"mha", "gqa8", "gqa4", "mqa"});
+        if (o.long_tails && !file) {
             s.variants(make(L, "", Shape{32, 64, 2048}, 512, 512, F32, true));
             s.variants(make(L, "", Shape{8, 128, 1024}, 512, 512, F32, true));
         }
     }
 
-    // 4. decode through the layer with its KV cache
+    // 4. decode through the layer with its KV cache: every variant at 1K, the GQA family at 4K
     if (self_ok) {
-        for (int m : {1024, 4096}) s.variants(make(DEC, "", enc, 1, m, F16, true));
+        s.variants(make(DEC, "", enc, 1, 1024, F16, true));
+        if (o.long_tails) s.variants(make(DEC, "", enc, 1, 4096, F16, true));
+        else s.variants(make(DEC, "", enc, 1, 4096, F16, true), {"mha", "gqa8", "gqa4", "mqa"});
         s.add(make(DEC, "gqa4", enc, 1, 4096, F32, true));
-        for (const char* v : {"mha", "collab"}) s.add(make(DEC, v, enc, 1, 16384, F16, true));  // CollabHead's shared keys at length
     }
 
     // 5. cross-attention: decoder queries over an encoder output of another length
     if (cross_ok)
-        for (int n : {128, 448}) s.variants(make(X, "", enc, n, 1500, F32, true));
+        for (int n : o.long_tails ? std::vector<int>{128, 448} : std::vector<int>{448}) s.variants(make(X, "", enc, n, 1500, F32, true));
 
     // 6. baselines in the same run: OpenBLAS (what a C user writes), the scalar path, AVX2
     for (int n : {512, 1024})
@@ -1050,18 +1062,22 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
     }
 
     // DCMHA against MHA at the LLM heads through the layer (DCMHA has no bare-core form):
-    // causal prefill N = 2048, decode at 8K cached tokens. A layer's cache can only be filled
-    // through the layer (a causal prefill, O(M^2)): at 32K that setup takes minutes per case,
-    // so the 32K layer decode cases run with --mh_long only.
+    // causal prefill N = 2048; --mh_long adds decode at 2K, 8K and 32K cached tokens (the
+    // default suite has DCMHA's decode at the encoder shape, beside every variant). DCMHA's
+    // oracle composes every query row in double precision: half a minute at 2K tokens, minutes
+    // at 8K, and the cache can only be filled through the layer.
     if (!file) {
         const Shape dc{32, 128, 1024};
         for (const char* v : {"mha", "dcmha"}) {
             s.add(make(P, v, dc, 2048, 2048, F32, true));
-            s.add(make(DEC, v, dc, 1, o.long_decode ? 32768 : 8192, F16, true));
+            if (o.long_tails)
+                for (int m : {2048, 8192, 32768}) s.add(make(DEC, v, dc, 1, m, F16, true));
         }
     }
-    if (o.long_decode && self_ok)
-        for (const char* v : {"mha", "collab"}) s.add(make(DEC, v, enc, 1, 32768, F16, true));
+    // CollabHead's shared keys at length
+    if (o.long_tails && self_ok)
+        for (int m : {16384, 32768})
+            for (const char* v : {"mha", "collab"}) s.add(make(DEC, v, enc, 1, m, F16, true));
 
     // 7. thread scaling (every processor), unless --threads fixed one count for everything
     if (s.scaling()) {
@@ -1069,7 +1085,7 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
         for (const char* v : {"mha", "gqa8"}) s.add(make(P, v, llm, 2048, 2048, F32, false), MH_ISA_AUTO, t);
         for (const char* v : {"mha", "gqa8"}) s.add(make(DEC, v, llm, 1, 32768, F16, false), MH_ISA_AUTO, t);
         if (self_ok) {
-            for (const char* v : {"mha", "gqa4"}) s.add(make(L, v, enc, 2048, 2048, F32, true), MH_ISA_AUTO, t);
+            for (const char* v : {"mha", "gqa4"}) s.add(make(L, v, enc, 1024, 1024, F32, true), MH_ISA_AUTO, t);
             s.add(make(DEC, "gqa8", enc, 1, 4096, F16, true), MH_ISA_AUTO, t);
         }
         if (cross_ok) s.add(make(X, "gqa4", enc, 448, 1500, F32, true), MH_ISA_AUTO, t);
@@ -1127,26 +1143,79 @@ double estimated_seconds(const CaseSpec& c) {
     const double rate = c.impl == Impl::Blas ? 30e9 : c.isa == MH_ISA_SCALAR ? 3e9 : 60e9;
     return flops / rate / std::max(1, c.threads);
 }
+
+// Seconds per repetition (Google Benchmark's MinTime), for the cases that are not run for a
+// fixed iteration count.
+double case_min_time(const SuiteOptions& o) { return o.min_time > 0 ? o.min_time : (o.quick ? 0.02 : 0.1); }
+
+bool fixed_iterations(const CaseSpec& c) { return c.mode == Mode::Decode && is_layer_api(c); }
+
+// Repetitions of one case: a call that takes a large fraction of a second averages over the
+// scheduler's interruptions by itself, and the steady cases (the default suite's cv is 0-3%
+// on them) need no third one: one repetition (no cv) above a tenth of a second, two above a
+// hundredth, else the suite's count.
+int case_repetitions(const CaseSpec& c, const SuiteOptions& o) {
+    const int reps = repetitions(o);
+    if (o.interleave || o.repetitions > 0) return reps;
+    const double t = estimated_seconds(c);
+    if (t > 0.1) return 1;
+    if (t > 0.01) return std::min(reps, 2);
+    return reps;
+}
 }  // namespace
+
+std::string registered_name(const CaseSpec& c, const SuiteOptions& o) {
+    char run[64];
+    if (fixed_iterations(c))
+        std::snprintf(run, sizeof run, "/iterations:%d", c.iterations);
+    else
+        std::snprintf(run, sizeof run, "/min_time:%0.3f", case_min_time(o));
+    std::string n = case_name(c) + run;
+    const int reps = case_repetitions(c, o);
+    if (reps > 1) n += "/repeats:" + std::to_string(reps);
+    return n + "/real_time";
+}
+
+double expected_case_seconds(const CaseSpec& c, const SuiteOptions& o) {
+    const double call = estimated_seconds(c), reps = case_repetitions(c, o);
+    const double B = c.batch, H = c.n_heads, D = c.head_dim, M = c.n_kv;
+    // Setup, with rates measured on the default suite (2 cores, AMD Zen 4): the layer modes'
+    // oracle projects every row in double precision, about 4e9 multiply-adds/s for the GQA
+    // family's and 0.45e9 for the other variants' (naive) oracles; the core modes draw K/V at
+    // about 1.5e8 elements/s.
+    double setup = 0.05 + 3 * call;
+    if (is_layer_api(c)) {
+        const VariantSpec* v = find_variant(c.variant);
+        const bool gqa_family = v && (v->family == MH_VARIANT_MHA || v->family == MH_VARIANT_GQA || v->family == MH_VARIANT_MQA);
+        const double rows = c.mode == Mode::Decode ? M : c.n_q + M;
+        setup += B * rows * c.d_model * H * D / (gqa_family ? 4e9 : 0.45e9);
+    } else {
+        setup += B * M * H * D * 2 / 1.5e8;
+    }
+    if (fixed_iterations(c)) {
+        // the cache is filled through the layer first: a causal prefill of M tokens
+        CaseSpec fill = c;
+        fill.n_q = c.n_kv;
+        return setup + estimated_seconds(fill) + reps * c.iterations * call;
+    }
+    return setup + reps * std::max(call, case_min_time(o));
+}
 
 void register_cases(const std::vector<CaseSpec>& cases, const SuiteOptions& o) {
     g_opt = o;
-    // Per repetition; each case runs `reps` repetitions (the first also picks the iteration
-    // count) and reports their median: one interrupted repetition on a shared machine does not
-    // move the result, and the cv aggregate shows how steady the case was.
-    const double min_time = o.min_time > 0 ? o.min_time : (o.quick ? 0.02 : 0.1);
+    // Each case runs case_repetitions() repetitions (the first also picks the iteration count)
+    // and reports their median: one interrupted repetition on a shared machine does not move
+    // the result, and the cv aggregate shows how steady the case was.
     for (const CaseSpec& c : cases) {
-        // A call that takes a large fraction of a second averages over the scheduler's
-        // interruptions by itself: one repetition (and no cv) is enough for it.
-        const int reps = estimated_seconds(c) > 0.25 && !o.interleave ? 1 : repetitions(o);
+        const int reps = case_repetitions(c, o);
         const std::string name = case_name(c);
         benchmark::internal::Benchmark* b =
             benchmark::RegisterBenchmark(name.c_str(), [c, name](benchmark::State& st) { run_case(c, name, st); });
         b->UseRealTime()->Unit(benchmark::kMillisecond);
-        if (c.mode == Mode::Decode && is_layer_api(c))
+        if (fixed_iterations(c))
             b->Iterations(c.iterations);
         else
-            b->MinTime(min_time);
+            b->MinTime(case_min_time(o));
         if (reps > 1) b->Repetitions(reps)->ReportAggregatesOnly(true);
     }
 }

@@ -54,7 +54,7 @@ struct CaseSpec {
 
 struct SuiteOptions {
     bool quick = false;
-    bool long_decode = false;               // --mh_long: also the layer decode cases at 32K keys
+    bool long_tails = false;               // --mh_long: also the long tails (4K prefill/layers, 16K-32K layer decode)
     int threads = 0;                        // > 0: every case at this thread count
     const LayerWeights* file_layer = nullptr;  // --weights: the layer modes use it as the base
     double min_time = 0.0;                  // seconds per repetition; 0 = the suite's default
@@ -71,6 +71,11 @@ std::vector<CaseSpec> make_suite(const SuiteOptions& o);
 // Repetitions per case the options ask for (the median is reported).
 int repetitions(const SuiteOptions& o);
 void register_cases(const std::vector<CaseSpec>& cases, const SuiteOptions& o);
+// The full name register_cases() gives the case in Google Benchmark (what --benchmark_filter
+// matches: the case name plus /min_time:X or /iterations:N, /repeats:R, /real_time).
+std::string registered_name(const CaseSpec& c, const SuiteOptions& o);
+// A rough cost of the case in seconds (setup and timed runs), for the time-left estimate.
+double expected_case_seconds(const CaseSpec& c, const SuiteOptions& o);
 // Called with the case name when a case starts (its fixture is being built).
 void set_case_start_hook(std::function<void(const std::string&)> hook);
 // Frees the one case's buffers still held (call after RunSpecifiedBenchmarks).

@@ -3,8 +3,10 @@
 //   mh_bench [options] [--benchmark_* flags...]
 //
 //   --mh_quick               the tiny-shape suite, well under a minute (or MH_BENCH_QUICK=1)
-//   --mh_long                add the layer decode cases at 32K cached keys (MHA, CollabHead,
-//                            DCMHA): filling those caches through the layers takes minutes
+//   --mh_long                the default suite plus its long tails: 4K-token prefill and encoder
+//                            layers, decode through the layer at 16K/32K cached keys (MHA,
+//                            CollabHead, DCMHA; filling those caches through the layers takes
+//                            minutes)
 //   --mh_threads=N           every case at N threads (default: 1 thread, plus a thread-scaling
 //                            set at every processor)
 //   --weights=FILE           the layer modes start from this attention layer (safetensors,
@@ -12,7 +14,8 @@
 //   --heads=H                its number of query heads (else the file's __metadata__)
 //   --mh_weights_prefix=P    tensor name prefix, e.g. model.layers.0.self_attn. (default: found)
 //   --mh_min_time=S          seconds per repetition (default 0.1; quick 0.02)
-//   --mh_repetitions=R       repetitions per case, the median reported (default 3; quick 1)
+//   --mh_repetitions=R       repetitions per case, the median reported (default 3, fewer for
+//                            calls over 10 ms: case_repetitions() in cases.cc; quick 1)
 //   --mh_interleave          the repetitions of all selected cases run in random order
 //                            (Google Benchmark's random interleaving), so a ratio between two
 //                            cases is not skewed by the machine slowing down in between; every
@@ -24,13 +27,17 @@
 //                            derivation, oracle, baseline) and exit
 //   --mh_write_example=FILE  write a seeded MHA layer (d_model 256, H 8) as F16 safetensors
 //   --mh_list                print the case names of the suite and exit
+//   --help                   this text, then Google Benchmark's flags
 // Every --benchmark_* flag works as usual (--benchmark_filter=REGEX, --benchmark_out=FILE
 // --benchmark_out_format=json, ...). Options taking a value accept "--opt=V" and "--opt V".
 //
 // Start-up measures the machine limits (machine_limits.cc) and records them, with the library
 // version, ISAs, CPU and memory, in the JSON "context". The console shows one table row per
-// case (the median of its repetitions, and cv, the time's coefficient of variation over them);
-// the name is printed when the case starts, so the running case is always visible.
+// case (the median of its repetitions, and cv, the time's coefficient of variation over them;
+// dist_base, the output's relative L2 distance from the base (MHA) layer's); the name is printed
+// when the case starts, after "k/N" and an estimate of the time the rest of the run takes, so
+// the running case and the progress are always visible.
+#include <regex.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 #if defined(__GLIBC__)
@@ -38,6 +45,7 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -97,21 +105,66 @@ std::string si(double v, int prec = 2) {
     return b;
 }
 
+// The "k/N, time left" column: the cases Google Benchmark will run (the suite through
+// --benchmark_filter, matched as Google Benchmark does: POSIX extended regex, a leading '-'
+// negates), each weighted by a rough cost; the time left is the elapsed time scaled by the
+// remaining cases' share of that cost.
+class Progress {
+public:
+    Progress(const std::vector<mhb::CaseSpec>& cases, const mhb::SuiteOptions& o, const std::string& filter) {
+        std::string spec = filter.empty() || filter == "all" ? "." : filter;
+        const bool negate = spec[0] == '-';
+        if (negate) spec.erase(0, 1);
+        regex_t re;
+        const bool ok = regcomp(&re, spec.c_str(), REG_EXTENDED | REG_NOSUB) == 0;
+        for (const mhb::CaseSpec& c : cases) {
+            const bool match = !ok || regexec(&re, mhb::registered_name(c, o).c_str(), 0, nullptr, 0) == 0;
+            if (match != negate) cost_.push_back(mhb::expected_case_seconds(c, o));
+        }
+        if (ok) regfree(&re);
+        for (double x : cost_) total_ += x;
+    }
+    // The column for the case that starts now.
+    std::string next() {
+        const auto now = std::chrono::steady_clock::now();
+        if (k_ == 0) t0_ = now;
+        char b[96];
+        const size_t n = cost_.size();
+        const double elapsed = std::chrono::duration<double>(now - t0_).count();
+        if (k_ > 0 && k_ < n && done_ > 0) {
+            const int left = static_cast<int>(std::min(elapsed * (total_ - done_) / done_ + 0.5, 5999.0));
+            std::snprintf(b, sizeof b, "%4zu/%-4zu %3d:%02d ", k_ + 1, n, left / 60, left % 60);
+        } else {
+            std::snprintf(b, sizeof b, "%4zu/%-4zu %6s ", k_ + 1, n, "");
+        }
+        if (k_ < n) done_ += cost_[k_];
+        k_++;
+        return b;
+    }
+    static constexpr int width = 17;  // of next()'s column
+
+private:
+    std::vector<double> cost_;
+    double total_ = 0, done_ = 0;
+    size_t k_ = 0;
+    std::chrono::steady_clock::time_point t0_;
+};
+
 // One row per case: the name is printed when the case starts (the hook), the numbers when it
 // ends, so the running case is always on screen, in a terminal or a log.
 class TableReporter : public benchmark::BenchmarkReporter {
 public:
-    explicit TableReporter(size_t name_width) : w_(name_width) {}
+    TableReporter(size_t name_width, Progress* progress) : w_(name_width), progress_(progress) {}
 
     bool ReportContext(const Context&) override {
-        std::printf("%-*s %10s %5s %8s %6s %8s %6s %8s %9s %9s\n", static_cast<int>(w_), "case", "ms/call", "cv",
-                    "GFLOP/s", "%peak", "GB/s", "%bw", "tok/s", "rel_err", "fidelity");
-        std::printf("%s\n", std::string(w_ + 81, '-').c_str());
+        std::printf("%-*s%-*s %10s %5s %8s %6s %8s %6s %8s %9s %9s\n", Progress::width, "   k/N     left", static_cast<int>(w_),
+                    "case", "ms/call", "cv", "GFLOP/s", "%peak", "GB/s", "%bw", "tok/s", "rel_err", "dist_base");
+        std::printf("%s\n", std::string(Progress::width + w_ + 81, '-').c_str());
         std::fflush(stdout);
         return true;
     }
     void start(const std::string& name) {
-        std::printf("%-*s", static_cast<int>(w_), name.c_str());
+        std::printf("%s%-*s", progress_->next().c_str(), static_cast<int>(w_), name.c_str());
         std::fflush(stdout);
         open_ = true;
     }
@@ -135,7 +188,7 @@ public:
         if (!row) return;
         Run r = *row;
         clean_name(r);
-        if (!open_) std::printf("%-*s", static_cast<int>(w_), r.run_name.str().c_str());
+        if (!open_) std::printf("%s%-*s", progress_->next().c_str(), static_cast<int>(w_), r.run_name.str().c_str());
         open_ = false;
         if (r.error_occurred) {
             std::printf(" ERROR: %s\n", r.error_message.c_str());
@@ -151,20 +204,21 @@ public:
                                                      : r.time_unit == benchmark::kMicrosecond ? 1e-3
                                                      : r.time_unit == benchmark::kNanosecond ? 1e-6
                                                                                               : 1e3);
-        char err[16], fid[16], cvs[16];
+        char err[16], dist[16], cvs[16];
         std::snprintf(err, sizeof err, "%.1e", c("rel_l2_err"));
-        if (c("fidelity_rel_l2") < 0) std::snprintf(fid, sizeof fid, "-");
-        else std::snprintf(fid, sizeof fid, "%.3f", c("fidelity_rel_l2"));
+        if (c("dist_from_base") < 0) std::snprintf(dist, sizeof dist, "-");
+        else std::snprintf(dist, sizeof dist, "%.3f", c("dist_from_base"));
         if (cv < 0) std::snprintf(cvs, sizeof cvs, "-");
         else std::snprintf(cvs, sizeof cvs, "%.0f%%", 100.0 * cv);
         std::printf(" %10.3f %5s %8.1f %6.1f %8.2f %6.1f %8s %9s %9s%s\n", ms, cvs, c("gflops"), c("pct_peak"), c("gbps"),
-                    c("pct_bw"), si(c("tokens_per_s"), 1).c_str(), err, fid, c("cold") > 0 ? "  cold" : "");
+                    c("pct_bw"), si(c("tokens_per_s"), 1).c_str(), err, dist, c("cold") > 0 ? "  cold" : "");
         std::fflush(stdout);
     }
     int errors() const { return errors_; }
 
 private:
     size_t w_;
+    Progress* progress_;
     bool open_ = false;
     int errors_ = 0;
 };
@@ -236,10 +290,12 @@ void add_machine_context(const mhb::SuiteOptions& o, const std::string& weights_
     for (int i = 1; i < MH_ISA_COUNT; i++)
         if (mh_isa_supported(static_cast<mh_isa>(i))) isas += std::string(isas.empty() ? "" : ",") + mh_isa_name(static_cast<mh_isa>(i));
     benchmark::AddCustomContext("mh_isas_supported", isas);
-    benchmark::AddCustomContext("mh_suite", o.quick ? "quick" : "default");
+    benchmark::AddCustomContext("mh_suite", o.quick ? "quick" : o.long_tails ? "long" : "default");
     const int reps = mhb::repetitions(o);
-    benchmark::AddCustomContext("mh_timing", "real_time (wall clock) for every case; " + std::to_string(reps) +
-                                                 (reps > 1 ? " repetitions per case, the median reported" : " repetition per case"));
+    benchmark::AddCustomContext("mh_timing", "real_time (wall clock) for every case; " +
+                                                 (reps > 1 ? "up to " + std::to_string(reps) +
+                                                                 " repetitions per case (fewer for calls over 10 ms), the median reported"
+                                                           : std::string("1 repetition per case")));
     benchmark::AddCustomContext("mh_weights", weights_desc);
     benchmark::AddCustomContext("mh_blas", mhb::blas_description());
 #if defined(MHB_HAVE_OPENBLAS)
@@ -308,10 +364,47 @@ void fix_openblas_core(char** argv) {
 #endif
 }
 
+// --help: the --mh_* flags (this file's header), then Google Benchmark prints its own.
+void print_help() {
+    std::printf(
+        "mh_bench: the multihead benchmark harness (bench/README.md)\n\n"
+        "  mh_bench [options] [--benchmark_* flags...]\n\n"
+        "  --mh_quick               the tiny-shape suite, well under a minute (or MH_BENCH_QUICK=1)\n"
+        "  --mh_long                the default suite plus its long tails (4K-token prefill and encoder\n"
+        "                           layers, decode through the layer at 16K/32K cached keys)\n"
+        "  --mh_threads=N           every case at N threads (default: 1, plus a scaling set at every\n"
+        "                           processor)\n"
+        "  --weights=FILE           the layer modes start from this attention layer (safetensors)\n"
+        "  --heads=H                its number of query heads (else the file's __metadata__)\n"
+        "  --mh_weights_prefix=P    tensor name prefix, e.g. model.layers.0.self_attn. (default: found)\n"
+        "  --mh_min_time=S          seconds per repetition (default 0.1; quick 0.02)\n"
+        "  --mh_repetitions=R       repetitions per case, the median reported (default 3, fewer for\n"
+        "                           calls over 10 ms; quick 1)\n"
+        "  --mh_interleave          the repetitions of all selected cases in random order (to compare\n"
+        "                           two cases; select few with --benchmark_filter)\n"
+        "  --mh_selfcheck           run the harness's own checks and exit\n"
+        "  --mh_write_example=FILE  write a seeded MHA layer (d_model 256, H 8) as F16 safetensors\n"
+        "  --mh_list                print the case names of the suite and exit\n"
+        "  --help                   this text, then Google Benchmark's flags\n\n"
+        "Options taking a value accept --opt=V and --opt V.\n\n"
+        "Google Benchmark's flags:\n");
+    std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    for (int i = 1; i < argc; i++)
+        if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+            print_help();
+            char help_flag[] = "--help";
+            char* gb_argv[] = {argv[0], help_flag, nullptr};
+            int gb_argc = 2;
+            benchmark::Initialize(&gb_argc, gb_argv);  // prints its flags and exits
+            return 0;
+        }
     fix_openblas_core(argv);
+
 #if defined(__GLIBC__)
     // peak_rss_bytes is a case's RSS growth: every buffer of 1 MiB or more gets its own mapping
     // and goes back to the system when freed, and the heap top is trimmed, so one case's memory
@@ -324,7 +417,7 @@ int main(int argc, char** argv) {
     mhb::SuiteOptions opt;
     if (const char* e = std::getenv("MH_BENCH_QUICK")) opt.quick = truthy(e);
     if (take_flag(&argc, argv, "--mh_quick")) opt.quick = true;
-    if (take_flag(&argc, argv, "--mh_long")) opt.long_decode = true;
+    if (take_flag(&argc, argv, "--mh_long")) opt.long_tails = true;
     opt.interleave = take_flag(&argc, argv, "--mh_interleave");
     const bool selfcheck = take_flag(&argc, argv, "--mh_selfcheck");
     const bool list = take_flag(&argc, argv, "--mh_list");
@@ -408,7 +501,8 @@ int main(int argc, char** argv) {
     if (format.empty() || format == "console") {
         size_t width = 40;
         for (const mhb::CaseSpec& c : cases) width = std::max(width, mhb::case_name(c).size());
-        TableReporter display(width);
+        Progress progress(cases, opt, flag_value(argc_all, argv_all.data(), "--benchmark_filter"));
+        TableReporter display(width, &progress);
         // interleaved cases start before the previous one's row is printed: no early name
         if (!opt.interleave) mhb::set_case_start_hook([&display](const std::string& name) { display.start(name); });
         benchmark::RunSpecifiedBenchmarks(&display, file);

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Builds and runs the multihead benchmark suite on a Debian 12 machine, then writes the report.
 #
-#   bench/run.sh [--quick] [--filter REGEX] [--threads N] [--weights FILE [--heads H]] [--docs]
-#                [extra mh_bench / --benchmark_* flags...]
+#   bench/run.sh [--quick | --long] [--filter REGEX] [--threads N] [--weights FILE [--heads H]]
+#                [--docs] [--mh_* and --benchmark_* flags of mh_bench...]
 #
+#   (none)           the default suite: every variant at the headline shapes, under 5 minutes
+#                    on 2 cores (bench/README.md says what each suite covers)
 #   --quick          tiny shapes, well under a minute; runs the harness self-check first
+#   --long           the default suite plus its long tails (4K-token prefill and encoder
+#                    layers, decode through the layer at 16K/32K cached tokens)
 #   --filter REGEX   only the cases whose name matches (--benchmark_filter; the names Google
 #                    Benchmark matches end in /real_time, /min_time:X or /iterations:N)
 #   --threads N      every case at N threads (default: 1, plus a scaling set on every core)
@@ -13,23 +17,25 @@
 #   --heads H        its number of query heads (if the file's metadata does not say)
 #   --docs           also write docs/benchmarks.md and docs/benchmarks/*.png from this run
 #                    (do it on a quiet machine: the numbers are only as good as the machine)
+#   -h, --help       this text (build/release/bench/mh_bench --help lists the --mh_* flags)
 #
 # Installs only the missing Debian packages, configures build/release (Release, the bench on,
-# the tests off), builds, runs build/release/bench/mh_bench (one table row per case; the
-# running case is always on screen), and writes under build/bench/: results.json (Google
-# Benchmark JSON with the machine limits in its context), report.md and the plots (*.png), by
+# the tests off), builds, runs build/release/bench/mh_bench (one table row per case, "case
+# k/N" and the time left), and writes under build/bench/: results.json (Google Benchmark JSON
+# with the machine limits in its context), report.md and the plots (*.png), by
 # bench/report.py, which also prints the comparison tables. Run it from anywhere.
 set -euo pipefail
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
-quick=0 docs=0
+quick=0 long=0 docs=0
 filter="" threads="" weights="" heads=""
 extra=()
 need_value() { [[ $# -ge 2 ]] || { echo "run.sh: $1 needs a value" >&2; exit 2; }; }
 while (($#)); do
   case "$1" in
     --quick) quick=1; shift ;;
+    --long) long=1; shift ;;
     --docs) docs=1; shift ;;
     --filter) need_value "$@"; filter="$2"; shift 2 ;;
     --filter=*) filter="${1#--filter=}"; shift ;;
@@ -40,9 +46,14 @@ while (($#)); do
     --heads) need_value "$@"; heads="$2"; shift 2 ;;
     --heads=*) heads="${1#--heads=}"; shift ;;
     -h|--help) usage; exit 0 ;;
-    *) extra+=("$1"); shift ;;
+    --mh_*|--benchmark_*) extra+=("$1"); shift ;;  # mh_bench checks these itself
+    *) echo "run.sh: unknown option '$1' (bench/run.sh --help)" >&2; exit 2 ;;
   esac
 done
+if ((quick && long)); then
+  echo "run.sh: --quick and --long exclude each other" >&2
+  exit 2
+fi
 if [[ -n $threads && ! $threads =~ ^[1-9][0-9]*$ ]]; then
   echo "run.sh: --threads needs a positive integer" >&2
   exit 2
@@ -81,8 +92,10 @@ fi
 # ---------------------------------------------------------------- build
 # build/release, not ./build: build/bench/ holds only this script's outputs, and a ./build a
 # developer configured (e.g. with the tests on) is left alone.
+echo "== build build/release"
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DMH_BUILD_BENCH=ON -DMH_BUILD_TESTS=OFF >/dev/null
 cmake --build build/release -j "$(nproc)"
+echo "== build: took $(($(date +%s) - start_all)) s"
 bench=build/release/bench/mh_bench
 
 # ---------------------------------------------------------------- run
@@ -101,6 +114,7 @@ args=(--benchmark_out="$results" --benchmark_out_format=json)
 [[ -n $weights ]] && args+=(--weights="$weights")
 [[ -n $heads ]] && args+=(--heads="$heads")
 ((quick)) && args+=(--mh_quick)
+((long)) && args+=(--mh_long)
 echo "== $bench ${args[*]} ${extra[*]:-}"
 start=$(date +%s)
 "$bench" "${args[@]}" ${extra[@]+"${extra[@]}"} || status=1
@@ -113,6 +127,7 @@ py=python3
 if [[ -x /usr/bin/python3 ]] && /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then py=/usr/bin/python3; fi
 cmd="bench/run.sh"
 ((quick)) && cmd+=" --quick"
+((long)) && cmd+=" --long"
 [[ -n $filter ]] && cmd+=" --filter '$filter'"
 [[ -n $threads ]] && cmd+=" --threads $threads"
 [[ -n $weights ]] && cmd+=" --weights $weights"
@@ -122,6 +137,7 @@ report=("$py" bench/report.py "$results" --out "$out" --print --command "$cmd")
 ((docs)) && report+=(--docs docs/benchmarks.md)
 if [[ -f $results ]]; then
   echo
+  echo "== report: bench/report.py"
   "${report[@]}" || status=1
 else
   echo "run.sh: no $results (mh_bench failed before writing it)" >&2

@@ -9,10 +9,12 @@
 #                                      multiheadTargets*.cmake        multihead::multihead
 #                                      multiheadStaticTargets*.cmake  multihead::multihead_static
 #   <prefix>/<libdir>/pkgconfig/multihead.pc                          pkg-config multihead
+#                               multihead-static.pc                   pkg-config multihead-static
 #
 # The shared library needs nothing at link time beyond itself (OpenMP, SLEEF and libm are its
 # own DT_NEEDED entries); the static library needs OpenMP, SLEEF and libm, which the CMake
-# package finds (find_dependency) and multihead.pc lists under Requires.private/Libs.private.
+# package finds (find_dependency) and multihead-static.pc lists (multihead.pc too, under
+# Requires.private/Libs.private, for a fully static link of the shared library's users).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -89,9 +91,13 @@ if(MH_LIBM)
 endif()
 list(REMOVE_DUPLICATES MH_PC_LIBS_PRIVATE)
 string(REPLACE ";" " " MH_PC_LIBS_PRIVATE "${MH_PC_LIBS_PRIVATE}")
-configure_file(${PROJECT_SOURCE_DIR}/cmake/multihead.pc.in ${PROJECT_BINARY_DIR}/multihead.pc.in @ONLY)
-install(CODE "
-  set(MH_PC_INSTALL_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
-  configure_file(\"${PROJECT_BINARY_DIR}/multihead.pc.in\" \"${PROJECT_BINARY_DIR}/pc-install/multihead.pc\" @ONLY)
-")
-install(FILES ${PROJECT_BINARY_DIR}/pc-install/multihead.pc DESTINATION ${_mh_pc_dir})
+# Two modules: multihead (the shared library) and multihead-static (libmultihead.a by its path:
+# with both installed side by side, -lmultihead links the .so even under --static).
+foreach(_pc multihead multihead-static)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/${_pc}.pc.in ${PROJECT_BINARY_DIR}/${_pc}.pc.in @ONLY)
+  install(CODE "
+    set(MH_PC_INSTALL_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
+    configure_file(\"${PROJECT_BINARY_DIR}/${_pc}.pc.in\" \"${PROJECT_BINARY_DIR}/pc-install/${_pc}.pc\" @ONLY)
+  ")
+  install(FILES ${PROJECT_BINARY_DIR}/pc-install/${_pc}.pc DESTINATION ${_mh_pc_dir})
+endforeach()

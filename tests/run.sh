@@ -1,17 +1,42 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing (Debian 12), builds with -Werror under gcc and
 # clang, runs the ctest suite on each build (every ISA this CPU has; the others report
-# Skipped) and under ASan+UBSan, runs the benchmark harness's quick suite, cross-builds for
+# Skipped) and under ASan+UBSan, runs the benchmark harness's quick suite, the packaging test,
+# the threading tests under ThreadSanitizer and a minute of libFuzzer, cross-builds for
 # aarch64 and runs the suite under qemu (NEON, SVE at 128/256/512 bits), and ends with one
-# line "N passed, N failed, N skipped".
+# line "N passed, N failed, N skipped". About 13 minutes on 2 cores; each stage prints its
+# name when it starts and its time when it ends, its log goes to build/ (docs/testing.md).
+#
 #   tests/run.sh            everything
-#   tests/run.sh --fast     the gcc build only
+#   tests/run.sh --fast     the gcc build and its ctest only (about 2 minutes)
+#   tests/run.sh --help     this text
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$(pwd)
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
 fast=0
-[[ "${1:-}" == "--fast" ]] && fast=1
+for arg in "$@"; do
+  case "$arg" in
+    --fast) fast=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "tests/run.sh: unknown option '$arg' (tests/run.sh --help)" >&2; exit 2 ;;
+  esac
+done
+
+cd "$(dirname "$0")/.."
+root=$(pwd)
+start_all=$SECONDS
+
+# The stages, for "stage k/N" (the order below).
+if ((fast)); then nstages=1; else nstages=8; fi
+stage=0
+# stage_begin NAME: announces the next stage; stage_end NAME: its duration.
+stage_begin() {
+  stage=$((stage + 1))
+  stage_start=$SECONDS
+  echo "== [$stage/$nstages] $1 ($(date +%H:%M:%S), $((SECONDS - start_all)) s in)"
+}
+stage_end() { echo "== [$stage/$nstages] $1: took $((SECONDS - stage_start)) s"; }
 
 # ---------------------------------------------------------------- packages
 packages=(cmake make gcc g++ clang libomp-dev libclang-rt-dev pkg-config libsleef-dev libbenchmark-dev python3)
@@ -42,12 +67,13 @@ run_suite() {
   local name=$1
   shift
   local dir="$root/build/test-$name"
-  echo "== $name: configure and build"
+  stage_begin "$name: configure, build, ctest (log: build/test-$name.log)"
   if ! cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMH_WERROR=ON "$@" >"$dir.log" 2>&1 ||
      ! cmake --build "$dir" -j "$jobs" >>"$dir.log" 2>&1; then
     echo "== $name: BUILD FAILED (log: $dir.log)"
     tail -n 40 "$dir.log"
     failed=$((failed + 1))
+    stage_end "$name"
     return
   fi
   echo "== $name: ctest"
@@ -61,11 +87,13 @@ run_suite() {
   if [[ -z "$total" ]]; then
     echo "== $name: ctest produced no summary"
     failed=$((failed + 1))
+    stage_end "$name"
     return
   fi
   passed=$((passed + total - nfail - nskip))
   failed=$((failed + nfail))
   skipped=$((skipped + nskip))
+  stage_end "$name"
 }
 
 mkdir -p build
@@ -82,7 +110,7 @@ fi
 run_step() {
   local name=$1
   shift
-  echo "== $name"
+  stage_begin "$name (log: build/$name.run.log)"
   if "$@" >"$root/build/$name.run.log" 2>&1; then
     passed=$((passed + 1))
     tail -n 3 "$root/build/$name.run.log"
@@ -91,6 +119,7 @@ run_step() {
     tail -n 40 "$root/build/$name.run.log"
     failed=$((failed + 1))
   fi
+  stage_end "$name"
 }
 
 # run_summary NAME COMMAND...: a script that ends with "NAME: N passed, N failed, N skipped";
@@ -100,7 +129,7 @@ run_step() {
 run_summary() {
   local name=$1
   shift
-  echo "== $name"
+  stage_begin "$name (log: build/$name.run.log)"
   local rc=0 log="$root/build/$name.run.log" line p f s
   "$@" >"$log" 2>&1 || rc=$?
   line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped" "$log" | tail -n 1 || true)
@@ -108,12 +137,14 @@ run_summary() {
     echo "== $name: no summary (log: build/$name.run.log)"
     tail -n 40 "$log"
     failed=$((failed + 1))
+    stage_end "$name"
     return
   fi
   echo "$line"
   read -r p f s < <(echo "$line" | sed -E "s/^$name: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\\1 \\2 \\3/")
   passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
   if ((rc != 0 && f == 0)); then failed=$((failed + 1)); fi
+  stage_end "$name"
 }
 
 if ((!fast)); then
@@ -129,5 +160,6 @@ if ((!fast)); then
   run_summary aarch64 tests/cross/aarch64.sh
 fi
 
+echo "== all stages: took $((SECONDS - start_all)) s"
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 ((failed == 0))

@@ -18,6 +18,7 @@ set -euo pipefail
 export LC_ALL=C
 header=$1 so=$2 archive=${3:-}
 fail=0
+indent() { printf '%s\n' "$1" | sed 's/^/  /'; }
 
 [[ -f $so && -f $header ]] || { echo "FAIL: missing $so or $header"; exit 1; }
 exported=$(nm -D --defined-only --format=posix "$so" |
@@ -27,7 +28,7 @@ exported=$(nm -D --defined-only --format=posix "$so" |
 
 bad=$(grep -vxE 'mh_[a-z0-9_]+' <<<"$exported" || true)
 if [[ -n $bad ]]; then
-  echo "FAIL: $so exports symbols outside mh_*:"; sed 's/^/  /' <<<"$bad"; fail=1
+  echo "FAIL: $so exports symbols outside mh_*:"; indent "$bad"; fail=1
 fi
 
 # one declaration per line: the first mh_name( on each MH_API line
@@ -36,10 +37,10 @@ declared=$(grep -E '^MH_API ' "$header" | while IFS= read -r line; do
 extra=$(comm -23 <(echo "$exported") <(echo "$declared"))
 missing=$(comm -13 <(echo "$exported") <(echo "$declared"))
 if [[ -n $extra ]]; then
-  echo "FAIL: exported but not declared MH_API in $(basename "$header"):"; sed 's/^/  /' <<<"$extra"; fail=1
+  echo "FAIL: exported but not declared MH_API in $(basename "$header"):"; indent "$extra"; fail=1
 fi
 if [[ -n $missing ]]; then
-  echo "FAIL: declared MH_API but not exported:"; sed 's/^/  /' <<<"$missing"; fail=1
+  echo "FAIL: declared MH_API but not exported:"; indent "$missing"; fail=1
 fi
 echo "$(basename "$so"): $(wc -l <<<"$exported") exported symbols, $(wc -l <<<"$declared") declared MH_API"
 
@@ -48,7 +49,7 @@ if [[ -n $archive ]]; then
     awk 'NF >= 2 && $2 ~ /^[TDBRGSVWCiu]$/ { print $1 }' | sort -u)
   bad=$(grep -vE '^mh_' <<<"$globals" || true)
   if [[ -n $bad ]]; then
-    echo "FAIL: $archive defines global symbols outside mh_*:"; sed 's/^/  /' <<<"$bad"; fail=1
+    echo "FAIL: $archive defines global symbols outside mh_*:"; indent "$bad"; fail=1
   else
     echo "$(basename "$archive"): $(wc -l <<<"$globals") global symbols, all mh_*"
   fi

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The packaging test: builds the library (Release, -Werror) in build/package, installs it to
-# build/package/prefix with `cmake --install`, then checks, each a pass/fail item:
-#   build-install       configure (-DMH_WERROR=ON, tests off), build, cmake --install
+# The packaging test: runs the README's "Build and install" block (it builds build/lib and
+# installs to $HOME/.local, with HOME=build/package/home), then checks, each a pass/fail item:
+#   readme-install      the README block marked <!-- package-test: install --> runs as written
 #   install-layout      the installed files exist: header, libmultihead.so.X.Y.Z with its
 #                       .so.X/.so links, libmultihead.a, multiheadConfig.cmake,
-#                       multiheadConfigVersion.cmake, the exported targets, multihead.pc;
-#                       the SONAME is libmultihead.so.<major> (<major>.<minor> while major is 0)
+#                       multiheadConfigVersion.cmake, the exported targets, multihead.pc,
+#                       multihead-static.pc; the SONAME is libmultihead.so.<major>
+#                       (<major>.<minor> while major is 0)
 #   symbols-selftest    check_symbols.sh rejects a library exporting a non-mh_ symbol
 #   symbols             the installed .so exports exactly the MH_API functions of multihead.h
 #                       and nothing outside mh_*; the .a defines no global outside mh_*
@@ -14,11 +15,17 @@
 #                       multihead::multihead and multihead::multihead_static, and both
 #                       programs run and pass; the shared one loads libmultihead from the
 #                       prefix, the static one does not need it at all
+#   cmake-consumer-cxx  the same as a C++-only project (-DMH_CONSUMER_LANG=CXX: project(...
+#                       CXX) and main.cc; the package finds OpenMP for C++)
 #   cmake-version       find_package(multihead <major+1>.0) is refused (SameMajorVersion)
-#   pkgconfig-shared    cc main.c $(pkg-config --cflags --libs multihead) builds and runs
-#                       (rpath to the prefix's libdir), loading libmultihead from the prefix
-#   pkgconfig-static    cc main.c $(pkg-config --cflags multihead) with the archive and
-#                       $(pkg-config --static --libs multihead) builds and runs
+#   examples-standalone docs/examples configured on its own against the prefix, built, and
+#                       its ctest passes
+#   readme-pkgconfig    the README block marked <!-- package-test: pkg-config --> runs as
+#                       written on app.c (= consumer/main.c): the shared program runs and loads
+#                       libmultihead from the prefix (the block's rpath), the static one runs and
+#                       has no libmultihead.so in `readelf -d`
+#   subproject          add_subdirectory(multihead) in a parent project: its build has the
+#                       library and no test or example target (configured, not built)
 #   clang-library-gcc-consumer  (when gcc and clang with OpenMP are installed) the library built by clang,
 #                       installed to build/package/prefix-clang, consumed by gcc: the static
 #                       program links and runs through find_package and through pkg-config
@@ -28,7 +35,7 @@ cd "$(dirname "$0")/../.."
 root=$(pwd)
 start=$SECONDS
 out=$root/build/package
-prefix=$out/prefix
+prefix=$out/home/.local # the README installs to $HOME/.local
 consumer=$root/tests/package/consumer
 jobs=$(nproc 2>/dev/null || echo 2)
 passed=0 failed=0
@@ -60,29 +67,38 @@ summary() {
   ((failed == 0))
 }
 
-build_and_install() {
-  cmake -S "$root" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DMH_WERROR=ON \
-    -DMH_BUILD_TESTS=OFF -DMH_BUILD_BENCH=OFF \
-    -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_INSTALL_INCLUDEDIR=include
-  cmake --build "$out/build" -j "$jobs"
-  rm -rf "$prefix"
-  cmake --install "$out/build" --prefix "$prefix"
+# readme_block NAME: the shell lines of README.md's ```sh block after <!-- package-test: NAME -->.
+readme_block() {
+  awk -v m="<!-- package-test: $1 -->" '$0 == m { f = 1; next } f && /^```sh/ { f = 2; next }
+    f == 2 && /^```/ { exit } f == 2 { print }' README.md
 }
-check build-install build_and_install
+
+readme_install() {
+  local block
+  block=$(readme_block install)
+  [[ -n $block ]] || { echo "README.md has no install block"; return 1; }
+  echo "$block"
+  rm -rf "${out:?}/home"
+  mkdir -p "$out/home"
+  HOME=$out/home bash -euo pipefail -c "$block"
+}
+check readme-install readme_install
 if ((failed)); then summary; exit 1; fi
 
 version=$(sed -n 's/^#define MH_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' include/multihead.h | paste -sd.)
 major=${version%%.*}
 # the soname's version: MAJOR, or MAJOR.MINOR while MAJOR is 0 (see CMakeLists.txt)
 if [[ $major == 0 ]]; then sover=${version%.*}; else sover=$major; fi
-lib=$prefix/lib
+# the libdir GNUInstallDirs chose (lib, lib64, ...)
+lib=$(dirname "$(find "$prefix" -name libmultihead.a | head -n 1)")
+libdir=${lib#"$prefix"/}
 
 install_layout() {
   local ok=0 f
-  for f in include/multihead.h lib/libmultihead.so.$version lib/libmultihead.a \
-           lib/cmake/multihead/multiheadConfig.cmake lib/cmake/multihead/multiheadConfigVersion.cmake \
-           lib/cmake/multihead/multiheadTargets.cmake lib/cmake/multihead/multiheadStaticTargets.cmake \
-           lib/pkgconfig/multihead.pc; do
+  for f in include/multihead.h "$libdir/libmultihead.so.$version" "$libdir/libmultihead.a" \
+           "$libdir/cmake/multihead/multiheadConfig.cmake" "$libdir/cmake/multihead/multiheadConfigVersion.cmake" \
+           "$libdir/cmake/multihead/multiheadTargets.cmake" "$libdir/cmake/multihead/multiheadStaticTargets.cmake" \
+           "$libdir/pkgconfig/multihead.pc" "$libdir/pkgconfig/multihead-static.pc"; do
     [[ -f $prefix/$f && ! -L $prefix/$f ]] || { echo "missing file: $f"; ok=1; }
   done
   [[ $(readlink "$lib/libmultihead.so.$sover") == "libmultihead.so.$version" ]] ||
@@ -132,7 +148,7 @@ cmake_consumer() {
   local d=$out/consumer-cmake
   rm -rf "$d"
   cmake -S "$consumer" -B "$d" -DCMAKE_PREFIX_PATH="$prefix" -DMH_REQUEST_VERSION=0.2 | tee "$d.configure.log"
-  grep -q "found multihead $version in $prefix/lib/cmake/multihead" "$d.configure.log"
+  grep -q "found multihead $version in $lib/cmake/multihead" "$d.configure.log"
   cmake --build "$d"
   "$d/consumer_shared"
   "$d/consumer_static"
@@ -157,36 +173,63 @@ cmake_version() {
 }
 check cmake-version cmake_version
 
-export PKG_CONFIG_PATH=$lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
-pkgconfig_shared() {
-  local d=$out/consumer-pkgconfig
-  mkdir -p "$d"
-  [[ $(pkg-config --modversion multihead) == "$version" ]]
-  local flags
-  flags=$(pkg-config --cflags --libs multihead)
-  echo "pkg-config --cflags --libs multihead: $flags"
-  # shellcheck disable=SC2086
-  cc -std=c11 -Wall -Wextra -Werror -o "$d/consumer_shared" "$consumer/main.c" $flags \
-    -Wl,-rpath,"$(pkg-config --variable=libdir multihead)"
+cmake_consumer_cxx() {
+  local d=$out/consumer-cxx
+  rm -rf "$d"
+  cmake -S "$consumer" -B "$d" -DCMAKE_PREFIX_PATH="$prefix" -DMH_CONSUMER_LANG=CXX
+  cmake --build "$d"
   "$d/consumer_shared"
-  resolves_in_prefix "$d/consumer_shared"
-}
-check pkgconfig-shared pkgconfig_shared
-
-pkgconfig_static() {
-  local d=$out/consumer-pkgconfig
-  mkdir -p "$d"
-  local cflags libs
-  cflags=$(pkg-config --cflags multihead)
-  # -l:libmultihead.a picks the archive where -lmultihead would pick the .so
-  libs=$(pkg-config --static --libs multihead | sed 's/-lmultihead\b/-l:libmultihead.a/')
-  echo "pkg-config --static --libs multihead (archive forced): $libs"
-  # shellcheck disable=SC2086
-  cc -std=c11 -Wall -Wextra -Werror -o "$d/consumer_static" "$consumer/main.c" $cflags $libs
   "$d/consumer_static"
   no_multihead_needed "$d/consumer_static"
 }
-check pkgconfig-static pkgconfig_static
+check cmake-consumer-cxx cmake_consumer_cxx
+
+examples_standalone() {
+  local d=$out/examples
+  rm -rf "$d"
+  cmake -S "$root/docs/examples" -B "$d" -DCMAKE_PREFIX_PATH="$prefix"
+  cmake --build "$d" -j "$jobs"
+  (cd "$d" && ctest --output-on-failure)
+}
+check examples-standalone examples_standalone
+
+readme_pkgconfig() {
+  local d=$out/consumer-pkgconfig block
+  block=$(readme_block pkg-config)
+  [[ -n $block ]] || { echo "README.md has no pkg-config block"; return 1; }
+  echo "$block"
+  rm -rf "$d"
+  mkdir -p "$d"
+  cp "$consumer/main.c" "$d/app.c"
+  (cd "$d" && HOME=$out/home bash -euo pipefail -c "$block")
+  "$d/app"
+  resolves_in_prefix "$d/app"
+  "$d/app_static"
+  no_multihead_needed "$d/app_static"
+  readelf -d "$d/app_static" | grep NEEDED
+}
+check readme-pkgconfig readme_pkgconfig
+
+# add_subdirectory(multihead): the parent's build gets the libraries, no test targets.
+subproject() {
+  local d=$out/subproject
+  rm -rf "$d"
+  mkdir -p "$d/src"
+  printf '%s\n' 'cmake_minimum_required(VERSION 3.20)' 'project(parent C)' \
+    "add_subdirectory(\"$root\" multihead)" 'add_executable(app main.c)' \
+    'target_link_libraries(app PRIVATE multihead::multihead)' >"$d/src/CMakeLists.txt"
+  cp "$consumer/main.c" "$d/src/main.c"
+  cmake -S "$d/src" -B "$d/build"
+  local targets
+  targets=$(cmake --build "$d/build" --target help)
+  grep -q '\.\.\. app$' <<<"$targets"
+  grep -q '\.\.\. multihead$' <<<"$targets"
+  if grep -E '\.\.\. (test_|example_)' <<<"$targets"; then
+    echo "the parent's build has the test targets above"
+    return 1
+  fi
+}
+check subproject subproject
 
 # A static library built by clang calls LLVM's OpenMP runtime (__kmpc_*), which gcc's libgomp
 # does not provide: the package must hand a gcc consumer the archive's own runtime.
@@ -202,8 +245,8 @@ mixed_compilers() {
   "$d/consumer_static"
   "$d/consumer_shared"
   local libs
-  libs=$(PKG_CONFIG_PATH=$p/lib/pkgconfig pkg-config --static --libs multihead | sed 's/-lmultihead\b/-l:libmultihead.a/')
-  echo "clang-built archive, gcc, pkg-config --static: $libs"
+  libs=$(PKG_CONFIG_PATH=$p/lib/pkgconfig pkg-config --libs multihead-static)
+  echo "clang-built archive, gcc, pkg-config multihead-static: $libs"
   # shellcheck disable=SC2086
   gcc -std=c11 -o "$d/consumer_static_pc" "$consumer/main.c" -I"$p/include" $libs
   "$d/consumer_static_pc"
