@@ -118,7 +118,7 @@ int kv_moh(int h, int base_kv) { return base_kv == h && h % 16 == 0 ? h : 0; }
 // base W_Q, W_K (heads 0 .. H/4 - 1), each head mixes its own D-wide block of them cyclically
 // (m_h = one-hot on block h mod H/4), the content bias is the exact one of those heads,
 // C[h, :] = W_K^{h'}^T b_Q^{h'} with h' = h mod H/4 (zero without biases); V and O unchanged.
-// A compressed layer (no fine-tuning), so its fidelity to the base layer is low by design.
+// A compressed layer (no fine-tuning), so its distance from the base layer is large by design.
 void bind_collab(const LayerWeights& w, mh_layer_config* cfg, mh_layer_weights* view) {
     if (cfg) {
         w.parts.collab = mh_collab_config_default();
@@ -161,7 +161,7 @@ LayerWeights derive_collab(const LayerWeights& base, int) {
 // DCMHA on the base layer's projections, R = 2, G = 1, C = 4H, erf GELU, no W_b, with seeded
 // generator weights: W1 and Wd uniform in +-1/sqrt(d) (gates tanh(x Wd) of order 0.5), W2 in
 // +-0.1/sqrt(C) (low-rank factors w2 of order 0.1). The output then differs from the base
-// layer's by about half (its fidelity_rel_l2): a real composition, not a near-identity one.
+// layer's by about half (its dist_from_base): a real composition, not a near-identity one.
 constexpr int kDcmhaRank = 2;
 
 void bind_dcmha(const LayerWeights& w, mh_layer_config* cfg, mh_layer_weights* view) {

@@ -1,6 +1,6 @@
 # The double-precision oracle (tests/support/oracle*.c): independent of the library, it shares
-# only the public header. The tests check against it; the benchmark harness's fidelity columns
-# use it for the variants its own reference (bench/reference.cc) does not cover.
+# only the public header. The tests check against it; the benchmark harness's distance-from-base
+# column uses it for the variants its own reference (bench/reference.cc) does not cover.
 add_library(mh_oracle STATIC
   ${CMAKE_CURRENT_LIST_DIR}/oracle.c
   ${CMAKE_CURRENT_LIST_DIR}/oracle_overlap.c
