@@ -1,8 +1,9 @@
 /* DCMHA composition, one key at a time (the reference; contract in kernels.h). The SIMD
  * kernels hand their column tails to it. */
-#include "kernels/scalar/kernels_scalar.h"
+#include "kernels/kernel_protos.h"
+#include "kernels/scalar/simd_scalar.h"
 
-void mh_head_mix__scalar(const mh_head_mix_factors* f, size_t cols, const float* a, size_t lda,
+void MH_KNAME(head_mix)(const mh_head_mix_factors* f, size_t cols, const float* a, size_t lda,
                          const float* ascale, float* out, size_t ldo) {
     const size_t g = f->g, R = f->rank, ldk = f->ldk;
     for (size_t c = 0; c < cols; c++) {

@@ -7,7 +7,7 @@
  * vectors and 1 broadcast probability (<= 25).
  * Tails: the last d (or dv) chunk of fewer than 4 elements is read and written lane-exactly.
  */
-#include "kernels/arm/neon/kernels_neon.h"
+#include "kernels/kernel_protos.h"
 #include "kernels/arm/neon/simd_neon.h"
 
 #define MAXR 5 /* rows < attn_direct_rows = 6 */
@@ -18,9 +18,9 @@ MH_INLINE void qk_step(const int R, const int J, size_t nd, size_t c, size_t d0,
                        float32x4_t acc[MAXR][4]) {
     float32x4_t kv[4];
     MH_UNROLL for (int j = 0; j < J; j++)
-        kv[j] = mh_load4_n(mh_dtype_at(k, dtype, (ptrdiff_t)(c + (size_t)j) * ldk + (ptrdiff_t)d0), dtype, nd);
+        kv[j] = mh_vload_dt_n(mh_dtype_at(k, dtype, (ptrdiff_t)(c + (size_t)j) * ldk + (ptrdiff_t)d0), dtype, nd);
     MH_UNROLL for (int r = 0; r < R; r++) {
-        const float32x4_t qv = mh_loadf_n(q + (size_t)r * ldq + d0, nd, 0.0f);
+        const float32x4_t qv = mh_vload_n(q + (size_t)r * ldq + d0, nd, 0.0f);
         MH_UNROLL for (int j = 0; j < J; j++) acc[r][j] = vfmaq_f32(acc[r][j], qv, kv[j]);
     }
 }
@@ -48,7 +48,7 @@ MH_INLINE void qk_rows(const int R, size_t cols, size_t d, const float* q, size_
     }
 }
 
-void mh_f32_qk_direct__neon(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
+void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
                             const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds) {
     switch (rows) {
     case 1: qk_rows(1, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
@@ -70,15 +70,15 @@ MH_INLINE void pv_chunk(const int R, const int FULL, size_t d0, size_t cols, siz
     MH_UNROLL for (int r = 0; r < R; r++) {
         const float32x4_t al = vdupq_n_f32(alpha[r]);
         MH_UNROLL for (int j = 0; j < 4; j++)
-            acc[r][j] = cnt[j] ? vmulq_f32(al, mh_loadf_n(o + (size_t)r * ldo + d0 + 4 * (size_t)j, cnt[j], 0.0f))
+            acc[r][j] = cnt[j] ? vmulq_f32(al, mh_vload_n(o + (size_t)r * ldo + d0 + 4 * (size_t)j, cnt[j], 0.0f))
                                : vdupq_n_f32(0.0f);
     }
     for (size_t c = 0; c < cols; c++) {
         float32x4_t vv[4];
         const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
         MH_UNROLL for (int j = 0; j < 4; j++)
-            vv[j] = FULL ? mh_load4(mh_dtype_at(row, dtype, 4 * j), dtype)
-                         : (cnt[j] ? mh_load4_n(mh_dtype_at(row, dtype, 4 * j), dtype, cnt[j]) : vdupq_n_f32(0.0f));
+            vv[j] = FULL ? mh_vload_dt(mh_dtype_at(row, dtype, 4 * j), dtype)
+                         : (cnt[j] ? mh_vload_dt_n(mh_dtype_at(row, dtype, 4 * j), dtype, cnt[j]) : vdupq_n_f32(0.0f));
         MH_UNROLL for (int r = 0; r < R; r++) {
             const float32x4_t pr = vld1q_dup_f32(p + (size_t)r * ldp + c);
             MH_UNROLL for (int j = 0; j < 4; j++) acc[r][j] = vfmaq_f32(acc[r][j], pr, vv[j]);
@@ -86,7 +86,7 @@ MH_INLINE void pv_chunk(const int R, const int FULL, size_t d0, size_t cols, siz
     }
     MH_UNROLL for (int r = 0; r < R; r++)
         MH_UNROLL for (int j = 0; j < 4; j++)
-            if (cnt[j]) mh_storef_n(o + (size_t)r * ldo + d0 + 4 * (size_t)j, acc[r][j], cnt[j]);
+            if (cnt[j]) mh_vstore_n(o + (size_t)r * ldo + d0 + 4 * (size_t)j, acc[r][j], cnt[j]);
 }
 
 MH_INLINE void pv_rows(const int R, size_t cols, size_t dv, const float* p, size_t ldp, const void* v,
@@ -96,7 +96,7 @@ MH_INLINE void pv_rows(const int R, size_t cols, size_t dv, const float* p, size
     if (d0 < dv) pv_chunk(R, 0, d0, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo);
 }
 
-void mh_f32_pv_direct__neon(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
+void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
                             const void* v, ptrdiff_t ldv, mh_dtype dtype, const float* alpha,
                             float* o, size_t ldo) {
     switch (rows) {

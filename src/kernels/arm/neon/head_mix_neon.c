@@ -4,9 +4,8 @@
  * block stay in registers across the output heads. A step walks the heads with pointers bumped
  * by lda/ldk; R = 2 without static weights is specialised (with and without the input scale).
  * NEON has no masked loads: the last columns (fewer than 4) go to the scalar kernel. */
-#include "kernels/arm/neon/kernels_neon.h"
 #include "kernels/arm/neon/simd_neon.h"
-#include "kernels/scalar/kernels_scalar.h"
+#include "kernels/kernel_protos.h"
 
 #define V 2 /* vectors per step */
 
@@ -66,7 +65,7 @@ MH_INLINE void columns(const mh_head_mix_factors* f, const size_t R, const int s
     if (c < full) block(f, R, scaled, mixed, (int)((full - c) / 4), c, a, lda, ascale, out, ldo);
 }
 
-void mh_head_mix__neon(const mh_head_mix_factors* f, size_t cols, const float* a, size_t lda,
+void MH_KNAME(head_mix)(const mh_head_mix_factors* f, size_t cols, const float* a, size_t lda,
                        const float* ascale, float* out, size_t ldo) {
     const size_t full = cols / 4 * 4;
     if (f->rank == 2 && !f->wb) {

@@ -8,7 +8,7 @@
  * so accumulators are named a<row><j> by macros and rows >= R compile away.
  * Tails: every d / dv step is predicated with svwhilelt (nothing read or written past it).
  */
-#include "kernels/arm/sve/kernels_sve.h"
+#include "kernels/kernel_protos.h"
 #include "kernels/arm/sve/simd_sve.h"
 
 #define FOR_ROWS(F) F(0) F(1) F(2) F(3) F(4) /* rows < attn_direct_rows = 6 */
@@ -59,7 +59,7 @@ MH_INLINE void qk_rows(const int R, size_t cols, size_t d, const float* q, size_
     for (; c < cols; c++) qk_keys(R, 1, c, d, q, ldq, k, ldk, dtype, s, lds);
 }
 
-void mh_f32_qk_direct__sve(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
+void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
                            const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds) {
     switch (rows) {
     case 1: qk_rows(1, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
@@ -121,7 +121,7 @@ MH_INLINE void pv_rows(const int R, size_t cols, size_t dv, const float* p, size
     for (size_t d0 = 0; d0 < dv; d0 += step) pv_chunk(R, d0, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo);
 }
 
-void mh_f32_pv_direct__sve(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
+void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
                            const void* v, ptrdiff_t ldv, mh_dtype dtype, const float* alpha,
                            float* o, size_t ldo) {
     switch (rows) {

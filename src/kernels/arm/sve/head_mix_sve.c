@@ -4,7 +4,7 @@
  * registers (eight independent FMA chains over the input heads). Sizeless SVE vectors cannot
  * form arrays, so any other rank or static weights go one vector at a time, the R query-side and
  * R key-side projections of a column block through a stack buffer (in L1). */
-#include "kernels/arm/sve/kernels_sve.h"
+#include "kernels/kernel_protos.h"
 #include "kernels/arm/sve/simd_sve.h"
 
 #define MAX_LANES 64 /* 2048-bit vectors, the architectural maximum */
@@ -58,7 +58,7 @@ MH_INLINE void step_r2(const mh_head_mix_factors* f, const int scaled, size_t c,
     }
 }
 
-void mh_head_mix__sve(const mh_head_mix_factors* f, size_t cols, const float* a, size_t lda,
+void MH_KNAME(head_mix)(const mh_head_mix_factors* f, size_t cols, const float* a, size_t lda,
                       const float* ascale, float* out, size_t ldo) {
     const size_t g = f->g, R = f->rank, ldk = f->ldk, vl = svcntw();
     if (R == 2 && !f->wb) {

@@ -18,7 +18,7 @@
  * Both prefetch the K/V rows PF_KEYS keys ahead (rows inside the tile only): in token-major
  * caches rows are far apart, and pv walks each row in several column chunks.
  */
-#include "kernels/x86/avx2/kernels_avx2.h"
+#include "kernels/kernel_protos.h"
 #include "kernels/x86/avx2/simd_avx2.h"
 
 #define MAXR 5 /* rows < attn_direct_rows = 6 */
@@ -37,7 +37,7 @@ MH_INLINE void qk_keys(const int R, const int J, const mh_dtype dtype, size_t d,
     size_t d0 = 0;
     for (; d0 + 8 <= d; d0 += 8)
         for (int j = 0; j < J; j++) {
-            const __m256 kv = mh_load8(mh_dtype_at(kr[j], dtype, (ptrdiff_t)d0), dtype);
+            const __m256 kv = mh_vload_dt(mh_dtype_at(kr[j], dtype, (ptrdiff_t)d0), dtype);
             for (int r = 0; r < R; r++)
                 acc[r][j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (size_t)r * ldq + d0), kv, acc[r][j]);
         }
@@ -45,7 +45,7 @@ MH_INLINE void qk_keys(const int R, const int J, const mh_dtype dtype, size_t d,
         const size_t nd = d - d0;
         const __m256i mq = mh_mask8(nd);
         for (int j = 0; j < J; j++) {
-            const __m256 kv = mh_load8_tail(mh_dtype_at(kr[j], dtype, (ptrdiff_t)d0), dtype, nd);
+            const __m256 kv = mh_vload_dt_n(mh_dtype_at(kr[j], dtype, (ptrdiff_t)d0), dtype, nd);
             for (int r = 0; r < R; r++)
                 acc[r][j] = _mm256_fmadd_ps(_mm256_maskload_ps(q + (size_t)r * ldq + d0, mq), kv, acc[r][j]);
         }
@@ -89,7 +89,7 @@ MH_INLINE void qk_rows(const int R, const int J, const mh_dtype dtype, size_t co
         }                                                                                     \
         break;
 
-void mh_f32_qk_direct__avx2(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
+void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
                             const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds) {
     switch (rows) {
         QK_ROWS(1, 4)
@@ -124,13 +124,13 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, size_t la
             for (int r = 0; r < R; r++) pr[r] = _mm256_broadcast_ss(p + (size_t)r * ldp + c);
             for (int j = 0; j < J; j++) {
                 const void* src = mh_dtype_at(row, dtype, 8 * j);
-                const __m256 vj = j < J - 1 ? mh_load8(src, dtype) : mh_load8_tail(src, dtype, last);
+                const __m256 vj = j < J - 1 ? mh_vload_dt(src, dtype) : mh_vload_dt_n(src, dtype, last);
                 for (int r = 0; r < R; r++) acc[r][j] = _mm256_fmadd_ps(pr[r], vj, acc[r][j]);
             }
         } else { /* R = 5: the J V vectors first, then one broadcast at a time */
             __m256 vv[MAXJ];
-            for (int j = 0; j < J - 1; j++) vv[j] = mh_load8(mh_dtype_at(row, dtype, 8 * j), dtype);
-            vv[J - 1] = mh_load8_tail(mh_dtype_at(row, dtype, 8 * (J - 1)), dtype, last);
+            for (int j = 0; j < J - 1; j++) vv[j] = mh_vload_dt(mh_dtype_at(row, dtype, 8 * j), dtype);
+            vv[J - 1] = mh_vload_dt_n(mh_dtype_at(row, dtype, 8 * (J - 1)), dtype, last);
             for (int r = 0; r < R; r++) {
                 const __m256 pr = _mm256_broadcast_ss(p + (size_t)r * ldp + c);
                 for (int j = 0; j < J; j++) acc[r][j] = _mm256_fmadd_ps(pr, vv[j], acc[r][j]);
@@ -167,7 +167,7 @@ MH_INLINE void pv_rows(const int R, const int J, const mh_dtype dtype, size_t co
         }                                                                                         \
         break;
 
-void mh_f32_pv_direct__avx2(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
+void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
                             const void* v, ptrdiff_t ldv, mh_dtype dtype, const float* alpha,
                             float* o, size_t ldo) {
     switch (rows) {

@@ -5,7 +5,7 @@
  * by lda/ldk, and the last, partial vector uses masked loads and stores, so no column goes to
  * scalar code. The default rank R = 2 without static weights is specialised (with and without
  * the input scale), so its loops hold only constants and registers. */
-#include "kernels/x86/avx2/kernels_avx2.h"
+#include "kernels/kernel_protos.h"
 #include "kernels/x86/avx2/simd_avx2.h"
 
 #define V 2 /* vectors per step */
@@ -74,7 +74,7 @@ MH_INLINE void columns(const mh_head_mix_factors* f, const size_t R, const int s
     block(f, R, scaled, mixed, nv, mh_mask8(rest - (size_t)(nv - 1) * 8), c, a, lda, ascale, out, ldo);
 }
 
-void mh_head_mix__avx2(const mh_head_mix_factors* f, size_t cols, const float* a, size_t lda,
+void MH_KNAME(head_mix)(const mh_head_mix_factors* f, size_t cols, const float* a, size_t lda,
                        const float* ascale, float* out, size_t ldo) {
     if (f->rank == 2 && !f->wb) {
         if (ascale) columns(f, 2, 1, 0, cols, a, lda, ascale, out, ldo);

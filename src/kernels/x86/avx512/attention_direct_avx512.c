@@ -3,7 +3,7 @@
  * place in their storage dtype and widened on load, so each byte of the cache is read once per
  * KV head, whatever the number of query heads sharing it.
  */
-#include "kernels/x86/avx512/kernels_avx512.h"
+#include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/simd_avx512.h"
 
 #define MAXR 5 /* rows < attn_direct_rows = 6 */
@@ -28,7 +28,7 @@ MH_INLINE void qk_rows(const int R, size_t cols, size_t d, const float* q, size_
     size_t c = 0;
     for (; c + 4 <= cols; c += 4) {
         for (size_t j = 0; j < 4; j++) /* may run past the tile: a prefetch never faults */
-            mh_prefetch_row(mh_dtype_at(k, dtype, (ptrdiff_t)(c + MH_PREFETCH_ROWS + j) * ldk), row_bytes);
+            mh_prefetch_bytes(mh_dtype_at(k, dtype, (ptrdiff_t)(c + MH_PREFETCH_ROWS + j) * ldk), row_bytes);
         __m512 acc[MAXR][4];
         for (int r = 0; r < R; r++)
             for (int j = 0; j < 4; j++) acc[r][j] = _mm512_setzero_ps();
@@ -56,7 +56,7 @@ MH_INLINE void qk_rows(const int R, size_t cols, size_t d, const float* q, size_
     }
 }
 
-void mh_f32_qk_direct__avx512(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
+void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
                               const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds) {
     switch (rows) {
     case 1: qk_rows(1, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
@@ -82,7 +82,7 @@ MH_INLINE void pv_rows(const int R, size_t cols, size_t dv, const float* p, size
         }
         for (size_t c = 0; c < cols; c++) {
             if (d0 == 0)
-                mh_prefetch_row(mh_dtype_at(v, dtype, (ptrdiff_t)(c + MH_PREFETCH_ROWS) * ldv),
+                mh_prefetch_bytes(mh_dtype_at(v, dtype, (ptrdiff_t)(c + MH_PREFETCH_ROWS) * ldv),
                                 dv * mh_dtype_size(dtype));
             __m512 vv[4];
             const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
@@ -98,7 +98,7 @@ MH_INLINE void pv_rows(const int R, size_t cols, size_t dv, const float* p, size
     }
 }
 
-void mh_f32_pv_direct__avx512(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
+void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
                               const void* v, ptrdiff_t ldv, mh_dtype dtype, const float* alpha,
                               float* o, size_t ldo) {
     switch (rows) {
