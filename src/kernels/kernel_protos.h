@@ -24,10 +24,20 @@ MH_KERNEL_LIST(MH_KERNEL_PROTO)
 MH_KERNEL_LIST(MH_KERNEL_PROTO_SCALAR)
 #undef MH_KERNEL_PROTO_SCALAR
 
+/* Calls fn(<dtype as a constant>, args...), so an always-inline body is specialised per
+ * storage dtype. */
+#define MH_WITH_DTYPE(dtype, fn, ...) \
+    switch (dtype) { \
+    case MH_DTYPE_F16: fn(MH_DTYPE_F16, __VA_ARGS__); break; \
+    case MH_DTYPE_BF16: fn(MH_DTYPE_BF16, __VA_ARGS__); break; \
+    default: fn(MH_DTYPE_F32, __VA_ARGS__); break; \
+    }
+
 /* The table init of this ISA (table_<name>.c): MH_KERNEL_TABLE_FILL, then the tile sizes. */
 void MH_KNAME(kernels_init)(mh_kernels* k);
 
-/* Points every slot of `k` at this ISA's kernel and sets k->isa. */
+/* Points every slot of the table at this ISA's kernel and sets its isa. The argument must be
+ * the init's parameter `k` (MH_KERNEL_SET_SLOT names it). */
 #define MH_KERNEL_SET_SLOT(slot, ret, params) k->slot = MH_KNAME(slot);
 #define MH_KERNEL_TABLE_FILL(k) \
     do { \

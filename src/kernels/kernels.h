@@ -1,7 +1,7 @@
 /*
  * The kernel table: every ISA-specific routine the core calls, reached only through this
  * struct. Every ISA implements every slot (kernel_list.h); its table_<name>.c adds the sizes.
- * docs/kernels.md is the written contract; the short form is beside each slot.
+ * docs/kernels.md is the written contract; the short form is above the struct.
  *
  * Common rules: sizes are element counts; leading dimensions (ld*) are in elements; kernels
  * handle every tail themselves and never read or write outside the described extents; no

@@ -28,9 +28,5 @@ MH_INLINE void pack_v(const mh_dtype dtype, size_t cols, size_t dv, const void* 
 
 void MH_KNAME(pack_v)(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh_dtype dtype,
                       float* dst) {
-    switch (dtype) {
-    case MH_DTYPE_F16: pack_v(MH_DTYPE_F16, cols, dv, v, ldv, dst); break;
-    case MH_DTYPE_BF16: pack_v(MH_DTYPE_BF16, cols, dv, v, ldv, dst); break;
-    default: pack_v(MH_DTYPE_F32, cols, dv, v, ldv, dst); break;
-    }
+    MH_WITH_DTYPE(dtype, pack_v, cols, dv, v, ldv, dst)
 }

@@ -66,9 +66,5 @@ MH_INLINE void pack_kt(const mh_dtype dtype, size_t cols, size_t d, const void* 
 
 void MH_KNAME(pack_kt)(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
                          float* dst) {
-    switch (dtype) {
-    case MH_DTYPE_F16: pack_kt(MH_DTYPE_F16, cols, d, k, ldk, dst); break;
-    case MH_DTYPE_BF16: pack_kt(MH_DTYPE_BF16, cols, d, k, ldk, dst); break;
-    default: pack_kt(MH_DTYPE_F32, cols, d, k, ldk, dst); break;
-    }
+    MH_WITH_DTYPE(dtype, pack_kt, cols, d, k, ldk, dst)
 }
