@@ -19,6 +19,8 @@
 typedef float mh_vf;
 #define MH_VL ((size_t)1)
 #define MH_SOFTMAX_SKIP_DROPPED 0
+/* head_mix: the last columns of fewer than a vector stay in the generic kernel (generic/head_mix.c). */
+#define MH_HEAD_MIX_SCALAR_TAIL 0
 
 MH_INLINE float mh_vzero(void) { return 0.0f; }
 MH_INLINE float mh_vset1(float x) { return x; }

@@ -22,6 +22,9 @@ typedef float32x4_t mh_vf;
 /* softmax_tile stores 0 for a full vector of dropped keys (masked/causal runs) without an
  * exp: the same bits, since exp(-inf) = 0 and adding +0 leaves the sum unchanged. */
 #define MH_SOFTMAX_SKIP_DROPPED 1
+/* head_mix hands the last cols % 4 columns to the scalar kernel (unfused multiply-adds under GCC,
+ * as NEON's head_mix always has) rather than a lane-exact partial vector (generic/head_mix.c). */
+#define MH_HEAD_MIX_SCALAR_TAIL 1
 /* Loops over arrays of vectors are unrolled completely so the arrays live in registers. */
 #define MH_UNROLL _Pragma("GCC unroll 16")
 /* GCC's pre-RA scheduler hoists the 6 broadcasts of A above the FMAs of a GEMM k step, which

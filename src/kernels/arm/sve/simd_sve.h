@@ -25,6 +25,8 @@ typedef svfloat32_t mh_vf;
 #define MH_VL ((size_t)svcntw())
 /* softmax_tile stores 0 for a full vector of dropped keys without an exp (simd_neon.h). */
 #define MH_SOFTMAX_SKIP_DROPPED 1
+/* head_mix: the last, partial vector is predicated (simd_neon.h). */
+#define MH_HEAD_MIX_SCALAR_TAIL 0
 
 /* Lanes of the vector starting at element `start` that lie below `n`. */
 MH_INLINE svbool_t mh_pred(size_t start, size_t n) { return svwhilelt_b32_u64(start, n); }

@@ -23,6 +23,8 @@ typedef __m256 mh_vf;
 #define MH_VL ((size_t)8)
 /* Full vectors of dropped keys are not skipped by softmax_tile (see simd_neon.h). */
 #define MH_SOFTMAX_SKIP_DROPPED 0
+/* head_mix: the last, partial vector is masked (simd_neon.h). */
+#define MH_HEAD_MIX_SCALAR_TAIL 0
 
 /* Lanes of the 8-lane vector starting at element `start` that lie below `n`, 0..8. */
 MH_INLINE size_t mh_lanes8(size_t n, size_t start) {

@@ -21,6 +21,8 @@ typedef __m512 mh_vf;
 #define MH_VL ((size_t)16)
 /* Full vectors of dropped keys are not skipped by softmax_tile (see simd_neon.h). */
 #define MH_SOFTMAX_SKIP_DROPPED 0
+/* head_mix: the last, partial vector is masked (simd_neon.h). */
+#define MH_HEAD_MIX_SCALAR_TAIL 0
 
 /* Lanes of the 16-lane vector starting at element `start` that lie below `n`. */
 MH_INLINE __mmask16 mh_mask16(size_t n, size_t start) {
