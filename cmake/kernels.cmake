@@ -1,6 +1,6 @@
 # Kernel objects, one OBJECT library per ISA of the registry (src/dispatch/isa_list.h) that this
 # target architecture has: the ISA's folder (src/kernels/<folder>/*.c: GEMM, pack_kt, table,
-# and the kernels not yet generic) plus the generic kernels (src/kernels/generic/*.c), compiled
+# and scalar's direct kernels) plus the generic kernels (src/kernels/generic/*.c), compiled
 # with the ISA's flags (on x86 with the higher ISAs switched off, so a file cannot use more
 # than its label), -DMH_ISA_SUFFIX=<name> (kernel names, MH_KNAME), -DMH_ISA_ENUM=<ENUM> and
 # -DMH_SIMD_HEADER (the folder's simd_<name>.h). All are merged into the one library and the
