@@ -201,19 +201,26 @@ double probe_neon(long rounds, const float* ab, float* out) {
 }
 #endif
 
+// The probe of one ISA, or {isa, nullptr, nullptr} where there is none for it on this machine.
+FmaProbe probe_of(mh_isa isa) {
+#if defined(MHB_X86_PROBES)
+    if (isa == MH_ISA_SCALAR) return {isa, "SSE2 mulps+addps, 12 chains", probe_sse};
+    if (isa == MH_ISA_AVX2) return {isa, "AVX2 vfmadd 8 lanes, 15 chains", probe_avx2};
+    if (isa == MH_ISA_AVX512) return {isa, "AVX-512 vfmadd 16 lanes, 24 chains", probe_avx512};
+#elif defined(MHB_ARM_PROBES)
+    if (isa == MH_ISA_SCALAR || isa == MH_ISA_NEON) return {isa, "NEON fmla 4 lanes, 24 chains", probe_neon};
+#endif
+    return {isa, nullptr, nullptr};
+}
+
+// A probe for every ISA of the registry that this machine runs (mh_isa_supported) and that
+// has one.
 std::vector<FmaProbe> available_probes() {
     std::vector<FmaProbe> out;
-#if defined(MHB_X86_PROBES)
-    out.push_back({MH_ISA_SCALAR, "SSE2 mulps+addps, 12 chains", probe_sse});
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        out.push_back({MH_ISA_AVX2, "AVX2 vfmadd 8 lanes, 15 chains", probe_avx2});
-    if (__builtin_cpu_supports("avx512f"))
-        out.push_back({MH_ISA_AVX512, "AVX-512 vfmadd 16 lanes, 24 chains", probe_avx512});
-#elif defined(MHB_ARM_PROBES)
-    out.push_back({MH_ISA_SCALAR, "NEON fmla 4 lanes, 24 chains", probe_neon});
-    out.push_back({MH_ISA_NEON, "NEON fmla 4 lanes, 24 chains", probe_neon});
-#endif
+    for (int i = MH_ISA_SCALAR; i < MH_ISA_COUNT; i++) {
+        const FmaProbe p = probe_of(static_cast<mh_isa>(i));
+        if (p.fn && mh_isa_supported(p.isa)) out.push_back(p);
+    }
     return out;
 }
 

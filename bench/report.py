@@ -28,6 +28,14 @@ import re
 import sys
 from collections import OrderedDict, defaultdict
 
+
+def registry_isas():
+    """The ISA names in the order of the ISA registry (src/dispatch/isa_list.h)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "dispatch", "isa_list.h")
+    with open(path) as f:
+        return re.findall(r"^ *X\([A-Z0-9_]+, ([a-z0-9_]+),", f.read(), re.M)
+
+
 _UNIT_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 MODES = ["prefill", "decode", "layer", "cross"]
 MODE_TITLES = {
@@ -384,8 +392,8 @@ class Report:
         out += "\nMeasured at start by the harness (bench/machine_limits.cc):\n\n"
         threads = sorted({t for p in peaks.values() for t in p} | set(bws))
         lrows = []
-        for isa in sorted(peaks, key=lambda i: ["scalar", "neon", "sve", "avx2", "avx512"].index(i)
-                          if i in ["scalar", "neon", "sve", "avx2", "avx512"] else 9):
+        order = registry_isas()
+        for isa in sorted(peaks, key=lambda i: order.index(i) if i in order else len(order)):
             lrows.append([f"peak fp32 multiply-add, {isa} ({ctx.get('peak_probe/' + isa, '')})"]
                          + [fmt_num(peaks[isa].get(t), ".1f") + " GFLOP/s" for t in threads])
         lrows.append([f"streaming read, {fmt_bytes(self.ctx_float('read_buffer_bytes'))} buffer "

@@ -1,98 +1,112 @@
-# Kernel sources per ISA. Each ISA is an OBJECT library compiled with its own flags (and, on
-# x86, with the higher ISAs switched off so a file cannot use more than its label); all are
-# merged into the one library and the dispatcher picks a table at run time. An ISA the
-# compiler cannot build is switched off at configure time by a probe.
+# Kernel objects, one OBJECT library per ISA of the registry (src/dispatch/isa_list.h) that this
+# target architecture has: the ISA's folder (src/kernels/<folder>/*.c: GEMM, pack_kt, table,
+# and scalar's direct kernels) plus the generic kernels (src/kernels/generic/*.c), compiled
+# with the ISA's flags (on x86 with the higher ISAs switched off, so a file cannot use more
+# than its label), -DMH_ISA_SUFFIX=<name> (kernel names, MH_KNAME), -DMH_ISA_ENUM=<ENUM> and
+# -DMH_SIMD_HEADER (the folder's simd_<name>.h). All are merged into the one library and the
+# dispatcher picks a table at run time. An ISA the compiler cannot build is switched off at
+# configure time by its probe (cmake/probes/<name>.c, none for scalar).
 include(CheckCSourceCompiles)
-
-option(MH_ENABLE_AVX2 "Build the AVX2+FMA kernels (x86-64)" ON)
-option(MH_ENABLE_AVX512 "Build the AVX-512 kernels (x86-64)" ON)
-option(MH_ENABLE_NEON "Build the NEON kernels (aarch64)" ON)
-option(MH_ENABLE_SVE "Build the SVE kernels (aarch64)" ON)
 
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SLEEF REQUIRED IMPORTED_TARGET sleef)
 
-set(MH_KERNEL_SOURCES
-  src/kernels/scalar/convert_scalar.c
-  src/kernels/scalar/pack_scalar.c
-  src/kernels/scalar/f32_gemm_scalar.c
-  src/kernels/scalar/attention_direct_scalar.c
-  src/kernels/scalar/f32_softmax_scalar.c
-  src/kernels/scalar/head_mix_scalar.c
-  src/kernels/scalar/table_scalar.c)
+# mh_isa_registry(<out-prefix>): parses the registry rows into lists <out>_ENUMS, _NAMES,
+# _ARCHS, _FOLDERS and _FLAGS (',' between a row's flags, '-' for none), one entry per row, in order.
+function(mh_isa_registry out)
+  file(READ ${PROJECT_SOURCE_DIR}/src/dispatch/isa_list.h text)
+  string(REGEX MATCHALL "\n *X\\([^\n]*\\)" rows "${text}")
+  foreach(var ENUMS NAMES ARCHS FOLDERS FLAGS)
+    set(${var})
+  endforeach()
+  foreach(row IN LISTS rows)
+    if(NOT row MATCHES "X\\(([A-Z0-9_]+), ([a-z0-9_]+), ([a-z0-9_]+), [0-9]+, \"([^\"]*)\", \"([^\"]*)\"\\)")
+      message(FATAL_ERROR "src/dispatch/isa_list.h: cannot parse the row: ${row}")
+    endif()
+    list(APPEND ENUMS ${CMAKE_MATCH_1})
+    list(APPEND NAMES ${CMAKE_MATCH_2})
+    list(APPEND ARCHS ${CMAKE_MATCH_3})
+    list(APPEND FOLDERS ${CMAKE_MATCH_4})
+    string(REPLACE " " "," flags "${CMAKE_MATCH_5}")
+    if(flags STREQUAL "")
+      set(flags "-") # an empty entry would vanish from the list
+    endif()
+    list(APPEND FLAGS "${flags}") # ',' between words: one list entry per row
+  endforeach()
+  foreach(var ENUMS NAMES ARCHS FOLDERS FLAGS)
+    set(${out}_${var} ${${var}} PARENT_SCOPE)
+  endforeach()
+endfunction()
+
+# mh_isa_arch_matches(<arch> <out>): whether the target processor is of registry arch <arch>.
+function(mh_isa_arch_matches arch out)
+  set(match FALSE)
+  if(arch STREQUAL "any")
+    set(match TRUE)
+  elseif(arch STREQUAL "x86_64" AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
+    set(match TRUE)
+  elseif(arch STREQUAL "aarch64" AND CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
+    set(match TRUE)
+  endif()
+  set(${out} ${match} PARENT_SCOPE)
+endfunction()
+
+set(MH_KERNEL_SOURCES) # every kernel is in an ISA object library
 set(MH_KERNEL_OBJECT_LIBS)
 set(MH_ISA_DEFINITIONS)
+set(MH_TARGET_ISAS) # the registry's ISAs of this target architecture (the per-ISA tests run these)
+file(GLOB MH_GENERIC_KERNEL_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/kernels/generic/*.c)
 
-# mh_add_isa(NAME FLAGS <flags...> SOURCES <files...>): probed with cmake/probes/NAME.c.
-function(mh_add_isa name)
-  cmake_parse_arguments(I "" "" "FLAGS;SOURCES" ${ARGN})
-  string(TOUPPER ${name} upper)
-  set(CMAKE_REQUIRED_FLAGS "${I_FLAGS}")
+# mh_add_isa(ENUM name folder flags): one ISA's object library, if its probe compiles.
+function(mh_add_isa enum name folder flags)
+  set(CMAKE_REQUIRED_FLAGS "${flags}")
   string(REPLACE ";" " " CMAKE_REQUIRED_FLAGS "${CMAKE_REQUIRED_FLAGS}")
   set(CMAKE_REQUIRED_LIBRARIES PkgConfig::SLEEF)
-  file(READ ${PROJECT_SOURCE_DIR}/cmake/probes/${name}.c probe)
-  check_c_source_compiles("${probe}" MH_COMPILER_HAS_${upper})
-  if(NOT MH_COMPILER_HAS_${upper})
-    message(STATUS "multihead: ${name} kernels disabled (the compiler cannot build them)")
-    return()
+  if(EXISTS ${PROJECT_SOURCE_DIR}/cmake/probes/${name}.c)
+    file(READ ${PROJECT_SOURCE_DIR}/cmake/probes/${name}.c probe)
+    check_c_source_compiles("${probe}" MH_COMPILER_HAS_${enum})
+    if(NOT MH_COMPILER_HAS_${enum})
+      message(STATUS "multihead: ${name} kernels disabled (the compiler cannot build them)")
+      return()
+    endif()
   endif()
-  add_library(mh_kernels_${name} OBJECT ${I_SOURCES})
-  target_compile_options(mh_kernels_${name} PRIVATE ${I_FLAGS} ${MH_WARNINGS})
+  file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/kernels/${folder}/*.c)
+  add_library(mh_kernels_${name} OBJECT ${sources} ${MH_GENERIC_KERNEL_SOURCES})
+  target_compile_options(mh_kernels_${name} PRIVATE ${flags} ${MH_WARNINGS})
+  target_compile_definitions(mh_kernels_${name} PRIVATE MH_ISA_SUFFIX=${name} MH_ISA_ENUM=${enum}
+    "MH_SIMD_HEADER=\"kernels/${folder}/simd_${name}.h\"")
   target_include_directories(mh_kernels_${name} PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(mh_kernels_${name} PRIVATE PkgConfig::SLEEF)
   set_target_properties(mh_kernels_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
   set(MH_KERNEL_OBJECT_LIBS ${MH_KERNEL_OBJECT_LIBS} mh_kernels_${name} PARENT_SCOPE)
-  set(MH_ISA_DEFINITIONS ${MH_ISA_DEFINITIONS} MH_HAVE_${upper}=1 PARENT_SCOPE)
+  set(MH_ISA_DEFINITIONS ${MH_ISA_DEFINITIONS} MH_HAVE_${enum}=1 PARENT_SCOPE)
   message(STATUS "multihead: ${name} kernels enabled")
 endfunction()
 
-if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
-  if(MH_ENABLE_AVX2)
-    mh_add_isa(avx2 FLAGS -mavx2 -mfma -mf16c -mno-avx512f
-      SOURCES
-        src/kernels/x86/avx2/f32_gemm_6x16_avx2.c
-        src/kernels/x86/avx2/pack_avx2.c
-        src/kernels/x86/avx2/attention_direct_avx2.c
-        src/kernels/x86/avx2/softmax_avx2.c
-        src/kernels/x86/avx2/convert_avx2.c
-        src/kernels/x86/avx2/head_mix_avx2.c
-        src/kernels/x86/avx2/table_avx2.c)
+mh_isa_registry(MH_ISA)
+list(LENGTH MH_ISA_NAMES n_isas)
+math(EXPR last "${n_isas} - 1")
+foreach(i RANGE ${last})
+  list(GET MH_ISA_ENUMS ${i} enum)
+  list(GET MH_ISA_NAMES ${i} name)
+  list(GET MH_ISA_ARCHS ${i} arch)
+  list(GET MH_ISA_FOLDERS ${i} folder)
+  list(GET MH_ISA_FLAGS ${i} flags)
+  string(REPLACE "," ";" flags "${flags}")
+  if(flags STREQUAL "-")
+    set(flags "")
   endif()
-  if(MH_ENABLE_AVX512)
-    mh_add_isa(avx512 FLAGS -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c
-      SOURCES
-        src/kernels/x86/avx512/f32_gemm_6x64_avx512.c
-        src/kernels/x86/avx512/pack_avx512.c
-        src/kernels/x86/avx512/attention_direct_avx512.c
-        src/kernels/x86/avx512/softmax_avx512.c
-        src/kernels/x86/avx512/convert_avx512.c
-        src/kernels/x86/avx512/head_mix_avx512.c
-        src/kernels/x86/avx512/table_avx512.c)
+  mh_isa_arch_matches(${arch} here)
+  if(NOT here)
+    continue()
   endif()
-endif()
-
-if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
-  # NEON (Advanced SIMD) is part of the armv8-a baseline; SVE kernels are vector-length agnostic.
-  if(MH_ENABLE_NEON)
-    mh_add_isa(neon FLAGS -march=armv8-a
-      SOURCES
-        src/kernels/arm/neon/f32_gemm_6x16_neon.c
-        src/kernels/arm/neon/pack_neon.c
-        src/kernels/arm/neon/attention_direct_neon.c
-        src/kernels/arm/neon/softmax_neon.c
-        src/kernels/arm/neon/convert_neon.c
-        src/kernels/arm/neon/head_mix_neon.c
-        src/kernels/arm/neon/table_neon.c)
+  list(APPEND MH_TARGET_ISAS ${name})
+  if(name STREQUAL "scalar")
+    mh_add_isa(${enum} ${name} ${folder} "${flags}") # always built: the fallback table
+  else()
+    option(MH_ENABLE_${enum} "Build the ${name} kernels" ON)
+    if(MH_ENABLE_${enum})
+      mh_add_isa(${enum} ${name} ${folder} "${flags}")
+    endif()
   endif()
-  if(MH_ENABLE_SVE)
-    mh_add_isa(sve FLAGS -march=armv8-a+sve
-      SOURCES
-        src/kernels/arm/sve/f32_gemm_6x4vl_sve.c
-        src/kernels/arm/sve/pack_sve.c
-        src/kernels/arm/sve/attention_direct_sve.c
-        src/kernels/arm/sve/softmax_sve.c
-        src/kernels/arm/sve/convert_sve.c
-        src/kernels/arm/sve/head_mix_sve.c
-        src/kernels/arm/sve/table_sve.c)
-  endif()
-endif()
+endforeach()

@@ -1,5 +1,11 @@
 #include "dispatch/cpu_features.h"
 
+#include "dispatch/isa_list.h"
+
+/* One cpu_has_<name>() per registry row; each answers 0 off its architecture. */
+
+static int cpu_has_scalar(void) { return 1; }
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <stdint.h>
@@ -28,6 +34,17 @@ static int x86_has(mh_isa isa) {
     if (isa == MH_ISA_AVX512) return zmm_state && avx2 && fma && f16c && avx512;
     return 0;
 }
+static int cpu_has_avx2(void) { return x86_has(MH_ISA_AVX2); }
+static int cpu_has_avx512(void) { return x86_has(MH_ISA_AVX512); }
+#else
+static int cpu_has_avx2(void) { return 0; }
+static int cpu_has_avx512(void) { return 0; }
+#endif
+
+#if defined(__aarch64__)
+static int cpu_has_neon(void) { return 1; } /* Advanced SIMD is mandatory on AArch64 */
+#else
+static int cpu_has_neon(void) { return 0; }
 #endif
 
 #if defined(__aarch64__) && defined(__linux__)
@@ -35,18 +52,16 @@ static int x86_has(mh_isa isa) {
 #ifndef HWCAP_SVE
 #define HWCAP_SVE (1UL << 22)
 #endif
+static int cpu_has_sve(void) { return (getauxval(AT_HWCAP) & HWCAP_SVE) != 0; }
+#else
+static int cpu_has_sve(void) { return 0; }
 #endif
 
 int mh_cpu_has_isa(mh_isa isa) {
-    if (isa == MH_ISA_SCALAR) return 1;
-#if defined(__x86_64__) || defined(__i386__)
-    if (isa == MH_ISA_AVX2 || isa == MH_ISA_AVX512) return x86_has(isa);
-#endif
-#if defined(__aarch64__)
-    if (isa == MH_ISA_NEON) return 1; /* Advanced SIMD is mandatory on AArch64 */
-#if defined(__linux__)
-    if (isa == MH_ISA_SVE) return (getauxval(AT_HWCAP) & HWCAP_SVE) != 0;
-#endif
-#endif
-    return 0;
+    switch (isa) {
+#define DETECT_CASE(E, name, ...) \
+    case MH_ISA_##E: return cpu_has_##name();
+        MH_ISA_LIST(DETECT_CASE)
+    default: return 0;
+    }
 }

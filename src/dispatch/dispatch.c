@@ -6,70 +6,69 @@
 #include <strings.h>
 
 #include "dispatch/cpu_features.h"
-#ifdef MH_HAVE_AVX2
-#include "kernels/x86/avx2/kernels_avx2.h"
-#endif
-#ifdef MH_HAVE_AVX512
-#include "kernels/x86/avx512/kernels_avx512.h"
-#endif
-#ifdef MH_HAVE_NEON
-#include "kernels/arm/neon/kernels_neon.h"
-#endif
-#ifdef MH_HAVE_SVE
-#include "kernels/arm/sve/kernels_sve.h"
-#endif
+#include "dispatch/isa_list.h"
+
+/* Each ISA's table init (table_<name>.c, compiled with that ISA's flags). */
+#define DECLARE_INIT(E, name, ...) void mh_kernels_init__##name(mh_kernels* k);
+MH_ISA_LIST(DECLARE_INIT)
+
+/* MH_IF_COMPILED(E, a, b) is `a` where cmake/kernels.cmake defined MH_HAVE_E=1 (the ISA's
+ * kernels are built), else `b`; resolved by the preprocessor, so an ISA that is not compiled
+ * leaves no reference to its init behind. */
+#define MH_SECOND_(a, b, ...) b
+#define MH_SECOND(...) MH_SECOND_(__VA_ARGS__)
+#define MH_PROBE_1 ~, 1
+#define MH_IS_ONE_(x) MH_SECOND(MH_PROBE_##x, 0, ~)
+#define MH_IS_ONE(x) MH_IS_ONE_(x)
+#define MH_PICK_1(a, b) a
+#define MH_PICK_0(a, b) b
+#define MH_PICK_(bit) MH_PICK_##bit
+#define MH_PICK(bit) MH_PICK_(bit)
+#define MH_IF_COMPILED(E, a, b) MH_PICK(MH_IS_ONE(MH_HAVE_##E))(a, b)
+
+typedef void (*table_init)(mh_kernels* k);
+#define INIT_ENTRY(E, name, ...) [MH_ISA_##E] = MH_IF_COMPILED(E, mh_kernels_init__##name, NULL),
+static const table_init g_init[MH_ISA_COUNT] = {MH_ISA_LIST(INIT_ENTRY)};
+
+#define NAME_ENTRY(E, name, ...) [MH_ISA_##E] = #name,
+static const char* const g_names[MH_ISA_COUNT] = {[MH_ISA_AUTO] = "auto", MH_ISA_LIST(NAME_ENTRY)};
+
+#define PRIORITY_ENTRY(E, name, arch, priority, ...) [MH_ISA_##E] = priority,
+static const int g_priority[MH_ISA_COUNT] = {MH_ISA_LIST(PRIORITY_ENTRY)};
 
 /* Filled once: every compiled-in table the CPU can run, indexed by mh_isa. A table's init is
  * compiled with its ISA's flags, so it is only called where that ISA runs (a CPU without AVX2
- * would fault in mh_kernels_init_avx2). */
+ * would fault in mh_kernels_init__avx2; the SVE init reads the vector length). */
 static mh_kernels g_tables[MH_ISA_COUNT];
-static int g_compiled[MH_ISA_COUNT];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void init_tables(void) {
-    mh_kernels_init_scalar(&g_tables[MH_ISA_SCALAR]);
-    g_compiled[MH_ISA_SCALAR] = 1;
-#ifdef MH_HAVE_AVX2
-    g_compiled[MH_ISA_AVX2] = 1;
-    if (mh_cpu_has_isa(MH_ISA_AVX2)) mh_kernels_init_avx2(&g_tables[MH_ISA_AVX2]);
-#endif
-#ifdef MH_HAVE_AVX512
-    g_compiled[MH_ISA_AVX512] = 1;
-    if (mh_cpu_has_isa(MH_ISA_AVX512)) mh_kernels_init_avx512(&g_tables[MH_ISA_AVX512]);
-#endif
-#ifdef MH_HAVE_NEON
-    g_compiled[MH_ISA_NEON] = 1;
-    if (mh_cpu_has_isa(MH_ISA_NEON)) mh_kernels_init_neon(&g_tables[MH_ISA_NEON]);
-#endif
-#ifdef MH_HAVE_SVE
-    g_compiled[MH_ISA_SVE] = 1;
-    if (mh_cpu_has_isa(MH_ISA_SVE)) mh_kernels_init_sve(&g_tables[MH_ISA_SVE]);
-#endif
+    for (int i = MH_ISA_SCALAR; i < MH_ISA_COUNT; i++)
+        if (g_init[i] && mh_cpu_has_isa((mh_isa)i)) g_init[i](&g_tables[i]);
 }
 
 static int valid_isa(mh_isa isa) { return isa > MH_ISA_AUTO && isa < MH_ISA_COUNT; }
 
 const char* mh_isa_name(mh_isa isa) {
-    static const char* const names[MH_ISA_COUNT] = {"auto", "scalar", "avx2", "avx512", "neon", "sve"};
-    return (isa >= MH_ISA_AUTO && isa < MH_ISA_COUNT) ? names[isa] : "unknown";
+    return (isa >= MH_ISA_AUTO && isa < MH_ISA_COUNT && g_names[isa]) ? g_names[isa] : "unknown";
 }
 
-int mh_isa_compiled(mh_isa isa) {
-    pthread_once(&g_once, init_tables);
-    return valid_isa(isa) && g_compiled[isa];
-}
+int mh_isa_compiled(mh_isa isa) { return valid_isa(isa) && g_init[isa] != NULL; }
 
 int mh_isa_supported(mh_isa isa) { return mh_isa_compiled(isa) && mh_cpu_has_isa(isa); }
 
 const mh_kernels* mh_dispatch_table(mh_isa isa) {
-    return mh_isa_supported(isa) ? &g_tables[isa] : NULL;
+    if (!mh_isa_supported(isa)) return NULL;
+    pthread_once(&g_once, init_tables);
+    return &g_tables[isa];
 }
 
+/* The supported ISA with the highest registry priority (scalar always qualifies). */
 static mh_isa best_supported(void) {
-    static const mh_isa order[] = {MH_ISA_AVX512, MH_ISA_AVX2, MH_ISA_SVE, MH_ISA_NEON};
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
-        if (mh_isa_supported(order[i])) return order[i];
-    return MH_ISA_SCALAR;
+    mh_isa best = MH_ISA_SCALAR;
+    for (int i = MH_ISA_SCALAR; i < MH_ISA_COUNT; i++)
+        if (mh_isa_supported((mh_isa)i) && g_priority[i] > g_priority[best]) best = (mh_isa)i;
+    return best;
 }
 
 mh_status mh_isa_default(mh_isa* out) {

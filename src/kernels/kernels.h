@@ -1,7 +1,7 @@
 /*
  * The kernel table: every ISA-specific routine the core calls, reached only through this
- * struct. Each ISA's table starts as a copy of the scalar one and overrides what it implements.
- * docs/kernels.md is the written contract; the short form is beside each slot.
+ * struct. Every ISA implements every slot (kernel_list.h); its table_<name>.c adds the sizes.
+ * docs/kernels.md is the written contract; the short form is above the struct.
  *
  * Common rules: sizes are element counts; leading dimensions (ld*) are in elements; kernels
  * handle every tail themselves and never read or write outside the described extents; no
@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kernel_list.h"
 #include "multihead.h"
 
 /* Largest rank a head-mix kernel takes (its register/stack blocking is sized by it). A
@@ -35,64 +36,52 @@ typedef struct mh_head_mix_factors {
     size_t ldk;
 } mh_head_mix_factors;
 
+/*
+ * The slots (generated from kernel_list.h; contracts):
+ *
+ * ---- GEMM micro-kernels on packed panels: used by the projections (weights packed at
+ * create), by Q.K^T (K tile packed per task) and by P.V (V tile packed per task).
+ * A panel holds NR = gemm_nr columns of B as [k][NR], zero-padded past the last column;
+ * the kernels may read all NR columns of a panel row but write only n <= NR. m <= MR.
+ *   gemm:     c[r * ldc + j] = sum_kk a[r * lda + kk] * panel[kk * NR + j] + (bias ? bias[j] : 0)
+ *   gemm_acc: c[r * ldc + j] = alpha[r] * c[r * ldc + j] + sum_kk a[r * lda + kk] * panel[kk * NR + j]
+ *
+ * ---- packing K/V tiles (any storage dtype) into f32 panels of gemm_nr columns.
+ *   pack_kt: Q.K^T operand: panel p holds keys [p*NR, p*NR + NR): dst[(p * d + dd) * NR + j] =
+ *            K[p*NR + j][dd]; keys past `cols` are zero. K rows are ldk elements apart.
+ *   pack_v:  P.V operand: panel p holds V columns [p*NR, p*NR + NR): dst[(p * cols + c) * NR + j] =
+ *            V[c][p*NR + j]; columns past dv are zero.
+ *
+ * ---- direct kernels for few query rows (decode): read K/V rows in place, no packing;
+ * rows < attn_direct_rows.
+ *   qk_direct: s[r * lds + c] = sum_dd q[r * ldq + dd] * K[c][dd]
+ *   pv_direct: o[r * ldo + :] = alpha[r] * o[r * ldo + :] + sum_c p[r * ldp + c] * V[c][:]
+ *
+ * ---- online softmax over a score tile (-INFINITY = dropped key). Per row r:
+ *   m_new = max(m[r], max_c s); if m_new = -inf: s[r, :] = 0, alpha[r] = 1, m/l unchanged;
+ *   else alpha[r] = exp(m[r] - m_new), s[r, c] = exp(s[r, c] - m_new),
+ *        l[r] = l[r] * alpha[r] + sum_c s[r, c], m[r] = m_new.
+ *
+ * ---- head_mix: cross-head mix of one query row (DCMHA's composition, docs/variants.md
+ * "DCMHA"): see mh_head_mix_factors. out must not overlap a.
+ *
+ * ---- f32_to_f16 / f32_to_bf16: storage conversions (round to nearest even).
+ */
 typedef struct mh_kernels {
     mh_isa isa;
+#define MH_KERNEL_MEMBER(slot, ret, params) ret(*slot) params;
+    MH_KERNEL_LIST(MH_KERNEL_MEMBER)
+#undef MH_KERNEL_MEMBER
 
-    /* ---- GEMM micro-kernels on packed panels: used by the projections (weights packed at
-     * create), by Q.K^T (K tile packed per task) and by P.V (V tile packed per task).
-     * A panel holds NR = gemm_nr columns of B as [k][NR], zero-padded past the last column;
-     * the kernels may read all NR columns of a panel row but write only n <= NR. m <= MR. */
+    /* GEMM micro-tile: rows (MR) and panel columns (NR). */
     size_t gemm_mr;
     size_t gemm_nr;
-    /* c[r * ldc + j] = sum_kk a[r * lda + kk] * panel[kk * NR + j] + (bias ? bias[j] : 0) */
-    void (*gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* panel,
-                 const float* bias, float* c, size_t ldc);
-    /* c[r * ldc + j] = alpha[r] * c[r * ldc + j] + sum_kk a[r * lda + kk] * panel[kk * NR + j] */
-    void (*gemm_acc)(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* panel,
-                     const float* alpha, float* c, size_t ldc);
-
-    /* ---- packing K/V tiles (any storage dtype) into f32 panels of gemm_nr columns. */
-    /* Q.K^T operand: panel p holds keys [p*NR, p*NR + NR): dst[(p * d + dd) * NR + j] =
-     * K[p*NR + j][dd]; keys past `cols` are zero. K rows are ldk elements apart. */
-    void (*pack_kt)(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype, float* dst);
-    /* P.V operand: panel p holds V columns [p*NR, p*NR + NR): dst[(p * cols + c) * NR + j] =
-     * V[c][p*NR + j]; columns past dv are zero. */
-    void (*pack_v)(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh_dtype dtype, float* dst);
-
-    /* ---- direct kernels for few query rows (decode): read K/V rows in place, no packing. */
-    /* s[r * lds + c] = sum_dd q[r * ldq + dd] * K[c][dd], rows <= attn_direct_rows */
-    void (*qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
-                      const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds);
-    /* o[r * ldo + :] = alpha[r] * o[r * ldo + :] + sum_c p[r * ldp + c] * V[c][:] */
-    void (*pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
-                      const void* v, ptrdiff_t ldv, mh_dtype dtype, const float* alpha, float* o,
-                      size_t ldo);
     /* Query blocks with fewer rows than this use the direct kernels. */
     size_t attn_direct_rows;
-
-    /* ---- online softmax over a score tile (-INFINITY = dropped key). Per row r:
-     *   m_new = max(m[r], max_c s); if m_new = -inf: s[r, :] = 0, alpha[r] = 1, m/l unchanged;
-     *   else alpha[r] = exp(m[r] - m_new), s[r, c] = exp(s[r, c] - m_new),
-     *        l[r] = l[r] * alpha[r] + sum_c s[r, c], m[r] = m_new. */
-    void (*softmax_tile)(size_t rows, size_t cols, float* s, size_t lds, float* m, float* l,
-                         float* alpha);
-
     /* Attention tiling: query rows per task block (across the heads of a group) and keys per
      * KV tile (a multiple of gemm_nr). */
     size_t attn_block_rows;
     size_t attn_kv_tile;
-
-    /* ---- cross-head mix of one query row (DCMHA's composition, docs/variants.md "DCMHA"):
-     * see mh_head_mix_factors. out must not overlap a. */
-    void (*head_mix)(const struct mh_head_mix_factors* f, size_t cols, const float* a,
-                          size_t lda, const float* ascale, float* out, size_t ldo);
-
-    /* ---- storage conversions (round to nearest even on the way down). */
-    void (*f32_to_f16)(size_t n, const float* x, uint16_t* y);
-    void (*f32_to_bf16)(size_t n, const float* x, uint16_t* y);
 } mh_kernels;
-
-/* The scalar table: the reference every other table starts from. */
-void mh_kernels_init_scalar(mh_kernels* k);
 
 #endif

@@ -1,11 +1,12 @@
 /*
- * Every slot of the active ISA's kernel table (MH_ISA selects it) against naive references,
- * on shapes generated from that table's own tile sizes: 1, tile - 1, tile, tile + 1, primes.
+ * Every slot of the kernel list (src/kernels/kernel_list.h) in the active ISA's table (MH_ISA
+ * selects it) against naive references, on shapes generated from that table's own tile sizes:
+ * 1, tile - 1, tile, tile + 1, primes.
  *  - pack_kt / pack_v: pure data movement, so bitwise equal to a naive layout, zero padding
  *    included; f16/bf16 sources widened exactly;
  *  - qk_direct / pv_direct: against double dot products, tolerance eps32 * reduction length;
- *  - gemm_acc: the rescale-and-accumulate epilogue, against double; writes nothing outside
- *    the m x n corner;
+ *  - gemm / gemm_acc: with and without a bias / the rescale-and-accumulate epilogue, against
+ *    double; write nothing outside the m x n corner;
  *  - softmax_tile: against a double online-softmax step, including -inf entries, all -inf
  *    rows, and rows whose running max is still -inf;
  *  - head_mix: against double sums of the contract, with and without the per-head input
@@ -44,28 +45,27 @@ static void* source(mh_dtype dt, size_t rows, size_t ld, float* exact) {
     return buf;
 }
 
-static void packs(size_t cols, size_t d, mh_dtype dt) {
-    const size_t nr = K->gemm_nr, ld = d + 3, panels_k = (cols + nr - 1) / nr, panels_v = (d + nr - 1) / nr;
+/* pack_kt (v = 0) or pack_v (v = 1) of a cols x d tile, and 16 floats after it untouched. */
+static void pack(int v, size_t cols, size_t d, mh_dtype dt) {
+    const size_t nr = K->gemm_nr, ld = d + 3;
+    const size_t n = v ? (d + nr - 1) / nr * cols * nr : (cols + nr - 1) / nr * d * nr;
     float* exact = malloc(sizeof(float) * cols * ld);
     void* src = source(dt, cols, ld, exact);
-    const size_t nk = panels_k * d * nr, nv = panels_v * cols * nr;
-    float *got = malloc(sizeof(float) * (nk + nv + 16)), *want = calloc(nk + nv + 16, sizeof(float));
-    for (size_t i = 0; i < nk + nv + 16; i++) got[i] = 1234.5f;
+    float *got = malloc(sizeof(float) * (n + 16)), *want = calloc(n + 16, sizeof(float));
+    for (size_t i = 0; i < n + 16; i++) got[i] = 1234.5f;
     for (size_t c = 0; c < cols; c++)
-        for (size_t dd = 0; dd < d; dd++) {
-            want[((c / nr) * d + dd) * nr + c % nr] = exact[c * ld + dd];
-            want[nk + ((dd / nr) * cols + c) * nr + dd % nr] = exact[c * ld + dd];
-        }
-    for (size_t i = nk + nv; i < nk + nv + 16; i++) want[i] = 1234.5f; /* must stay untouched */
-    K->pack_kt(cols, d, src, (ptrdiff_t)ld, dt, got);
-    K->pack_v(cols, d, src, (ptrdiff_t)ld, dt, got + nk);
+        for (size_t dd = 0; dd < d; dd++)
+            want[v ? ((dd / nr) * cols + c) * nr + dd % nr : ((c / nr) * d + dd) * nr + c % nr] = exact[c * ld + dd];
+    for (size_t i = n; i < n + 16; i++) want[i] = 1234.5f; /* must stay untouched */
+    if (v) K->pack_v(cols, d, src, (ptrdiff_t)ld, dt, got);
+    else K->pack_kt(cols, d, src, (ptrdiff_t)ld, dt, got);
     char what[96];
-    snprintf(what, sizeof what, "pack_kt/pack_v cols %zu d %zu dtype %d", cols, d, (int)dt);
-    check_bitwise(what, got, want, nk + nv + 16);
+    snprintf(what, sizeof what, "%s cols %zu d %zu dtype %d", v ? "pack_v" : "pack_kt", cols, d, (int)dt);
+    check_bitwise(what, got, want, n + 16);
     free(exact), free(src), free(got), free(want);
 }
 
-static void directs(size_t rows, size_t cols, size_t d, mh_dtype dt) {
+static void qk_direct(size_t rows, size_t cols, size_t d, mh_dtype dt) {
     const size_t ld = d + 1, lds = cols + 2;
     float* exact = malloc(sizeof(float) * cols * ld);
     void* src = source(dt, cols, ld, exact);
@@ -84,9 +84,14 @@ static void directs(size_t rows, size_t cols, size_t d, mh_dtype dt) {
     char what[96];
     snprintf(what, sizeof what, "qk_direct rows %zu cols %zu d %zu dtype %d", rows, cols, d, (int)dt);
     check_close(what, got, want, rows * cols, 4 * FLT_EPSILON * 2 * (double)d, INFINITY);
+    free(exact), free(src), free(q), free(s), free(want), free(got);
+}
 
-    /* pv_direct: o = alpha * o + P.V, P in [0, 1) */
-    const size_t ldo = d + 5;
+/* pv_direct: o = alpha * o + P.V, P in [0, 1) */
+static void pv_direct(size_t rows, size_t cols, size_t d, mh_dtype dt) {
+    const size_t ld = d + 1, lds = cols + 2, ldo = d + 5;
+    float* exact = malloc(sizeof(float) * cols * ld);
+    void* src = source(dt, cols, ld, exact);
     float* p = malloc(sizeof(float) * rows * lds);
     float* o = malloc(sizeof(float) * rows * ldo);
     float alpha[8];
@@ -104,36 +109,41 @@ static void directs(size_t rows, size_t cols, size_t d, mh_dtype dt) {
             wo[r * ldo + j] = acc; /* columns past d must be untouched */
         }
     K->pv_direct(rows, cols, d, p, lds, src, (ptrdiff_t)ld, dt, alpha, o, ldo);
+    char what[96];
     snprintf(what, sizeof what, "pv_direct rows %zu cols %zu dv %zu dtype %d", rows, cols, d, (int)dt);
     check_close(what, o, wo, rows * ldo, 4 * FLT_EPSILON * 2 * (double)(cols + 1), INFINITY);
-    free(exact), free(src), free(q), free(s), free(want), free(got), free(p), free(o), free(wo);
+    free(exact), free(src), free(p), free(o), free(wo);
 }
 
-static void gemm_acc(size_t m, size_t n, size_t k) {
+/* gemm (acc = 0: c = A.panel + bias, with and without a bias) or gemm_acc (acc = 1: the
+ * rescale-and-accumulate epilogue), against double; nothing written outside the m x n corner. */
+static void gemm_case(int acc_mode, int with_bias, size_t m, size_t n, size_t k) {
     const size_t nr = K->gemm_nr, lda = k + 1, ldc = n + 3;
     float* a = malloc(sizeof(float) * m * lda);
     float* panel = calloc(k * nr, sizeof(float));
     float* c = malloc(sizeof(float) * m * ldc);
-    float alpha[16];
+    float alpha[16], *bias = malloc(sizeof(float) * nr);
     double* want = malloc(sizeof(double) * m * ldc);
     rng_fill(&R, a, m * lda, -1, 1);
     for (size_t kk = 0; kk < k; kk++) rng_fill(&R, panel + kk * nr, n, -1, 1); /* zero past n */
     rng_fill(&R, c, m * ldc, -1, 1);
     rng_fill(&R, alpha, 16, 0, 1);
+    rng_fill(&R, bias, nr, -1, 1);
     for (size_t r = 0; r < m; r++)
         for (size_t j = 0; j < ldc; j++) {
             double acc = c[r * ldc + j];
             if (j < n) {
-                acc *= alpha[r];
+                acc = acc_mode ? acc * alpha[r] : (with_bias ? bias[j] : 0.0);
                 for (size_t kk = 0; kk < k; kk++) acc += (double)a[r * lda + kk] * panel[kk * nr + j];
             }
             want[r * ldc + j] = acc;
         }
-    K->gemm_acc(m, n, k, a, lda, panel, alpha, c, ldc);
+    if (acc_mode) K->gemm_acc(m, n, k, a, lda, panel, alpha, c, ldc);
+    else K->gemm(m, n, k, a, lda, panel, with_bias ? bias : NULL, c, ldc);
     char what[96];
-    snprintf(what, sizeof what, "gemm_acc m %zu n %zu k %zu", m, n, k);
+    snprintf(what, sizeof what, "%s m %zu n %zu k %zu bias %d", acc_mode ? "gemm_acc" : "gemm", m, n, k, with_bias);
     check_close(what, c, want, m * ldc, 4 * FLT_EPSILON * (double)(k + 2), INFINITY);
-    free(a), free(panel), free(c), free(want);
+    free(a), free(panel), free(c), free(bias), free(want);
 }
 
 static void softmax(size_t rows, size_t cols) {
@@ -183,7 +193,8 @@ static void softmax(size_t rows, size_t cols) {
     free(s), free(ws), free(s_in);
 }
 
-static void conversions(void) {
+/* f32_to_f16 (bf16 = 0) or f32_to_bf16 (bf16 = 1) against the scalar RNE, bitwise. */
+static void conversions(int bf16) {
     static const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.0f, 65520.0f, 1e6f,
                                     -1e6f, 5.96e-8f, 2.98e-8f, 2.99e-8f, 6.1e-5f, 1e-40f, 3.0e38f,
                                     1.00048828125f, 1.00146484375f, 1.0039062f, 1.01171875f};
@@ -193,18 +204,16 @@ static void conversions(void) {
     for (; i < sizeof special / sizeof special[0]; i++) x[i] = special[i];
     x[i++] = INFINITY, x[i++] = -INFINITY, x[i++] = NAN;
     for (; i < n; i++) x[i] = ldexpf(rng_uniform(&R, -1, 1), rng_int(&R, -30, 20));
-    uint16_t *h = malloc(2 * (n + 1)), *b = malloc(2 * (n + 1)), *wh = malloc(2 * n), *wb = malloc(2 * n);
-    h[n] = b[n] = 0xBEEF;
-    for (size_t j = 0; j < n; j++) wh[j] = mh_f32_to_f16_rne(x[j]), wb[j] = mh_f32_to_bf16_rne(x[j]);
+    uint16_t *h = malloc(2 * (n + 1)), *wh = malloc(2 * n);
+    h[n] = 0xBEEF;
+    for (size_t j = 0; j < n; j++) wh[j] = bf16 ? mh_f32_to_bf16_rne(x[j]) : mh_f32_to_f16_rne(x[j]);
+    const char* what = bf16 ? "f32_to_bf16 equals scalar RNE bitwise" : "f32_to_f16 equals scalar RNE bitwise";
     for (size_t len = 1; len <= n; len += len < 40 ? 1 : 97) {
-        K->f32_to_f16(len, x, h);
-        K->f32_to_bf16(len, x, b);
-        if (!check_true("f32_to_f16 / f32_to_bf16 equal scalar RNE bitwise",
-                        memcmp(h, wh, 2 * len) == 0 && memcmp(b, wb, 2 * len) == 0))
-            break;
+        (bf16 ? K->f32_to_bf16 : K->f32_to_f16)(len, x, h);
+        if (!check_true(what, memcmp(h, wh, 2 * len) == 0)) break;
     }
-    check_true("conversions write nothing past n", h[n] == 0xBEEF && b[n] == 0xBEEF);
-    free(x), free(h), free(b), free(wh), free(wb);
+    check_true(bf16 ? "f32_to_bf16 writes nothing past n" : "f32_to_f16 writes nothing past n", h[n] == 0xBEEF);
+    free(x), free(h), free(wh);
 }
 
 static float* randoms(size_t n) {
@@ -254,6 +263,59 @@ static void compose(size_t g, size_t rank, size_t cols, int scaled, int with_wb)
     free(a), free(qw1), free(qw2), free(qdd), free(kw1), free(kw2), free(kdd), free(wb), free(ascale), free(out);
 }
 
+/* ---- one test per slot of the kernel list (src/kernels/kernel_list.h): a kernel added to
+ * the list does not compile here until it has its test, which then runs on every ISA. */
+static const size_t dims[] = {1, 7, 15, 16, 17, 31, 64, 65, 128, 131};
+
+/* The K/V tile shapes: cols from the table's tile sizes, every dtype. */
+static void kv_shapes(void (*fn)(size_t rows, size_t cols, size_t d, mh_dtype dt), int per_row) {
+    const size_t nr = K->gemm_nr, tk = K->attn_kv_tile;
+    const size_t cols[] = {1, nr - 1, nr, nr + 1, tk - 1, tk, 13};
+    for (int dt = 0; dt < 3; dt++)
+        for (size_t i = 0; i < sizeof cols / sizeof *cols; i++)
+            for (size_t j = 0; j < sizeof dims / sizeof *dims; j += 1 + (size_t)dt)
+                for (size_t rows = 1; rows < (per_row ? K->attn_direct_rows : 2); rows++)
+                    fn(rows, cols[i], dims[j], (mh_dtype)dt);
+}
+
+static void pack_kt_shape(size_t rows, size_t cols, size_t d, mh_dtype dt) { (void)rows, pack(0, cols, d, dt); }
+static void pack_v_shape(size_t rows, size_t cols, size_t d, mh_dtype dt) { (void)rows, pack(1, cols, d, dt); }
+
+static void gemm_shapes(int acc_mode) {
+    const size_t mr = K->gemm_mr, nr = K->gemm_nr;
+    const size_t ms[] = {1, mr - 1, mr}, ns[] = {1, nr - 1, nr}, ks[] = {1, 7, 64, 67};
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = 0; j < 3; j++)
+            for (size_t l = 0; l < 4; l++)
+                for (int b = 0; b <= !acc_mode; b++)
+                    if (ms[i] > 0 && ns[j] > 0) gemm_case(acc_mode, b, ms[i], ns[j], ks[l]);
+}
+
+static void test_gemm(void) { gemm_shapes(0); }
+static void test_gemm_acc(void) { gemm_shapes(1); }
+static void test_pack_kt(void) { kv_shapes(pack_kt_shape, 0); }
+static void test_pack_v(void) { kv_shapes(pack_v_shape, 0); }
+static void test_qk_direct(void) { kv_shapes(qk_direct, 1); }
+static void test_pv_direct(void) { kv_shapes(pv_direct, 1); }
+
+static void test_softmax_tile(void) {
+    const size_t nr = K->gemm_nr, tk = K->attn_kv_tile;
+    const size_t cols[] = {1, nr - 1, nr, nr + 1, tk - 1, tk, 13};
+    for (size_t c = 0; c < sizeof cols / sizeof *cols; c++) softmax(7, cols[c]);
+}
+
+static void test_head_mix(void) {
+    const size_t gs[] = {1, 3, 4, 8, 32}, ranks[] = {1, 2, MH_HEAD_MIX_MAX_RANK};
+    const size_t ccols[] = {1, 3, 7, 15, 16, 17, 63, 64, 65, 257};
+    for (size_t i = 0; i < 5; i++)
+        for (size_t j = 0; j < 3; j++)
+            for (size_t c = 0; c < sizeof ccols / sizeof *ccols; c++)
+                compose(gs[i], ranks[j], ccols[c], (int)((i + c) % 2), (int)((j + c) % 3 == 0));
+}
+
+static void test_f32_to_f16(void) { conversions(0); }
+static void test_f32_to_bf16(void) { conversions(1); }
+
 int main(void) {
     mh_isa isa;
     const mh_status st = mh_isa_default(&isa);
@@ -262,30 +324,8 @@ int main(void) {
     K = mh_dispatch_table(isa);
     printf("test_kernels on %s\n", mh_isa_name(isa));
     rng_seed(&R, 42);
-    const size_t nr = K->gemm_nr, mr = K->gemm_mr, tk = K->attn_kv_tile;
-    const size_t cols[] = {1, nr - 1, nr, nr + 1, tk - 1, tk, 13};
-    const size_t dims[] = {1, 7, 15, 16, 17, 31, 64, 65, 128, 131};
-    for (int dt = 0; dt < 3; dt++)
-        for (size_t i = 0; i < sizeof cols / sizeof *cols; i++)
-            for (size_t j = 0; j < sizeof dims / sizeof *dims; j += 1 + (size_t)dt) {
-                packs(cols[i], dims[j], (mh_dtype)dt);
-                for (size_t rows = 1; rows < K->attn_direct_rows; rows++)
-                    directs(rows, cols[i], dims[j], (mh_dtype)dt);
-            }
-    const size_t ms[] = {1, mr - 1, mr};
-    const size_t ns[] = {1, nr - 1, nr};
-    const size_t ks[] = {1, 7, 64, 67};
-    for (size_t i = 0; i < 3; i++)
-        for (size_t j = 0; j < 3; j++)
-            for (size_t l = 0; l < 4; l++)
-                if (ms[i] > 0 && ns[j] > 0) gemm_acc(ms[i], ns[j], ks[l]);
-    for (size_t c = 0; c < sizeof cols / sizeof *cols; c++) softmax(7, cols[c]);
-    conversions();
-    const size_t gs[] = {1, 3, 4, 8, 32}, ranks[] = {1, 2, MH_HEAD_MIX_MAX_RANK};
-    const size_t ccols[] = {1, 3, 7, 15, 16, 17, 63, 64, 65, 257};
-    for (size_t i = 0; i < 5; i++)
-        for (size_t j = 0; j < 3; j++)
-            for (size_t c = 0; c < sizeof ccols / sizeof *ccols; c++)
-                compose(gs[i], ranks[j], ccols[c], (int)((i + c) % 2), (int)((j + c) % 3 == 0));
+#define RUN_SLOT_TEST(slot, ret, params) test_##slot();
+    MH_KERNEL_LIST(RUN_SLOT_TEST)
+#undef RUN_SLOT_TEST
     return test_exit_code("test_kernels");
 }

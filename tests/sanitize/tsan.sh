@@ -38,12 +38,17 @@ if ! cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMP
   exit 1
 fi
 
-# the ISAs ctest would run (tests/CMakeLists.txt: MH_TEST_ISAS)
+# the ISAs ctest would run (tests/CMakeLists.txt: MH_TEST_ISAS): the ISA registry's rows
+# (src/dispatch/isa_list.h: X(ENUM, name, arch, ...)) for this architecture or any
 case "$(uname -m)" in
-  x86_64 | amd64) isas=(scalar avx2 avx512) ;;
-  aarch64 | arm64) isas=(scalar neon sve) ;;
-  *) isas=(scalar) ;;
+  x86_64 | amd64) arch=x86_64 ;;
+  aarch64 | arm64) arch=aarch64 ;;
+  *) arch=none ;;
 esac
+isas=()
+while read -r name row_arch; do
+  [[ $row_arch == any || $row_arch == "$arch" ]] && isas+=("$name")
+done < <(sed -n 's/^ *X([A-Z0-9_]*, \([a-z0-9_]*\), \([a-z0-9_]*\), .*/\1 \2/p' src/dispatch/isa_list.h)
 
 export TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1 ignore_noninstrumented_modules=1${TSAN_OPTIONS:+ $TSAN_OPTIONS}"
 # Archer: next to the clang libraries (libomp loads "libarcher.so" by itself when it is on the

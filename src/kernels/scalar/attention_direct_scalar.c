@@ -1,10 +1,11 @@
 /* Direct Q.K^T and P.V for a few query rows (decode): K/V rows are read in place, widened a
  * chunk at a time, and each is used by every query row of the block. */
-#include "kernels/scalar/kernels_scalar.h"
+#include "kernels/kernel_protos.h"
+#include "kernels/scalar/simd_scalar.h"
 
 #define CHUNK 64
 
-void mh_f32_qk_direct__scalar(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
+void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
                               const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds) {
     float buf[CHUNK];
     for (size_t c = 0; c < cols; c++) {
@@ -22,7 +23,7 @@ void mh_f32_qk_direct__scalar(size_t rows, size_t cols, size_t d, const float* q
     }
 }
 
-void mh_f32_pv_direct__scalar(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
+void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
                               const void* v, ptrdiff_t ldv, mh_dtype dtype, const float* alpha,
                               float* o, size_t ldo) {
     float buf[CHUNK];

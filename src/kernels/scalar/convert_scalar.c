@@ -1,7 +1,5 @@
 #include "kernels/scalar/convert_scalar.h"
 
-#include "kernels/scalar/kernels_scalar.h"
-
 uint16_t mh_f32_to_bf16_rne(float f) {
     uint32_t u = mh_f32_to_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
@@ -27,14 +25,6 @@ uint16_t mh_f32_to_f16_rne(float f) {
     uint32_t half = man >> shift, rem = man & ((1u << shift) - 1u), mid = 1u << (shift - 1);
     if (rem > mid || (rem == mid && (half & 1u))) half++;
     return (uint16_t)(sign | half);
-}
-
-void mh_f32_to_f16__scalar(size_t n, const float* x, uint16_t* y) {
-    for (size_t i = 0; i < n; i++) y[i] = mh_f32_to_f16_rne(x[i]);
-}
-
-void mh_f32_to_bf16__scalar(size_t n, const float* x, uint16_t* y) {
-    for (size_t i = 0; i < n; i++) y[i] = mh_f32_to_bf16_rne(x[i]);
 }
 
 void mh_load_row_f32__scalar(const void* row, mh_dtype dtype, size_t n, float* dst) {

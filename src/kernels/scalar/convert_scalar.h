@@ -1,9 +1,11 @@
-/* Scalar f16/bf16 <-> f32 conversions, shared by the scalar kernels (and usable as the tail
- * path of SIMD ones). Round to nearest even on the way down; NaN stays NaN. */
+/* Scalar f16/bf16 <-> f32 conversions, shared by the scalar kernels and vocabulary (and
+ * usable as the tail path of SIMD ones). Round to nearest even on the way down; NaN stays NaN. */
 #ifndef MH_CONVERT_SCALAR_H
 #define MH_CONVERT_SCALAR_H
 #include <stdint.h>
 #include <string.h>
+
+#include "multihead.h"
 
 static inline float mh_bits_to_f32(uint32_t u) {
     float f;
@@ -31,5 +33,8 @@ static inline float mh_f16_to_f32(uint16_t h) {
 
 uint16_t mh_f32_to_f16_rne(float f);
 uint16_t mh_f32_to_bf16_rne(float f);
+
+/* Widens n elements of a `dtype` row to f32 (the scalar kernels' load path). */
+void mh_load_row_f32__scalar(const void* row, mh_dtype dtype, size_t n, float* dst);
 
 #endif

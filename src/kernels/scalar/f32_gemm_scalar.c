@@ -1,7 +1,8 @@
-#include "kernels/scalar/kernels_scalar.h"
+#include "kernels/kernel_protos.h"
+#include "kernels/scalar/simd_scalar.h"
 
-#define MR MH_SCALAR_GEMM_MR
-#define NR MH_SCALAR_GEMM_NR
+#define MR MH_GEMM_MR
+#define NR MH_GEMM_NR
 
 /* acc = A[m x k] . panel[k x NR]. Register budget (as a compiler sees it): a 4x8 accumulator
  * (8 SSE registers of baseline x86-64), one broadcast of A per row and one panel row; the NR
@@ -27,7 +28,7 @@ static inline void accumulate(size_t m, size_t k, const float* a, size_t lda, co
     }
 }
 
-void mh_f32_gemm_ukernel_4x8__scalar(size_t m, size_t n, size_t k, const float* a, size_t lda,
+void MH_KNAME(gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                       const float* panel, const float* bias, float* c, size_t ldc) {
     float acc[MR][NR] = {{0}};
     accumulate(m, k, a, lda, panel, acc);
@@ -35,7 +36,7 @@ void mh_f32_gemm_ukernel_4x8__scalar(size_t m, size_t n, size_t k, const float* 
         for (size_t j = 0; j < n; j++) c[r * ldc + j] = acc[r][j] + (bias ? bias[j] : 0.0f);
 }
 
-void mh_f32_gemm_acc_ukernel_4x8__scalar(size_t m, size_t n, size_t k, const float* a, size_t lda,
+void MH_KNAME(gemm_acc)(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                           const float* panel, const float* alpha, float* c,
                                           size_t ldc) {
     float acc[MR][NR] = {{0}};

@@ -6,11 +6,11 @@
  * Tails: m < 6 is a specialised body (the switch below); n < 16 stores (and reads bias / C)
  * only the first n columns, through a lane-exact partial path.
  */
-#include "kernels/arm/neon/kernels_neon.h"
+#include "kernels/kernel_protos.h"
 #include "kernels/arm/neon/simd_neon.h"
 
-#define MR MH_NEON_GEMM_MR
-#define NR MH_NEON_GEMM_NR
+#define MR MH_GEMM_MR
+#define NR MH_GEMM_NR
 #define NV 4
 
 MH_INLINE void accumulate(const int M, size_t k, const float* a, size_t lda, const float* panel,
@@ -36,8 +36,8 @@ MH_INLINE void store_bias(const int M, size_t n, const float* bias, float* c, si
     MH_UNROLL for (int v = 0; v < NV; v++) {
         const size_t cnt = mh_cnt4(n, (size_t)v * 4);
         if (cnt == 0) break;
-        const float32x4_t b = bias ? mh_loadf_n(bias + v * 4, cnt, 0.0f) : vdupq_n_f32(0.0f);
-        MH_UNROLL for (int r = 0; r < M; r++) mh_storef_n(c + (size_t)r * ldc + v * 4, vaddq_f32(acc[r][v], b), cnt);
+        const float32x4_t b = bias ? mh_vload_n(bias + v * 4, cnt, 0.0f) : vdupq_n_f32(0.0f);
+        MH_UNROLL for (int r = 0; r < M; r++) mh_vstore_n(c + (size_t)r * ldc + v * 4, vaddq_f32(acc[r][v], b), cnt);
     }
 }
 
@@ -49,7 +49,7 @@ MH_INLINE void store_acc(const int M, size_t n, const float* alpha, float* c, si
             const size_t cnt = mh_cnt4(n, (size_t)v * 4);
             if (cnt == 0) break;
             float* cp = c + (size_t)r * ldc + v * 4;
-            mh_storef_n(cp, vfmaq_f32(acc[r][v], al, mh_loadf_n(cp, cnt, 0.0f)), cnt);
+            mh_vstore_n(cp, vfmaq_f32(acc[r][v], al, mh_vload_n(cp, cnt, 0.0f)), cnt);
         }
     }
 }
@@ -62,7 +62,7 @@ MH_INLINE void store_acc(const int M, size_t n, const float* alpha, float* c, si
         break;                                \
     }
 
-MH_NO_PRE_RA_SCHED void mh_f32_gemm_ukernel_6x16__neon(size_t m, size_t n, size_t k, const float* a, size_t lda,
+MH_NO_PRE_RA_SCHED void MH_KNAME(gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                     const float* panel, const float* bias, float* c, size_t ldc) {
     switch (m) {
         GEMM_CASE(1, store_bias, bias)
@@ -75,7 +75,7 @@ MH_NO_PRE_RA_SCHED void mh_f32_gemm_ukernel_6x16__neon(size_t m, size_t n, size_
     }
 }
 
-MH_NO_PRE_RA_SCHED void mh_f32_gemm_acc_ukernel_6x16__neon(size_t m, size_t n, size_t k, const float* a, size_t lda,
+MH_NO_PRE_RA_SCHED void MH_KNAME(gemm_acc)(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                         const float* panel, const float* alpha, float* c,
                                         size_t ldc) {
     switch (m) {

@@ -1,8 +1,8 @@
 /* Packing K/V tiles of any storage dtype into f32 panels of 16 columns (4 q registers). */
-#include "kernels/arm/neon/kernels_neon.h"
+#include "kernels/kernel_protos.h"
 #include "kernels/arm/neon/simd_neon.h"
 
-#define NR MH_NEON_GEMM_NR
+#define NR MH_GEMM_NR
 
 /* In-register transpose of a 4 x 4 block: TRN1/TRN2 on 32-bit, then on 64-bit lanes. */
 MH_INLINE void transpose4(float32x4_t r[4]) {
@@ -16,7 +16,7 @@ MH_INLINE void transpose4(float32x4_t r[4]) {
 
 /* Groups of 4 keys: each 4 keys x 4 dims block is loaded (widened), transposed and stored as
  * 4 panel rows of 4 columns. Keys past `cols` and the rest of the last panel are zero. */
-void mh_pack_kt_16__neon(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
+void MH_KNAME(pack_kt)(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
                          float* dst) {
     const size_t groups = (cols + 3) / 4, padded = (cols + NR - 1) / NR * NR;
     for (size_t c0 = 0; c0 < groups * 4; c0 += 4) {
@@ -25,7 +25,7 @@ void mh_pack_kt_16__neon(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh
             const size_t nd = mh_cnt4(d, d0);
             float32x4_t r[4];
             MH_UNROLL for (size_t i = 0; i < 4; i++)
-                r[i] = c0 + i < cols ? mh_load4_n(mh_dtype_at(k, dtype, (ptrdiff_t)(c0 + i) * ldk + (ptrdiff_t)d0), dtype, nd)
+                r[i] = c0 + i < cols ? mh_vload_dt_n(mh_dtype_at(k, dtype, (ptrdiff_t)(c0 + i) * ldk + (ptrdiff_t)d0), dtype, nd)
                                      : vdupq_n_f32(0.0f);
             transpose4(r);
             MH_UNROLL for (size_t i = 0; i < 4; i++)
@@ -35,21 +35,5 @@ void mh_pack_kt_16__neon(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh
     for (size_t c0 = groups * 4; c0 < padded; c0 += 4) { /* zero the rest of the last panel */
         float* panel = dst + (c0 / NR) * d * NR + c0 % NR;
         for (size_t dd = 0; dd < d; dd++) vst1q_f32(panel + dd * NR, vdupq_n_f32(0.0f));
-    }
-}
-
-void mh_pack_v_16__neon(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh_dtype dtype,
-                        float* dst) {
-    const size_t n_panels = (dv + NR - 1) / NR;
-    for (size_t c = 0; c < cols; c++) {
-        const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv);
-        for (size_t p = 0; p < n_panels; p++) {
-            float* out = dst + (p * cols + c) * NR;
-            for (size_t j = 0; j < NR; j += 4) {
-                const size_t start = p * NR + j, cnt = mh_cnt4(dv, start);
-                vst1q_f32(out + j, cnt ? mh_load4_n(mh_dtype_at(row, dtype, (ptrdiff_t)start), dtype, cnt)
-                                       : vdupq_n_f32(0.0f));
-            }
-        }
     }
 }

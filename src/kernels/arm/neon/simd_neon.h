@@ -1,14 +1,38 @@
-/* NEON helpers shared by this ISA's kernels: widening loads of any K/V storage dtype and
- * partial (tail) loads and stores that touch only the elements asked for. Only included by
- * files compiled for aarch64. */
+/* The NEON SIMD vocabulary (the names every simd_<isa>.h defines, docs/kernels.md "SIMD
+ * vocabulary") and this ISA's own helpers: lane-exact partial loads and stores. Only included
+ * by files compiled for aarch64. */
 #ifndef MH_SIMD_NEON_H
 #define MH_SIMD_NEON_H
 #include <arm_neon.h>
+#include <math.h>
+#include <sleef.h>
+#include <stdint.h>
 
 #include "multihead.h"
 #include "util/dtype.h"
 
 #define MH_INLINE static inline __attribute__((always_inline))
+
+/* GEMM micro-tile (f32_gemm_6x16_neon.c). */
+#define MH_GEMM_MR 6
+#define MH_GEMM_NR 16
+
+typedef float32x4_t mh_vf;
+#define MH_VL ((size_t)4)
+/* softmax_tile stores 0 for a full vector of dropped keys (masked/causal runs) without an
+ * exp: the same bits, since exp(-inf) = 0 and adding +0 leaves the sum unchanged. */
+#define MH_SOFTMAX_SKIP_DROPPED 1
+/* head_mix hands the last cols % 4 columns to the scalar kernel (unfused multiply-adds under GCC,
+ * as NEON's head_mix always has) rather than a lane-exact partial vector (generic/head_mix.c). */
+#define MH_HEAD_MIX_SCALAR_TAIL 1
+/* The direct decode kernels (generic/attention_direct.c): keys per Q.K^T block, output vectors
+ * per P.V chunk, whether P.V broadcasts a key's probabilities before loading its V vectors, and
+ * the software prefetch (none: the Arm cores' prefetchers follow the rows). */
+#define MH_QK_KEYS(R) 4
+#define MH_PV_VECS(R) 4
+#define MH_PV_BCAST_FIRST(R) 0
+#define MH_DIRECT_PREFETCH_KEYS 0
+#define MH_DIRECT_PREFETCH_IN_TILE 0
 /* Loops over arrays of vectors are unrolled completely so the arrays live in registers. */
 #define MH_UNROLL _Pragma("GCC unroll 16")
 /* GCC's pre-RA scheduler hoists the 6 broadcasts of A above the FMAs of a GEMM k step, which
@@ -27,15 +51,15 @@ MH_INLINE float32x4_t mh_widen4(uint16x4_t h, mh_dtype dtype) {
 }
 
 /* 4 elements of a `dtype` array at `p`. */
-MH_INLINE float32x4_t mh_load4(const void* p, mh_dtype dtype) {
+MH_INLINE float32x4_t mh_vload_dt(const void* p, mh_dtype dtype) {
     if (dtype == MH_DTYPE_F32) return vld1q_f32((const float*)p);
     return mh_widen4(vld1_u16((const uint16_t*)p), dtype);
 }
 
 /* The first n (0..4) elements of a `dtype` array at `p`, the other lanes 0; reads only n
  * (lane loads, no over-read). */
-MH_INLINE float32x4_t mh_load4_n(const void* p, mh_dtype dtype, size_t n) {
-    if (n >= 4) return mh_load4(p, dtype);
+MH_INLINE float32x4_t mh_vload_dt_n(const void* p, mh_dtype dtype, size_t n) {
+    if (n >= 4) return mh_vload_dt(p, dtype);
     if (dtype == MH_DTYPE_F32) {
         const float* f = (const float*)p;
         float32x4_t v = vdupq_n_f32(0.0f);
@@ -53,7 +77,7 @@ MH_INLINE float32x4_t mh_load4_n(const void* p, mh_dtype dtype, size_t n) {
 }
 
 /* The first n (0..4) floats at `p` (other lanes `fill`); reads only n. */
-MH_INLINE float32x4_t mh_loadf_n(const float* p, size_t n, float fill) {
+MH_INLINE float32x4_t mh_vload_n(const float* p, size_t n, float fill) {
     if (n >= 4) return vld1q_f32(p);
     float32x4_t v = vdupq_n_f32(fill);
     if (n > 0) v = vld1q_lane_f32(p, v, 0);
@@ -63,7 +87,7 @@ MH_INLINE float32x4_t mh_loadf_n(const float* p, size_t n, float fill) {
 }
 
 /* Stores the first n (0..4) lanes of v at `p`; writes only n. */
-MH_INLINE void mh_storef_n(float* p, float32x4_t v, size_t n) {
+MH_INLINE void mh_vstore_n(float* p, float32x4_t v, size_t n) {
     if (n >= 4) {
         vst1q_f32(p, v);
         return;
@@ -88,5 +112,55 @@ MH_INLINE void mh_store_u16_n(uint16_t* p, uint16x4_t v, size_t n) {
 MH_INLINE size_t mh_cnt4(size_t n, size_t start) {
     return n <= start ? 0 : (n - start >= 4 ? 4 : n - start);
 }
+
+MH_INLINE float32x4_t mh_vzero(void) { return vdupq_n_f32(0.0f); }
+MH_INLINE float32x4_t mh_vset1(float x) { return vdupq_n_f32(x); }
+MH_INLINE float32x4_t mh_vload(const float* p) { return vld1q_f32(p); }
+MH_INLINE void mh_vstore(float* p, float32x4_t v) { vst1q_f32(p, v); }
+MH_INLINE float32x4_t mh_vadd(float32x4_t a, float32x4_t b) { return vaddq_f32(a, b); }
+MH_INLINE float32x4_t mh_vsub(float32x4_t a, float32x4_t b) { return vsubq_f32(a, b); }
+MH_INLINE float32x4_t mh_vmul(float32x4_t a, float32x4_t b) { return vmulq_f32(a, b); }
+MH_INLINE float32x4_t mh_vfma(float32x4_t a, float32x4_t b, float32x4_t c) { return vfmaq_f32(c, a, b); }
+MH_INLINE float32x4_t mh_vmax(float32x4_t a, float32x4_t b) { return vmaxnmq_f32(a, b); }
+MH_INLINE float mh_vhsum(float32x4_t v) { return vaddvq_f32(v); }
+MH_INLINE float mh_vhmax(float32x4_t v) { return vmaxnmvq_f32(v); }
+MH_INLINE float32x4_t mh_vexp(float32x4_t x) { return Sleef_expf4_u10advsimd(x); }
+MH_INLINE int mh_vall_neg_inf(float32x4_t x) {
+    return vmaxvq_u32(vmvnq_u32(vceqq_f32(x, vdupq_n_f32(-INFINITY)))) == 0;
+}
+/* Prefetches every cache line of `bytes` bytes at p into L1. */
+MH_INLINE void mh_prefetch_bytes(const void* p, size_t bytes) {
+    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char*)p + off, 0, 3);
+}
+
+/* f32 -> f16 / bf16 with round to nearest even. f16: FCVTN under the default FPCR (round to
+ * nearest even, overflow to inf, NaN stays a quiet NaN). bf16: integer rounding, NaN quieted. */
+MH_INLINE uint16x4_t mh_to_f16(float32x4_t v) { return vreinterpret_u16_f16(vcvt_f16_f32(v)); }
+MH_INLINE uint16x4_t mh_to_bf16(float32x4_t v) {
+    const uint32x4_t u = vreinterpretq_u32_f32(v);
+    const uint32x4_t lsb = vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1));
+    const uint32x4_t rounded = vaddq_u32(u, vaddq_u32(vdupq_n_u32(0x7fff), lsb));
+    /* NaN: keep the top bits and set the quiet bit instead of rounding */
+    const uint32x4_t quiet = vorrq_u32(u, vdupq_n_u32(0x400000));
+    const uint32x4_t is_num = vceqq_f32(v, v);
+    return vshrn_n_u32(vbslq_u32(is_num, rounded, quiet), 16);
+}
+MH_INLINE void mh_vcvt_f16(const float* x, uint16_t* y) { vst1_u16(y, mh_to_f16(vld1q_f32(x))); }
+MH_INLINE void mh_vcvt_bf16(const float* x, uint16_t* y) { vst1_u16(y, mh_to_bf16(vld1q_f32(x))); }
+/* The first n (< 4) elements: lane-exact partial load and store. */
+MH_INLINE void mh_vcvt_f16_n(const float* x, uint16_t* y, size_t n) {
+    mh_store_u16_n(y, mh_to_f16(mh_vload_n(x, n, 0.0f)), n);
+}
+MH_INLINE void mh_vcvt_bf16_n(const float* x, uint16_t* y, size_t n) {
+    mh_store_u16_n(y, mh_to_bf16(mh_vload_n(x, n, 0.0f)), n);
+}
+
+
+/* The sums of four vectors into out[0..3] (Q.K^T's four keys of a block): pairwise adds, the
+ * same tree as vaddvq, so mh_vhsum_key gives the same bits for a key alone. */
+MH_INLINE void mh_vhsum4(float32x4_t a0, float32x4_t a1, float32x4_t a2, float32x4_t a3, float* out) {
+    vst1q_f32(out, vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3)));
+}
+MH_INLINE float mh_vhsum_key(float32x4_t v) { return vaddvq_f32(v); }
 
 #endif

@@ -8,7 +8,7 @@
  * Tails: m < 6 by specialisation; n < NR by svwhilelt predicates on every store (and on the
  * bias and C loads), so nothing past column n is read or written.
  */
-#include "kernels/arm/sve/kernels_sve.h"
+#include "kernels/kernel_protos.h"
 #include "kernels/arm/sve/simd_sve.h"
 
 #define FOR_ROWS(F) F(0) F(1) F(2) F(3) F(4) F(5)
@@ -69,7 +69,7 @@ MH_INLINE void gemm_6x4vl(const int M, const int ACC, size_t n, size_t k, const 
 #define GEMM_CASE(M, ACC) \
     case M: gemm_6x4vl(M, ACC, n, k, a, lda, panel, bias, alpha, c, ldc); break;
 
-void mh_f32_gemm_ukernel_6x4vl__sve(size_t m, size_t n, size_t k, const float* a, size_t lda,
+void MH_KNAME(gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                     const float* panel, const float* bias, float* c, size_t ldc) {
     const float* alpha = NULL;
     switch (m) {
@@ -83,7 +83,7 @@ void mh_f32_gemm_ukernel_6x4vl__sve(size_t m, size_t n, size_t k, const float* a
     }
 }
 
-void mh_f32_gemm_acc_ukernel_6x4vl__sve(size_t m, size_t n, size_t k, const float* a, size_t lda,
+void MH_KNAME(gemm_acc)(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                         const float* panel, const float* alpha, float* c,
                                         size_t ldc) {
     const float* bias = NULL;

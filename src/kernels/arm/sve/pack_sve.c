@@ -8,7 +8,7 @@
  */
 #include <stdint.h>
 
-#include "kernels/arm/sve/kernels_sve.h"
+#include "kernels/kernel_protos.h"
 #include "kernels/arm/sve/simd_sve.h"
 #include "kernels/scalar/convert_scalar.h"
 
@@ -21,7 +21,7 @@ static float load_one(const void* p, mh_dtype dtype, ptrdiff_t i) {
     }
 }
 
-void mh_pack_kt_4vl__sve(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
+void MH_KNAME(pack_kt)(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
                          float* dst) {
     const size_t vl = svcntw(), nr = MH_SVE_GEMM_NV * vl, n_panels = (cols + nr - 1) / nr;
     const svbool_t all = svptrue_b32();
@@ -53,25 +53,6 @@ void mh_pack_kt_4vl__sve(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh
             svst1_vnum_f32(all, out, 1, mh_gather(m1, mh_dtype_at(k1, dtype, o), idx, dtype));
             svst1_vnum_f32(all, out, 2, mh_gather(m2, mh_dtype_at(k2, dtype, o), idx, dtype));
             svst1_vnum_f32(all, out, 3, mh_gather(m3, mh_dtype_at(k3, dtype, o), idx, dtype));
-        }
-    }
-}
-
-void mh_pack_v_4vl__sve(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh_dtype dtype,
-                        float* dst) {
-    const size_t vl = svcntw(), nr = MH_SVE_GEMM_NV * vl, n_panels = (dv + nr - 1) / nr;
-    const svbool_t all = svptrue_b32();
-    const svfloat32_t zero = svdup_n_f32(0.0f);
-    for (size_t c = 0; c < cols; c++) {
-        const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv);
-        for (size_t p = 0; p < n_panels; p++) {
-            float* out = dst + (p * cols + c) * nr;
-            for (size_t j = 0; j < MH_SVE_GEMM_NV; j++) {
-                const size_t start = p * nr + j * vl;
-                svst1_vnum_f32(all, out, (int64_t)j,
-                               start < dv ? mh_load(mh_pred(start, dv), mh_dtype_at(row, dtype, (ptrdiff_t)start), dtype)
-                                          : zero);
-            }
         }
     }
 }

@@ -7,7 +7,7 @@
  * C and bias, so nothing past column n of C or of bias is read or written. The panel is
  * zero-padded to 16 columns by contract and is always read whole.
  */
-#include "kernels/x86/avx2/kernels_avx2.h"
+#include "kernels/kernel_protos.h"
 #include "kernels/x86/avx2/simd_avx2.h"
 
 #define NR 16
@@ -87,7 +87,7 @@ MH_INLINE void kernel(const int M, const int ACC, size_t n, size_t k, const floa
     }
 }
 
-void mh_f32_gemm_ukernel_6x16__avx2(size_t m, size_t n, size_t k, const float* a, size_t lda,
+void MH_KNAME(gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                     const float* panel, const float* bias, float* c, size_t ldc) {
     switch (m) {
     case 1: kernel(1, 0, n, k, a, lda, panel, bias, c, ldc); break;
@@ -100,7 +100,7 @@ void mh_f32_gemm_ukernel_6x16__avx2(size_t m, size_t n, size_t k, const float* a
     }
 }
 
-void mh_f32_gemm_acc_ukernel_6x16__avx2(size_t m, size_t n, size_t k, const float* a, size_t lda,
+void MH_KNAME(gemm_acc)(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                         const float* panel, const float* alpha, float* c,
                                         size_t ldc) {
     switch (m) {

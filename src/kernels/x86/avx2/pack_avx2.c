@@ -4,7 +4,7 @@
  * for 64 elements); pack_v is a widening copy. Rows are read only up to d (dv) elements:
  * f32 tails use maskload, f16/bf16 tails a small stack copy (mh_load8_tail).
  */
-#include "kernels/x86/avx2/kernels_avx2.h"
+#include "kernels/kernel_protos.h"
 #include "kernels/x86/avx2/simd_avx2.h"
 
 #define NR 16
@@ -39,7 +39,7 @@ MH_INLINE void pack_kt_8keys(const mh_dtype dtype, size_t c0, size_t cols, size_
     if (nk == 8)
         for (; d0 + 8 <= d; d0 += 8) { /* the steady state: full 8 x 8 blocks */
             __m256 r[8];
-            for (int i = 0; i < 8; i++) r[i] = mh_load8(mh_dtype_at(rows[i], dtype, (ptrdiff_t)d0), dtype);
+            for (int i = 0; i < 8; i++) r[i] = mh_vload_dt(mh_dtype_at(rows[i], dtype, (ptrdiff_t)d0), dtype);
             transpose8(r);
             for (int i = 0; i < 8; i++) _mm256_storeu_ps(panel + (d0 + (size_t)i) * NR, r[i]);
         }
@@ -47,7 +47,7 @@ MH_INLINE void pack_kt_8keys(const mh_dtype dtype, size_t c0, size_t cols, size_
         const size_t nd = d - d0 < 8 ? d - d0 : 8;
         __m256 r[8];
         for (size_t i = 0; i < 8; i++)
-            r[i] = i < nk ? mh_load8_tail(mh_dtype_at(rows[i], dtype, (ptrdiff_t)d0), dtype, nd)
+            r[i] = i < nk ? mh_vload_dt_n(mh_dtype_at(rows[i], dtype, (ptrdiff_t)d0), dtype, nd)
                           : _mm256_setzero_ps();
         transpose8(r);
         for (size_t i = 0; i < nd; i++) _mm256_storeu_ps(panel + (d0 + i) * NR, r[i]);
@@ -64,42 +64,7 @@ MH_INLINE void pack_kt(const mh_dtype dtype, size_t cols, size_t d, const void* 
     }
 }
 
-void mh_pack_kt_16__avx2(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
+void MH_KNAME(pack_kt)(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
                          float* dst) {
-    switch (dtype) {
-    case MH_DTYPE_F16: pack_kt(MH_DTYPE_F16, cols, d, k, ldk, dst); break;
-    case MH_DTYPE_BF16: pack_kt(MH_DTYPE_BF16, cols, d, k, ldk, dst); break;
-    default: pack_kt(MH_DTYPE_F32, cols, d, k, ldk, dst); break;
-    }
-}
-
-MH_INLINE void pack_v(const mh_dtype dtype, size_t cols, size_t dv, const void* v, ptrdiff_t ldv,
-                      float* dst) {
-    const size_t full = dv / NR, n_panels = (dv + NR - 1) / NR;
-    for (size_t c = 0; c < cols; c++) {
-        const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv);
-        for (size_t p = 0; p < full; p++) {
-            float* out = dst + (p * cols + c) * NR;
-            _mm256_storeu_ps(out, mh_load8(mh_dtype_at(row, dtype, (ptrdiff_t)(p * NR)), dtype));
-            _mm256_storeu_ps(out + 8, mh_load8(mh_dtype_at(row, dtype, (ptrdiff_t)(p * NR + 8)), dtype));
-        }
-        if (full < n_panels) { /* the last panel: columns past dv are zero */
-            const size_t p = full, start = p * NR;
-            float* out = dst + (p * cols + c) * NR;
-            for (size_t j = 0; j < NR; j += 8) {
-                const size_t cnt = mh_lanes8(dv, start + j);
-                _mm256_storeu_ps(out + j, cnt ? mh_load8_tail(mh_dtype_at(row, dtype, (ptrdiff_t)(start + j)), dtype, cnt)
-                                              : _mm256_setzero_ps());
-            }
-        }
-    }
-}
-
-void mh_pack_v_16__avx2(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh_dtype dtype,
-                        float* dst) {
-    switch (dtype) {
-    case MH_DTYPE_F16: pack_v(MH_DTYPE_F16, cols, dv, v, ldv, dst); break;
-    case MH_DTYPE_BF16: pack_v(MH_DTYPE_BF16, cols, dv, v, ldv, dst); break;
-    default: pack_v(MH_DTYPE_F32, cols, dv, v, ldv, dst); break;
-    }
+    MH_WITH_DTYPE(dtype, pack_kt, cols, d, k, ldk, dst)
 }

@@ -1,16 +1,41 @@
-/* AVX2 helpers shared by this ISA's kernels: tail masks, widening loads of any K/V storage
- * dtype, and a combined horizontal reduction. Only included by files compiled with the AVX2
- * flags (-mavx2 -mfma -mf16c -mno-avx512f). */
+/* The AVX2 SIMD vocabulary (the names every simd_<isa>.h defines, docs/kernels.md "SIMD
+ * vocabulary") and this ISA's own helpers: tail masks and a combined horizontal reduction.
+ * Only included by files compiled with the AVX2 flags (-mavx2 -mfma -mf16c -mno-avx512f). */
 #ifndef MH_SIMD_AVX2_H
 #define MH_SIMD_AVX2_H
 #include <immintrin.h>
+#include <math.h>
+#include <sleef.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/scalar/convert_scalar.h"
 #include "multihead.h"
 #include "util/dtype.h"
 
 #define MH_INLINE static inline __attribute__((always_inline))
+
+/* GEMM micro-tile (f32_gemm_6x16_avx2.c). */
+#define MH_GEMM_MR 6
+#define MH_GEMM_NR 16
+
+typedef __m256 mh_vf;
+#define MH_VL ((size_t)8)
+/* Full vectors of dropped keys are not skipped by softmax_tile (see simd_neon.h). */
+#define MH_SOFTMAX_SKIP_DROPPED 0
+/* head_mix: the last, partial vector is masked (simd_neon.h). */
+#define MH_HEAD_MIX_SCALAR_TAIL 0
+/* The direct decode kernels (generic/attention_direct.c), sized for 16 ymm registers: Q.K^T keeps
+ * R x MH_QK_KEYS(R) accumulators (at most 12) + 1 widened K vector; P.V keeps R x MH_PV_VECS(R)
+ * accumulators + R broadcasts of P + 1 V vector (R <= 4: at most 13), or for R = 5 10
+ * accumulators + 2 V vectors + 1 broadcast (V loaded first). Rows are prefetched 16 keys ahead,
+ * inside the tile only (in token-major caches rows are far apart, and P.V walks each row in
+ * several column chunks). */
+#define MH_QK_KEYS(R) ((R) <= 3 ? 4 : 2)
+#define MH_PV_VECS(R) ((R) == 1 ? 8 : (R) == 2 ? 4 : (R) == 3 ? 3 : 2)
+#define MH_PV_BCAST_FIRST(R) ((R) <= 4)
+#define MH_DIRECT_PREFETCH_KEYS 16
+#define MH_DIRECT_PREFETCH_IN_TILE 1
 
 /* Lanes of the 8-lane vector starting at element `start` that lie below `n`, 0..8. */
 MH_INLINE size_t mh_lanes8(size_t n, size_t start) {
@@ -31,7 +56,7 @@ MH_INLINE __m256 mh_widen8(__m128i h, mh_dtype dtype) {
 }
 
 /* 8 full elements of a `dtype` array at `p`. */
-MH_INLINE __m256 mh_load8(const void* p, mh_dtype dtype) {
+MH_INLINE __m256 mh_vload_dt(const void* p, mh_dtype dtype) {
     if (dtype == MH_DTYPE_F32) return _mm256_loadu_ps((const float*)p);
     return mh_widen8(_mm_loadu_si128((const __m128i*)p), dtype);
 }
@@ -39,8 +64,8 @@ MH_INLINE __m256 mh_load8(const void* p, mh_dtype dtype) {
 /* The first `cnt` (0..8) elements of a `dtype` array at `p`, zero in the other lanes; reads
  * nothing past element cnt - 1. f32 uses a masked load; AVX2 has no 16-bit masked load, so
  * f16/bf16 tails go through a small stack copy. */
-MH_INLINE __m256 mh_load8_tail(const void* p, mh_dtype dtype, size_t cnt) {
-    if (cnt >= 8) return mh_load8(p, dtype);
+MH_INLINE __m256 mh_vload_dt_n(const void* p, mh_dtype dtype, size_t cnt) {
+    if (cnt >= 8) return mh_vload_dt(p, dtype);
     if (dtype == MH_DTYPE_F32) return _mm256_maskload_ps((const float*)p, mh_mask8(cnt));
     /* constant-size pieces (4, 2, 1 elements) so the copy is inlined, not a memcpy call */
     const uint16_t* src = (const uint16_t*)p;
@@ -59,34 +84,79 @@ MH_INLINE void mh_prefetch_bytes(const void* p, size_t bytes) {
     for (size_t off = 0; off < bytes; off += 64) _mm_prefetch((const char*)p + off, _MM_HINT_T0);
 }
 
-/* Horizontal sums of eight vectors: lane i of the result = sum of the lanes of a[i]. The
- * reduction tree is fixed: pairwise within 128-bit halves, then the two halves. */
-MH_INLINE __m256 mh_hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5,
-                            __m256 a6, __m256 a7) {
-    const __m256 t0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    const __m256 t1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
-    /* t0 = [a0..a3 low-half sums | a0..a3 high-half sums], t1 the same for a4..a7 */
-    return _mm256_add_ps(_mm256_permute2f128_ps(t0, t1, 0x20), _mm256_permute2f128_ps(t0, t1, 0x31));
-}
-
-/* Horizontal sums of four vectors in the four lanes of the result (same tree as above). */
+/* Horizontal sums of four vectors in the four lanes of the result. The reduction tree is fixed:
+ * pairwise within 128-bit halves, then the two halves. */
 MH_INLINE __m128 mh_hsum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
     const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
     return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
 }
 
-MH_INLINE float mh_hmax8(__m256 v) {
+MH_INLINE float mh_vhmax(__m256 v) {
     __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     x = _mm_max_ps(x, _mm_movehl_ps(x, x));
     x = _mm_max_ss(x, _mm_movehdup_ps(x));
     return _mm_cvtss_f32(x);
 }
 
-MH_INLINE float mh_hsum8(__m256 v) {
+MH_INLINE float mh_vhsum(__m256 v) {
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     x = _mm_add_ps(x, _mm_movehl_ps(x, x));
     x = _mm_add_ss(x, _mm_movehdup_ps(x));
     return _mm_cvtss_f32(x);
 }
+
+MH_INLINE __m256 mh_vzero(void) { return _mm256_setzero_ps(); }
+MH_INLINE __m256 mh_vset1(float x) { return _mm256_set1_ps(x); }
+MH_INLINE __m256 mh_vload(const float* p) { return _mm256_loadu_ps(p); }
+MH_INLINE void mh_vstore(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+/* The first n (< 8) floats at p, `fill` in the other lanes; reads only n. */
+MH_INLINE __m256 mh_vload_n(const float* p, size_t n, float fill) {
+    const __m256i m = mh_mask8(n);
+    return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+}
+/* Stores the first n (< 8) lanes; writes only n. */
+MH_INLINE void mh_vstore_n(float* p, __m256 v, size_t n) { _mm256_maskstore_ps(p, mh_mask8(n), v); }
+MH_INLINE __m256 mh_vadd(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+MH_INLINE __m256 mh_vsub(__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }
+MH_INLINE __m256 mh_vmul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+MH_INLINE __m256 mh_vfma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+MH_INLINE __m256 mh_vmax(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }
+MH_INLINE __m256 mh_vexp(__m256 x) { return Sleef_expf8_u10avx2(x); }
+MH_INLINE int mh_vall_neg_inf(__m256 x) {
+    return _mm256_movemask_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ)) == 0xff;
+}
+
+/* f32 -> f16 / bf16 (round to nearest even) of one full vector, and of the first n (< 8)
+ * elements (the scalar conversions, which round the same way). */
+MH_INLINE void mh_vcvt_f16(const float* x, uint16_t* y) {
+    _mm_storeu_si128((__m128i*)(void*)y, _mm256_cvtps_ph(_mm256_loadu_ps(x), _MM_FROUND_TO_NEAREST_INT));
+}
+MH_INLINE void mh_vcvt_f16_n(const float* x, uint16_t* y, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = mh_f32_to_f16_rne(x[i]);
+}
+/* bf16: round to nearest even; a NaN keeps its top bits and gets the quiet bit instead of
+ * being rounded (which could make it inf). */
+MH_INLINE void mh_vcvt_bf16(const float* x, uint16_t* y) {
+    const __m256 v = _mm256_loadu_ps(x);
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i hi = _mm256_srli_epi32(u, 16);
+    const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+    const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+    const __m256i qnan = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
+    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    const __m256i b = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(qnan), nan));
+    _mm_storeu_si128((__m128i*)(void*)y, _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
+}
+MH_INLINE void mh_vcvt_bf16_n(const float* x, uint16_t* y, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = mh_f32_to_bf16_rne(x[i]);
+}
+
+
+/* The sums of four vectors into out[0..3] (Q.K^T's keys of a block) and of one key, all with
+ * mh_hsum4x8's tree, so a score does not depend on the block it was summed in. */
+MH_INLINE void mh_vhsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3, float* out) {
+    _mm_storeu_ps(out, mh_hsum4x8(a0, a1, a2, a3));
+}
+MH_INLINE float mh_vhsum_key(__m256 v) { return _mm_cvtss_f32(mh_hsum4x8(v, v, v, v)); }
 
 #endif

@@ -4,7 +4,7 @@
  * 1 for the broadcast of A: 29 of 32. Per k step: 4 panel loads, 6 broadcasts, 24 FMAs.
  * Tails: m < 6 is a specialised body (the switch below); n < 64 uses masked stores.
  */
-#include "kernels/x86/avx512/kernels_avx512.h"
+#include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/simd_avx512.h"
 
 #define MR 6
@@ -59,7 +59,7 @@ MH_INLINE void store_acc(const int M, size_t n, const float* alpha, float* c, si
         break;                                      \
     }
 
-void mh_f32_gemm_ukernel_6x64__avx512(size_t m, size_t n, size_t k, const float* a, size_t lda,
+void MH_KNAME(gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                       const float* panel, const float* bias, float* c, size_t ldc) {
     switch (m) {
         GEMM_CASE(1, store_bias, bias)
@@ -72,7 +72,7 @@ void mh_f32_gemm_ukernel_6x64__avx512(size_t m, size_t n, size_t k, const float*
     }
 }
 
-void mh_f32_gemm_acc_ukernel_6x64__avx512(size_t m, size_t n, size_t k, const float* a, size_t lda,
+void MH_KNAME(gemm_acc)(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                           const float* panel, const float* alpha, float* c,
                                           size_t ldc) {
     switch (m) {

@@ -1,7 +1,7 @@
 /* Packing K/V tiles of any storage dtype into f32 panels of 64 columns. */
 #include <string.h>
 
-#include "kernels/x86/avx512/kernels_avx512.h"
+#include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/simd_avx512.h"
 
 #define NR 64
@@ -31,7 +31,7 @@ MH_INLINE void transpose16(__m512 r[16]) {
     }
 }
 
-void mh_pack_kt_64__avx512(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
+void MH_KNAME(pack_kt)(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
                            float* dst) {
     const size_t groups = (cols + 15) / 16, padded = (cols + NR - 1) / NR * NR;
     for (size_t c0 = 0; c0 < groups * 16; c0 += 16) {
@@ -50,22 +50,5 @@ void mh_pack_kt_64__avx512(size_t cols, size_t d, const void* k, ptrdiff_t ldk, 
     for (size_t c0 = groups * 16; c0 < padded; c0 += 16) { /* zero the rest of the last panel */
         float* panel = dst + (c0 / NR) * d * NR + c0 % NR;
         for (size_t dd = 0; dd < d; dd++) _mm512_storeu_ps(panel + dd * NR, _mm512_setzero_ps());
-    }
-}
-
-void mh_pack_v_64__avx512(size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh_dtype dtype,
-                          float* dst) {
-    const size_t n_panels = (dv + NR - 1) / NR;
-    for (size_t c = 0; c < cols; c++) {
-        const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv);
-        for (size_t p = 0; p < n_panels; p++) {
-            float* out = dst + (p * cols + c) * NR;
-            for (size_t j = 0; j < NR; j += 16) {
-                const size_t start = p * NR + j;
-                const __mmask16 m = mh_mask16(dv, start);
-                _mm512_storeu_ps(out + j, m ? mh_load16(mh_dtype_at(row, dtype, (ptrdiff_t)start), dtype, m)
-                                            : _mm512_setzero_ps());
-            }
-        }
     }
 }

@@ -1,13 +1,37 @@
-/* AVX-512 helpers shared by this ISA's kernels: masked tails and widening loads of any K/V
- * storage dtype. Only included by files compiled with the AVX-512 flags. */
+/* The AVX-512 SIMD vocabulary (the names every simd_<isa>.h defines, docs/kernels.md "SIMD
+ * vocabulary") and this ISA's own helpers: lane masks and masked widening loads. Only
+ * included by files compiled with the AVX-512 flags. */
 #ifndef MH_SIMD_AVX512_H
 #define MH_SIMD_AVX512_H
 #include <immintrin.h>
+#include <math.h>
+#include <sleef.h>
+#include <stdint.h>
 
 #include "multihead.h"
 #include "util/dtype.h"
 
 #define MH_INLINE static inline __attribute__((always_inline))
+
+/* GEMM micro-tile (f32_gemm_6x64_avx512.c). */
+#define MH_GEMM_MR 6
+#define MH_GEMM_NR 64
+
+typedef __m512 mh_vf;
+#define MH_VL ((size_t)16)
+/* Full vectors of dropped keys are not skipped by softmax_tile (see simd_neon.h). */
+#define MH_SOFTMAX_SKIP_DROPPED 0
+/* head_mix: the last, partial vector is masked (simd_neon.h). */
+#define MH_HEAD_MIX_SCALAR_TAIL 0
+/* The direct decode kernels (generic/attention_direct.c): 4 keys per Q.K^T block, 4 output
+ * vectors (64 columns) per P.V chunk, V loaded before the probabilities are broadcast, and
+ * rows prefetched 12 keys ahead (far enough to cover DRAM latency at the streaming rate, near
+ * enough to stay in the tile's neighbourhood; past the tile too: a prefetch never faults). */
+#define MH_QK_KEYS(R) 4
+#define MH_PV_VECS(R) 4
+#define MH_PV_BCAST_FIRST(R) 0
+#define MH_DIRECT_PREFETCH_KEYS 12
+#define MH_DIRECT_PREFETCH_IN_TILE 0
 
 /* Lanes of the 16-lane vector starting at element `start` that lie below `n`. */
 MH_INLINE __mmask16 mh_mask16(size_t n, size_t start) {
@@ -27,13 +51,71 @@ MH_INLINE __m512 mh_load16(const void* p, mh_dtype dtype, __mmask16 mask) {
     }
 }
 
-/* Keys ahead to prefetch in the direct (decode) kernels: far enough to cover DRAM latency at
- * the streaming rate, near enough to stay in the tile's neighbourhood. */
-#define MH_PREFETCH_ROWS 12
-
-/* Prefetches every cache line of one `bytes`-long row. */
-MH_INLINE void mh_prefetch_row(const void* row, size_t bytes) {
+/* Prefetches every cache line of one `bytes`-long row into L1. */
+MH_INLINE void mh_prefetch_bytes(const void* row, size_t bytes) {
     for (size_t off = 0; off < bytes; off += 64) _mm_prefetch((const char*)row + off, _MM_HINT_T0);
 }
+
+MH_INLINE __m512 mh_vzero(void) { return _mm512_setzero_ps(); }
+MH_INLINE __m512 mh_vset1(float x) { return _mm512_set1_ps(x); }
+MH_INLINE __m512 mh_vload(const float* p) { return _mm512_loadu_ps(p); }
+MH_INLINE void mh_vstore(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
+/* The first n (< 16) floats at p, `fill` in the other lanes; reads only n. */
+MH_INLINE __m512 mh_vload_n(const float* p, size_t n, float fill) {
+    return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), mh_mask16(n, 0), p);
+}
+/* Stores the first n (< 16) lanes; writes only n. */
+MH_INLINE void mh_vstore_n(float* p, __m512 v, size_t n) { _mm512_mask_storeu_ps(p, mh_mask16(n, 0), v); }
+/* A full vector / the first n (< 16) elements (0 in the other lanes) of a `dtype` array. */
+MH_INLINE __m512 mh_vload_dt(const void* p, mh_dtype dtype) { return mh_load16(p, dtype, (__mmask16)0xffff); }
+MH_INLINE __m512 mh_vload_dt_n(const void* p, mh_dtype dtype, size_t n) { return mh_load16(p, dtype, mh_mask16(n, 0)); }
+MH_INLINE __m512 mh_vadd(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+MH_INLINE __m512 mh_vsub(__m512 a, __m512 b) { return _mm512_sub_ps(a, b); }
+MH_INLINE __m512 mh_vmul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
+MH_INLINE __m512 mh_vfma(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+MH_INLINE __m512 mh_vmax(__m512 a, __m512 b) { return _mm512_max_ps(a, b); }
+MH_INLINE float mh_vhsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+MH_INLINE float mh_vhmax(__m512 v) { return _mm512_reduce_max_ps(v); }
+MH_INLINE __m512 mh_vexp(__m512 x) { return Sleef_expf16_u10avx512f(x); }
+MH_INLINE int mh_vall_neg_inf(__m512 x) {
+    return _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ) == 0xffff;
+}
+
+/* f32 -> f16 / bf16 (round to nearest even) of the first n (<= 16) elements. */
+MH_INLINE void mh_vcvt_f16_n(const float* x, uint16_t* y, size_t n) {
+    const __mmask16 m = mh_mask16(n, 0);
+    _mm256_mask_storeu_epi16(y, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x), _MM_FROUND_TO_NEAREST_INT));
+}
+/* bf16: a NaN keeps its top bits and gets the quiet bit instead of being rounded. */
+MH_INLINE void mh_vcvt_bf16_n(const float* x, uint16_t* y, size_t n) {
+    const __mmask16 m = mh_mask16(n, 0);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x);
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+    _mm256_mask_storeu_epi16(y, m, _mm512_cvtepi32_epi16(r));
+}
+MH_INLINE void mh_vcvt_f16(const float* x, uint16_t* y) { mh_vcvt_f16_n(x, y, 16); }
+MH_INLINE void mh_vcvt_bf16(const float* x, uint16_t* y) { mh_vcvt_bf16_n(x, y, 16); }
+
+
+/* The sums of four vectors into out[0..3] (Q.K^T's four keys of a block): 256-bit halves, then
+ * 128-bit quarters across the four, then within each 128-bit lane. A key alone is summed by
+ * _mm512_reduce_add_ps (mh_vhsum_key). */
+MH_INLINE void mh_vhsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3, float* out) {
+    const __m512 u0 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44), _mm512_shuffle_f32x4(a0, a1, 0xee));
+    const __m512 u1 = _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44), _mm512_shuffle_f32x4(a2, a3, 0xee));
+    /* u0 = [a0 q0+q2, a0 q1+q3, a1 q0+q2, a1 q1+q3]; same for u1 with a2, a3 */
+    __m512 w = _mm512_add_ps(_mm512_shuffle_f32x4(u0, u1, 0x88), _mm512_shuffle_f32x4(u0, u1, 0xdd));
+    /* w = [a0, a1, a2, a3] as 128-bit partial sums; finish inside each 128-bit lane */
+    w = _mm512_add_ps(w, _mm512_permute_ps(w, _MM_SHUFFLE(1, 0, 3, 2)));
+    w = _mm512_add_ps(w, _mm512_permute_ps(w, _MM_SHUFFLE(2, 3, 0, 1)));
+    float tmp[16];
+    _mm512_storeu_ps(tmp, w);
+    out[0] = tmp[0], out[1] = tmp[4], out[2] = tmp[8], out[3] = tmp[12];
+}
+MH_INLINE float mh_vhsum_key(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 #endif

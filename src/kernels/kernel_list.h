@@ -1,0 +1,32 @@
+/*
+ * The kernel list: every slot of the kernel table, as K(slot, return type, (parameters)).
+ * It generates the table's function members (kernels.h), each ISA's prototypes and the code
+ * that fills its table (kernel_protos.h), and the per-slot tests of tests/core/test_kernels.c,
+ * so a kernel added here must exist, and is tested, on every ISA. The contracts are in
+ * kernels.h next to the table and in docs/kernels.md.
+ */
+#ifndef MH_KERNEL_LIST_H
+#define MH_KERNEL_LIST_H
+
+#define MH_KERNEL_LIST(K) \
+    K(gemm, void, (size_t m, size_t n, size_t k, const float* a, size_t lda, const float* panel, \
+                   const float* bias, float* c, size_t ldc)) \
+    K(gemm_acc, void, (size_t m, size_t n, size_t k, const float* a, size_t lda, \
+                       const float* panel, const float* alpha, float* c, size_t ldc)) \
+    K(pack_kt, void, (size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype, \
+                      float* dst)) \
+    K(pack_v, void, (size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh_dtype dtype, \
+                     float* dst)) \
+    K(qk_direct, void, (size_t rows, size_t cols, size_t d, const float* q, size_t ldq, \
+                        const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds)) \
+    K(pv_direct, void, (size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, \
+                        const void* v, ptrdiff_t ldv, mh_dtype dtype, const float* alpha, \
+                        float* o, size_t ldo)) \
+    K(softmax_tile, void, (size_t rows, size_t cols, float* s, size_t lds, float* m, float* l, \
+                           float* alpha)) \
+    K(head_mix, void, (const struct mh_head_mix_factors* f, size_t cols, const float* a, \
+                       size_t lda, const float* ascale, float* out, size_t ldo)) \
+    K(f32_to_f16, void, (size_t n, const float* x, uint16_t* y)) \
+    K(f32_to_bf16, void, (size_t n, const float* x, uint16_t* y))
+
+#endif

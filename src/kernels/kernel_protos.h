@@ -1,0 +1,48 @@
+/*
+ * Included by every kernel source. The build compiles each ISA's sources (its folder and
+ * src/kernels/generic) with -DMH_ISA_SUFFIX=<name> -DMH_ISA_ENUM=<ENUM> and
+ * -DMH_SIMD_HEADER="<folder>/simd_<name>.h" (cmake/kernels.cmake, from the ISA registry), so
+ * MH_KNAME(slot) is that ISA's kernel, e.g. mh_softmax_tile__avx2.
+ */
+#ifndef MH_KERNEL_PROTOS_H
+#define MH_KERNEL_PROTOS_H
+#include "kernels/kernel_list.h"
+#include "kernels/kernels.h"
+
+#define MH_KNAME_(slot, isa) mh_##slot##__##isa
+#define MH_KNAME_X(slot, isa) MH_KNAME_(slot, isa)
+#define MH_KNAME(slot) MH_KNAME_X(slot, MH_ISA_SUFFIX)
+#define MH_ISA_VALUE_(e) MH_ISA_##e
+#define MH_ISA_VALUE(e) MH_ISA_VALUE_(e)
+
+#define MH_KERNEL_PROTO(slot, ret, params) ret MH_KNAME(slot) params;
+MH_KERNEL_LIST(MH_KERNEL_PROTO)
+#undef MH_KERNEL_PROTO
+
+/* The scalar kernels, which any ISA may call for a tail it does not vectorise. */
+#define MH_KERNEL_PROTO_SCALAR(slot, ret, params) ret mh_##slot##__scalar params;
+MH_KERNEL_LIST(MH_KERNEL_PROTO_SCALAR)
+#undef MH_KERNEL_PROTO_SCALAR
+
+/* Calls fn(<dtype as a constant>, args...), so an always-inline body is specialised per
+ * storage dtype. */
+#define MH_WITH_DTYPE(dtype, fn, ...) \
+    switch (dtype) { \
+    case MH_DTYPE_F16: fn(MH_DTYPE_F16, __VA_ARGS__); break; \
+    case MH_DTYPE_BF16: fn(MH_DTYPE_BF16, __VA_ARGS__); break; \
+    default: fn(MH_DTYPE_F32, __VA_ARGS__); break; \
+    }
+
+/* The table init of this ISA (table_<name>.c): MH_KERNEL_TABLE_FILL, then the tile sizes. */
+void MH_KNAME(kernels_init)(mh_kernels* k);
+
+/* Points every slot of the table at this ISA's kernel and sets its isa. The argument must be
+ * the init's parameter `k` (MH_KERNEL_SET_SLOT names it). */
+#define MH_KERNEL_SET_SLOT(slot, ret, params) k->slot = MH_KNAME(slot);
+#define MH_KERNEL_TABLE_FILL(k) \
+    do { \
+        (k)->isa = MH_ISA_VALUE(MH_ISA_ENUM); \
+        MH_KERNEL_LIST(MH_KERNEL_SET_SLOT) \
+    } while (0)
+
+#endif
