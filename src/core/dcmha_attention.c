@@ -104,7 +104,8 @@ static void load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch*
                 memset(dst, 0, d * sizeof(float));
                 continue;
             }
-            const float* src = q + (ptrdiff_t)t->b * p->q.stride_batch + (ptrdiff_t)(t->i0 + i) * p->q.stride_token +
+            const float* src = q + (ptrdiff_t)t->b * p->q.stride_batch +
+                               (ptrdiff_t)(t->i0 + i) * p->q.stride_token +
                                (ptrdiff_t)(t->h0 + h) * p->q.stride_head;
             for (size_t dd = 0; dd < d; dd++) dst[dd] = src[dd] * st->scale;
         }
@@ -135,7 +136,8 @@ static size_t kept(const mh_drv_stage* st, const mh_drv_task* t, size_t i, int64
 #define PV_KEYS 64
 
 /* Raw scores of keys [j0, j0 + nc) for every head of the task into the score tile sc->t1. */
-static void qk_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, mh_drv_scratch* sc) {
+static void qk_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc,
+                    mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const mh_dcmha_problem* p = st->ctx;
     const size_t d = (size_t)p->head_dim_qk, tq = st->tq, tk = st->tk, nr = k->gemm_nr, mr = k->gemm_mr;
@@ -166,7 +168,8 @@ static void qk_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
 }
 
 /* o += P'.V for keys [j0, j0 + nc), P' in sc->t1. */
-static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, mh_drv_scratch* sc) {
+static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc,
+                    mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const mh_dcmha_problem* p = st->ctx;
     const size_t dv = (size_t)p->head_dim_v, tq = st->tq, tk = st->tk, nr = k->gemm_nr, mr = k->gemm_mr;
@@ -200,7 +203,8 @@ static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
 
 /* The factors of branch `post` (0 = pre, 1 = post) for query row i of the task and the keys
  * of the layout tile starting at jt, from key jt + off. */
-static mh_head_mix_factors factors(const mh_drv_stage* st, const mh_drv_task* t, int post, size_t i, size_t jt, size_t off) {
+static mh_head_mix_factors factors(const mh_drv_stage* st, const mh_drv_task* t, int post, size_t i,
+                                   size_t jt, size_t off) {
     const mh_dcmha_problem* p = st->ctx;
     const size_t hg = st->hg, R = (size_t)p->rank, fb = (2 * R + 1) * hg, br = p->kf.branch;
     const float* qrow = p->qf.data + (ptrdiff_t)t->b * p->qf.stride_batch +
@@ -218,8 +222,8 @@ static mh_head_mix_factors factors(const mh_drv_stage* st, const mh_drv_task* t,
 /* Composes query row i of the task over keys [j0, j0 + nc) of branch `post`: a and out point
  * at key j0 of head 0's row (heads lda, ldo apart). One kernel call per layout tile of the
  * key factors (MH_DCMHA_KEY_TILE keys, read row by row, in order). */
-static void compose_row(const mh_drv_stage* st, const mh_drv_task* t, int post, size_t i, int64_t j0, size_t nc,
-                        const float* a, size_t lda, const float* ascale, float* out, size_t ldo) {
+static void compose_row(const mh_drv_stage* st, const mh_drv_task* t, int post, size_t i, int64_t j0,
+                        size_t nc, const float* a, size_t lda, const float* ascale, float* out, size_t ldo) {
     for (size_t done = 0; done < nc;) {
         const size_t j = (size_t)j0 + done, jt = j / MH_DCMHA_KEY_TILE * MH_DCMHA_KEY_TILE;
         const size_t len = min_size(jt + MH_DCMHA_KEY_TILE - j, nc - done);
@@ -230,7 +234,8 @@ static void compose_row(const mh_drv_stage* st, const mh_drv_task* t, int post, 
 }
 
 /* Pre-composed, masked scores of keys [j0, j0 + nc) into the score tile dst. */
-static void composed_scores(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, float* dst, mh_drv_scratch* sc) {
+static void composed_scores(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, float* dst,
+                            mh_drv_scratch* sc) {
     const size_t tk = st->tk, hs = head_stride(st);
     qk_tile(st, t, j0, nc, sc);
     for (size_t i = 0; i < t->nq; i++) {

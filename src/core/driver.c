@@ -43,7 +43,9 @@ static size_t vt_floats(const mh_drv_stage* st) { return v_panels(st) * st->tk; 
 
 /* A two-pass task's kept tiles: per key tile its scores (tile_floats, contiguous, so pass 2
  * reads them as one stream), then the tile maxima [n_tiles][rows]. */
-static size_t store_floats(const mh_drv_stage* st) { return n_kv_tiles(st) * (st->tile_floats + block_rows(st)); }
+static size_t store_floats(const mh_drv_stage* st) {
+    return n_kv_tiles(st) * (st->tile_floats + block_rows(st));
+}
 
 static void carve_scratch(const mh_drv_stage* st, mh_ws* ws, mh_drv_scratch* sc) {
     const size_t rows = block_rows(st), tk = st->tk;
@@ -54,7 +56,8 @@ static void carve_scratch(const mh_drv_stage* st, mh_ws* ws, mh_drv_scratch* sc)
         sc->vt = mh_ws_take(ws, v_panels(st), tk, sizeof(float));
     }
     if (st->mode == MH_DRV_ONE_PASS) sc->s = mh_ws_take(ws, rows, tk, sizeof(float));
-    if (st->mode == MH_DRV_MATERIALISED) sc->s = mh_ws_take(ws, n_kv_tiles(st), st->tile_floats + rows, sizeof(float));
+    if (st->mode == MH_DRV_MATERIALISED)
+        sc->s = mh_ws_take(ws, n_kv_tiles(st), st->tile_floats + rows, sizeof(float));
     sc->o = mh_ws_take(ws, rows, st->dv, sizeof(float));
     float** vecs[] = {&sc->m, &sc->l, &sc->alpha, &sc->mrun, &sc->lrun, &sc->ones, &sc->scale};
     const size_t n_vecs = st->mode == MH_DRV_ONE_PASS ? 3 : sizeof vecs / sizeof vecs[0];
@@ -88,15 +91,16 @@ static void call_layout(const mh_drv_stage* st, int threads, mh_ws* ws, call_ws*
         out->partials = mh_split_take(ws, tasks, rows, st->dv);
     if (st->prepack) {
         size_t tiles = 0;
-        if (!mh_mul3_size((size_t)st->batch, (size_t)st->pack_heads, n_kv_tiles(st), &tiles)) ws->overflow = 1;
+        if (!mh_mul3_size((size_t)st->batch, (size_t)st->pack_heads, n_kv_tiles(st), &tiles))
+            ws->overflow = 1;
         out->kt_all = mh_ws_take(ws, tiles, kt_floats(st), sizeof(float));
         out->vt_all = mh_ws_take(ws, tiles, vt_floats(st), sizeof(float));
     }
     if (st->mode == MH_DRV_TWO_PASS) {
         size_t rows_all = 0;
         if (!mh_mul_size(tasks, rows, &rows_all)) ws->overflow = 1;
-        out->store_floats = rows_all <= STORE_BUDGET / sizeof(float) / STORE_KEYS ? rows_all * STORE_KEYS
-                                                                                 : STORE_BUDGET / sizeof(float);
+        const size_t budget = STORE_BUDGET / sizeof(float);
+        out->store_floats = rows_all <= budget / STORE_KEYS ? rows_all * STORE_KEYS : budget;
         out->store = mh_ws_take(ws, out->store_floats, 1, sizeof(float));
     }
 }
@@ -219,7 +223,8 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
     const size_t n_v = st->v_per_head ? st->hg : 1, per = t->rows / n_v;
     for (size_t hv = 0; hv < n_v; hv++) {
         const size_t r0 = hv * per, r1 = r0 + per;
-        const void* vsrc = kv_at(&st->value, st->v_dtype, t, st->v_per_head ? t->h0 + hv : (size_t)t->s, j0);
+        const size_t head = st->v_per_head ? t->h0 + hv : (size_t)t->s;
+        const void* vsrc = kv_at(&st->value, st->v_dtype, t, head, j0);
         if (t->direct_pv) {
             for (size_t r = r0; r < r1; r += k->attn_direct_rows - 1)
                 k->pv_direct(min_size(k->attn_direct_rows - 1, r1 - r), nc, dv, sc->s + r * tk, tk, vsrc,
@@ -270,7 +275,8 @@ static float* out_row(const mh_drv_stage* st, const mh_drv_task* t, size_t hh, s
 /* Folds in the sink logit, normalises and writes the task's output rows from (m, l, acc);
  * leaves the final m and l behind for the probabilities. A row that kept no key (m = -inf)
  * gets zeros. acc rows are dv apart. */
-static void finish(const mh_drv_stage* st, const mh_drv_task* t, float* m, float* l, const float* acc_base) {
+static void finish(const mh_drv_stage* st, const mh_drv_task* t, float* m, float* l,
+                   const float* acc_base) {
     const size_t dv = st->dv;
     const float* sinks = st->opt->sinks ? st->opt->sinks + t->h0 : NULL;
     for (size_t r = 0; r < t->rows; r++) {
@@ -397,7 +403,9 @@ static void run_materialised(const call* c, size_t ti, mh_drv_scratch* sc) {
 }
 
 /* Task ti's store, or NULL when pass 2 recomputes. */
-static float* stored_at(const call* c, size_t ti) { return c->stored ? c->cw.store + ti * store_floats(&c->st) : NULL; }
+static float* stored_at(const call* c, size_t ti) {
+    return c->stored ? c->cw.store + ti * store_floats(&c->st) : NULL;
+}
 
 /* Work item `item` of a two-pass call: chunk ci of task ti, keys [lo, hi), its rows started. */
 typedef struct chunk {
@@ -460,10 +468,10 @@ static void prepack_tile(const call* c, size_t item) {
                           (ptrdiff_t)j0 * st->key.stride_token;
     const ptrdiff_t vat = (ptrdiff_t)b * st->value.stride_batch + (ptrdiff_t)h * st->value.stride_head +
                           (ptrdiff_t)j0 * st->value.stride_token;
-    st->k->pack_kt(nc, st->dqk, mh_dtype_at(st->key.data, st->k_dtype, kat), st->key.stride_token, st->k_dtype,
-                   c->cw.kt_all + item * kt_floats(st));
-    st->k->pack_v(nc, st->dv, mh_dtype_at(st->value.data, st->v_dtype, vat), st->value.stride_token, st->v_dtype,
-                  c->cw.vt_all + item * vt_floats(st));
+    st->k->pack_kt(nc, st->dqk, mh_dtype_at(st->key.data, st->k_dtype, kat), st->key.stride_token,
+                   st->k_dtype, c->cw.kt_all + item * kt_floats(st));
+    st->k->pack_v(nc, st->dv, mh_dtype_at(st->value.data, st->v_dtype, vat), st->value.stride_token,
+                  st->v_dtype, c->cw.vt_all + item * vt_floats(st));
 }
 
 /* One worker: its share of the prepack, then items until none is left (dynamic: tasks differ
@@ -508,7 +516,8 @@ void mh_drv_run(const mh_drv_stage* st, int threads, void* ws_base) {
     c.n_tasks = n_tasks(st);
     c.split = mh_split_plan(c.cw.partials, block_rows(st), st->dv, st->split_count);
     size_t unit = 0; /* store_floats, checked: M is unbounded here */
-    c.stored = st->mode == MH_DRV_TWO_PASS && mh_mul_size(n_kv_tiles(st), st->tile_floats + block_rows(st), &unit) &&
+    c.stored = st->mode == MH_DRV_TWO_PASS &&
+               mh_mul_size(n_kv_tiles(st), st->tile_floats + block_rows(st), &unit) &&
                unit <= c.cw.store_floats / c.n_tasks;
     mh_parallel(mh_workers(threads, c.n_tasks * c.split.n_split, st->flops), worker, &c);
 }

@@ -78,14 +78,17 @@ struct mh_drv_stage {
     int v_per_head;
     mh_tensor_out o;        /* [B][N][H][dv] by query head */
     int prepack;            /* pack K/V tiles once per call (workspace depends on M) */
-    int pack_heads;         /* K/V heads per batch in the prepack grid */
+    int pack_heads;         /* K/V heads per batch in the prepack grid (one-pass: streams) */
     size_t tile_floats;     /* two-pass: floats of one key tile's scores of a task */
     size_t split_count;     /* key chunks per task (mh_split_count), 1: no split */
     double flops;           /* the call's work, for the worker count */
     const mh_attn_options* opt; /* one-pass: sinks and probs [B, H, N, M] */
     int fused_norm;         /* one-pass: scale outputs by a / l (CollabHead) not a * (1/l) */
 
-    /* Every mode. */
+    /* Every mode. task: fills t's key range [j_begin, j_end) and, one-pass, blk, direct_qk,
+     * direct_pv and the optional active, q_row, o_scale (it runs again for the merge, so it
+     * must be a pure function of t's geometry). load_q: the task's queries, pre-scaled, into
+     * sc->q (rows head-major); the driver then empties m, l and o. */
     void (*task)(const mh_drv_stage* st, mh_drv_task* t);
     void (*load_q)(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch* sc);
     /* One-pass, optional: adds to the raw scores s [rows][lds] of keys [j0, j0 + nc). */
