@@ -136,8 +136,7 @@ static size_t kept(const mh_drv_stage* st, const mh_drv_task* t, size_t i, int64
 #define PV_KEYS 64
 
 /* Raw scores of keys [j0, j0 + nc) for every head of the task into the score tile sc->t1. */
-static void qk_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc,
-                    mh_drv_scratch* sc) {
+static void qk_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const mh_dcmha_problem* p = st->ctx;
     const size_t d = (size_t)p->head_dim_qk, tq = st->tq, tk = st->tk, nr = k->gemm_nr, mr = k->gemm_mr;
@@ -168,8 +167,7 @@ static void qk_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
 }
 
 /* o += P'.V for keys [j0, j0 + nc), P' in sc->t1. */
-static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc,
-                    mh_drv_scratch* sc) {
+static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const mh_dcmha_problem* p = st->ctx;
     const size_t dv = (size_t)p->head_dim_v, tq = st->tq, tk = st->tk, nr = k->gemm_nr, mr = k->gemm_mr;
