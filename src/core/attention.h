@@ -1,5 +1,5 @@
-/* The tiled online-softmax attention driver. Arguments are validated by the caller
- * (src/api/attention_api.c or a variant); this layer trusts them. */
+/* Attention of the MHA/GQA/MQA family on the driver (core/driver.h). Arguments are validated
+ * by the caller (src/api/attention_api.c or a variant); this layer trusts them. */
 #ifndef MH_CORE_ATTENTION_H
 #define MH_CORE_ATTENTION_H
 #include "kernels/kernels.h"

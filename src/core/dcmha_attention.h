@@ -1,6 +1,6 @@
-/* The DCMHA cross-head attention driver (docs/variants.md, "DCMHA"): the scores and the
- * probabilities of the heads of a group are mixed at every (query, key) pair, so one task holds
- * all heads of its group. Arguments are validated by the caller (variants/dcmha.c). */
+/* DCMHA cross-head attention on the driver (core/driver.h; docs/variants.md, "DCMHA"): the
+ * scores and the probabilities of the heads of a group are mixed at every (query, key) pair,
+ * so one task holds all heads of its group. Arguments are validated by the caller (variants/dcmha.c). */
 #ifndef MH_CORE_DCMHA_ATTENTION_H
 #define MH_CORE_DCMHA_ATTENTION_H
 #include "kernels/kernels.h"

@@ -1,299 +1,84 @@
 /*
- * Tiled online-softmax attention over one key stream shared by all heads (CollabHead).
+ * The CollabHead stage of the driver (core/driver.h): attention over one key stream shared
+ * by all heads.
  *
  * A task is (batch, query tile) and holds the rows of ALL heads for its queries, head-major
  * (r = h * tq + i), each row the query mixed with its head's row, q~_i * m_h, pre-scaled. The
  * scores of every head are then one GEMM (or one direct pass for decode) against the shared
  * key tile, so each K tile is read once for all heads; the content bias bias[j][h] is added
  * per (head, key); P.V runs per head on that head's values.
- *
- * Decode-shaped calls (one query tile) split the keys into chunks merged in order
- * (core/split_kv.h), so one sequence can use several threads. Every split and every task's arithmetic
- * depends only on the shapes, never on the thread count: results are bitwise identical.
  */
 #include "core/shared_key_attention.h"
 
-#include <math.h>
-#include <string.h>
-
-#include "core/parallel.h"
-#include "core/score.h"
+#include "core/driver.h"
 #include "core/split_kv.h"
-#include "util/dtype.h"
-
-typedef struct scratch {
-    float* q;     /* [rows][D~]                 mixed, pre-scaled queries */
-    float* kt;    /* [kv_tile/NR][D~][NR]       packed shared K tile */
-    float* vt;    /* [ceil(Dv/NR)][kv_tile][NR] packed V tile of one head */
-    float* s;     /* [rows][kv_tile]            scores, then probabilities */
-    float* o;     /* [rows][Dv]                 running output */
-    float *m, *l, *alpha; /* [rows] */
-} scratch;
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
-/* Queries per task: the H heads together fill about attn_block_rows rows. */
-static size_t q_tile(const mh_kernels* k, const mh_shared_key_problem* p) {
-    const size_t per_head = k->attn_block_rows / (size_t)p->n_heads;
-    return min_size(per_head ? per_head : 1, (size_t)p->n_q);
+/* Decode's H rows share every key: packing the tile once (converted to f32) and one GEMM
+ * beat the direct kernel, which reconverts each key for every chunk of rows it takes; P.V
+ * runs per head, direct while a head has few rows. */
+static void task_hook(const mh_drv_stage* st, mh_drv_task* t) {
+    mh_drv_block(st, st->opt, NULL, t);
+    t->direct_qk = t->rows < st->k->attn_direct_rows;
+    t->direct_pv = t->nq < st->k->attn_direct_rows;
 }
 
-static size_t block_rows(const mh_kernels* k, const mh_shared_key_problem* p) {
-    return (size_t)p->n_heads * q_tile(k, p);
+/* q^_{i,h} = q~_i * m_h * scale, rows head-major. */
+static void load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch* sc) {
+    const mh_shared_key_problem* p = st->ctx;
+    const size_t dqk = st->dqk;
+    for (size_t r = 0; r < t->rows; r++) {
+        const float* q = p->q + ((size_t)t->b * (size_t)p->n_q + t->i0 + r % t->nq) * dqk;
+        const float* mix = p->mix + (r / t->nq) * dqk;
+        for (size_t d = 0; d < dqk; d++) sc->q[r * dqk + d] = q[d] * mix[d] * p->scale;
+    }
 }
 
-static size_t n_query_tiles(const mh_kernels* k, const mh_shared_key_problem* p) {
-    const size_t tq = q_tile(k, p);
-    return ((size_t)p->n_q + tq - 1) / tq;
+/* The content bias bias[j][h], scaled like the dot product. */
+static void bias_hook(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, float* s,
+                      size_t lds) {
+    const mh_shared_key_problem* p = st->ctx;
+    const size_t H = (size_t)p->n_heads;
+    const float* bias = p->bias + t->b * p->bias_stride_batch;
+    for (size_t r = 0; r < t->rows; r++) {
+        const float* b = bias + j0 * (int64_t)H + (int64_t)(r / t->nq);
+        float* srow = s + r * lds;
+        for (size_t j = 0; j < nc; j++) srow[j] += p->scale * b[j * H];
+    }
 }
 
-static void carve_scratch(const mh_kernels* k, const mh_shared_key_problem* p, mh_ws* ws, scratch* sc) {
-    const size_t rows = block_rows(k, p), tk = k->attn_kv_tile, nr = k->gemm_nr;
-    const size_t dqk = (size_t)p->dim_qk, dv = (size_t)p->head_dim_v;
-    sc->q = mh_ws_take(ws, rows, dqk, sizeof(float));
-    sc->kt = mh_ws_take(ws, dqk, tk, sizeof(float));
-    sc->vt = mh_ws_take(ws, (dv + nr - 1) / nr * nr, tk, sizeof(float));
-    sc->s = mh_ws_take(ws, rows, tk, sizeof(float));
-    sc->o = mh_ws_take(ws, rows, dv, sizeof(float));
-    sc->m = mh_ws_take(ws, rows, 1, sizeof(float));
-    sc->l = mh_ws_take(ws, rows, 1, sizeof(float));
-    sc->alpha = mh_ws_take(ws, rows, 1, sizeof(float));
-}
-
-/* The workspace of one call: per-worker scratch, then the split partial states. */
-typedef struct sk_ws {
-    unsigned char* scratch; /* [threads][per_thread] */
-    size_t per_thread;
-    float* partials;        /* mh_split_take's, decode-shaped calls only */
-} sk_ws;
-
-static void layout(const mh_kernels* k, int threads, const mh_shared_key_problem* p, mh_ws* ws, sk_ws* out) {
-    memset(out, 0, sizeof *out);
-    mh_ws measure = mh_ws_begin(NULL);
-    scratch unused;
-    carve_scratch(k, p, &measure, &unused);
-    if (measure.overflow || !mh_align_size(measure.used, MH_WS_ALIGN, &out->per_thread)) ws->overflow = 1;
-    out->scratch = mh_ws_take(ws, (size_t)threads, out->per_thread, 1);
-    if (n_query_tiles(k, p) == 1)
-        out->partials = mh_split_take(ws, (size_t)p->batch, block_rows(k, p), (size_t)p->head_dim_v);
+/* The stage of p (options unset): a task is (batch, query tile) with all H heads; the H heads
+ * together fill about attn_block_rows rows. */
+static mh_drv_stage make_stage(const mh_kernels* k, const mh_shared_key_problem* p) {
+    mh_drv_stage st = {0};
+    const size_t H = (size_t)p->n_heads, per_head = k->attn_block_rows / H;
+    const ptrdiff_t dqk = p->dim_qk, dv = p->head_dim_v;
+    st.k = k, st.mode = MH_DRV_ONE_PASS, st.ctx = p;
+    st.batch = p->batch, st.streams = 1, st.n_q = p->n_q, st.n_kv = p->n_kv;
+    st.hg = H, st.tq = min_size(per_head ? per_head : 1, (size_t)p->n_q), st.tk = k->attn_kv_tile;
+    st.dqk = (size_t)dqk, st.dv = (size_t)dv, st.scale = p->scale;
+    st.key = (mh_tensor){p->k, p->k_stride_batch, dqk, 0};
+    st.value = p->v, st.v_per_head = 1;
+    st.k_dtype = p->k_dtype, st.v_dtype = p->v_dtype;
+    st.o = (mh_tensor_out){p->o, (ptrdiff_t)p->n_q * (ptrdiff_t)H * dv, (ptrdiff_t)H * dv, dv};
+    st.fused_norm = 1;
+    st.task = task_hook, st.load_q = load_q, st.bias = bias_hook;
+    return st;
 }
 
 void* mh_shared_key_attention_carve(const mh_kernels* k, int threads, const mh_shared_key_problem* p,
                                     mh_ws* ws) {
-    sk_ws w;
-    layout(k, threads, p, ws, &w);
-    return w.scratch;
-}
-
-/* Everything about one task (batch b, queries [i0, i0 + tq)) that does not depend on keys. */
-typedef struct task_ctx {
-    int b;
-    size_t i0, tq, rows;
-    int direct_qk, direct_pv;
-    mh_score_block blk;
-    int64_t j_begin, j_end;
-    const void *kbase, *vbase;
-    const float* bias; /* [M][H] of batch b */
-} task_ctx;
-
-static void task_setup(const mh_kernels* k, const mh_shared_key_problem* p, const mh_attn_options* opt,
-                       size_t ti, task_ctx* c) {
-    const size_t tq = q_tile(k, p), n_qt = n_query_tiles(k, p);
-    c->b = (int)(ti / n_qt);
-    c->i0 = (ti % n_qt) * tq;
-    c->tq = min_size(tq, (size_t)p->n_q - c->i0);
-    c->rows = (size_t)p->n_heads * c->tq;
-    /* Decode's H rows share every key: packing the tile once (converted to f32) and one GEMM
-     * beat the direct kernel, which reconverts each key for every chunk of rows it takes. */
-    c->direct_qk = c->rows < k->attn_direct_rows;
-    c->direct_pv = c->tq < k->attn_direct_rows;
-    const int64_t kv_len = opt->kv_len ? opt->kv_len[c->b] : p->n_kv;
-    const int64_t q0 = opt->q_offset == MH_Q_OFFSET_END ? kv_len - p->n_q : opt->q_offset;
-    mh_score_block blk = {c->tq, (size_t)p->n_heads, q0 + (int64_t)c->i0, opt->causal, opt->window,
-                          opt->softcap, opt->alibi_slopes, NULL, opt->mask_stride_head,
-                          opt->mask_stride_row, NULL};
-    if (opt->mask) blk.mask = opt->mask + c->b * opt->mask_stride_batch + (ptrdiff_t)c->i0 * opt->mask_stride_row;
-    c->blk = blk;
-    mh_score_key_range(&blk, kv_len, &c->j_begin, &c->j_end);
-    c->kbase = mh_dtype_at(p->k, p->k_dtype, c->b * p->k_stride_batch);
-    c->vbase = mh_dtype_at(p->v.data, p->v_dtype, c->b * p->v.stride_batch);
-    c->bias = p->bias + c->b * p->bias_stride_batch;
-}
-
-/* Finished scores of keys [j0, j0 + nc) for all rows into sc->s. */
-static void score_tile(const mh_kernels* k, const mh_shared_key_problem* p, const task_ctx* c,
-                       int64_t j0, size_t nc, scratch* sc) {
-    const size_t dqk = (size_t)p->dim_qk, tk = k->attn_kv_tile, mr = k->gemm_mr, nr = k->gemm_nr;
-    const size_t rows = c->rows, H = (size_t)p->n_heads;
-    const void* ksrc = mh_dtype_at(c->kbase, p->k_dtype, (ptrdiff_t)j0 * (ptrdiff_t)dqk);
-    if (c->direct_qk) {
-        for (size_t r = 0; r < rows; r += k->attn_direct_rows - 1)
-            k->qk_direct(min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk, ksrc,
-                         (ptrdiff_t)dqk, p->k_dtype, sc->s + r * tk, tk);
-    } else {
-        k->pack_kt(nc, dqk, ksrc, (ptrdiff_t)dqk, p->k_dtype, sc->kt);
-        for (size_t c0 = 0; c0 < nc; c0 += nr) {
-            const float* panel = sc->kt + (c0 / nr) * dqk * nr;
-            for (size_t r = 0; r < rows; r += mr) {
-                const size_t m = min_size(mr, rows - r), n = min_size(nr, nc - c0);
-                float* srow = sc->s + r * tk + c0;
-                if (mh_score_rows_dropped(&c->blk, r, m, j0)) {
-                    for (size_t i = 0; i < m; i++)
-                        for (size_t j = 0; j < n; j++) srow[i * tk + j] = -INFINITY;
-                    continue;
-                }
-                k->gemm(m, n, dqk, sc->q + r * dqk, dqk, panel, NULL, srow, tk);
-            }
-        }
-    }
-    for (size_t r = 0; r < rows; r++) { /* the content bias, scaled like the dot product */
-        const float* b = c->bias + j0 * (int64_t)H + (int64_t)(r / c->tq);
-        float* srow = sc->s + r * tk;
-        for (size_t j = 0; j < nc; j++) srow[j] += p->scale * b[j * H];
-    }
-    mh_score_tile(&c->blk, sc->s, tk, j0, nc);
-}
-
-/* o = alpha * o + P_h.V_h for keys [j0, j0 + nc), head by head. */
-static void accumulate_pv(const mh_kernels* k, const mh_shared_key_problem* p, const task_ctx* c,
-                          int64_t j0, size_t nc, scratch* sc) {
-    const size_t dv = (size_t)p->head_dim_v, tk = k->attn_kv_tile, mr = k->gemm_mr, nr = k->gemm_nr;
-    const size_t tq = c->tq;
-    for (int h = 0; h < p->n_heads; h++) {
-        const size_t r0 = (size_t)h * tq;
-        const void* vsrc = mh_dtype_at(c->vbase, p->v_dtype, j0 * p->v.stride_token + h * p->v.stride_head);
-        if (c->direct_pv) {
-            k->pv_direct(tq, nc, dv, sc->s + r0 * tk, tk, vsrc, p->v.stride_token, p->v_dtype,
-                         sc->alpha + r0, sc->o + r0 * dv, dv);
-            continue;
-        }
-        k->pack_v(nc, dv, vsrc, p->v.stride_token, p->v_dtype, sc->vt);
-        for (size_t d0 = 0; d0 < dv; d0 += nr) {
-            const float* panel = sc->vt + (d0 / nr) * nc * nr;
-            for (size_t r = r0; r < r0 + tq; r += mr) {
-                const size_t m = min_size(mr, r0 + tq - r);
-                if (!mh_score_rows_dropped(&c->blk, r, m, j0))
-                    k->gemm_acc(m, min_size(nr, dv - d0), nc, sc->s + r * tk, tk, panel, sc->alpha + r,
-                                sc->o + r * dv + d0, dv);
-            }
-        }
-    }
-}
-
-/* Online softmax over keys [j_lo, j_hi) into sc->m, sc->l, sc->o (unnormalised). */
-static void attend(const mh_kernels* k, const mh_shared_key_problem* p, const task_ctx* c, int64_t j_lo,
-                   int64_t j_hi, scratch* sc) {
-    const size_t dqk = (size_t)p->dim_qk, tk = k->attn_kv_tile;
-    for (size_t r = 0; r < c->rows; r++) { /* q^_{i,h} = q~_i * m_h * scale */
-        const float* q = p->q + ((size_t)c->b * (size_t)p->n_q + c->i0 + r % c->tq) * dqk;
-        const float* mix = p->mix + (r / c->tq) * dqk;
-        for (size_t d = 0; d < dqk; d++) sc->q[r * dqk + d] = q[d] * mix[d] * p->scale;
-        sc->m[r] = -INFINITY;
-        sc->l[r] = 0.0f;
-    }
-    memset(sc->o, 0, c->rows * (size_t)p->head_dim_v * sizeof(float));
-    for (int64_t j0 = j_lo; j0 < j_hi; j0 += (int64_t)tk) {
-        const size_t nc = min_size(tk, (size_t)(j_hi - j0));
-        score_tile(k, p, c, j0, nc, sc);
-        k->softmax_tile(c->rows, nc, sc->s, tk, sc->m, sc->l, sc->alpha);
-        accumulate_pv(k, p, c, j0, nc, sc);
-    }
-}
-
-/* Sink logit, normalisation and the task's output rows from (m, l, acc); a row that kept no
- * key gets zeros. Leaves the final m and l for the probabilities. */
-static void finish(const mh_shared_key_problem* p, const mh_attn_options* opt, const task_ctx* c,
-                   float* m, float* l, const float* acc_base) {
-    const size_t dv = (size_t)p->head_dim_v;
-    for (size_t r = 0; r < c->rows; r++) {
-        const size_t h = r / c->tq, i = c->i0 + r % c->tq;
-        float* dst = p->o + (((size_t)c->b * (size_t)p->n_q + i) * (size_t)p->n_heads + h) * dv;
-        const float* acc = acc_base + r * dv;
-        if (m[r] == -INFINITY) {
-            memset(dst, 0, dv * sizeof(float));
-            continue;
-        }
-        const float a = opt->sinks ? mh_fold_sink(&m[r], &l[r], opt->sinks[h]) : 1.0f;
-        const float scale = a / l[r];
-        for (size_t d = 0; d < dv; d++) dst[d] = acc[d] * scale;
-    }
-}
-
-/* probs[b, h, i, :] of the task from the final m and l (zeros where dropped). */
-static void write_probs(const mh_kernels* k, const mh_shared_key_problem* p, const mh_attn_options* opt,
-                        const task_ctx* c, scratch* sc) {
-    const size_t tk = k->attn_kv_tile, M = (size_t)p->n_kv, N = (size_t)p->n_q;
-    for (size_t r = 0; r < c->rows; r++) {
-        const size_t h = r / c->tq, i = c->i0 + r % c->tq;
-        memset(opt->probs + (((size_t)c->b * (size_t)p->n_heads + h) * N + i) * M, 0, M * sizeof(float));
-    }
-    for (int64_t j0 = c->j_begin; j0 < c->j_end; j0 += (int64_t)tk) {
-        const size_t nc = min_size(tk, (size_t)(c->j_end - j0));
-        score_tile(k, p, c, j0, nc, sc);
-        for (size_t r = 0; r < c->rows; r++) {
-            if (sc->m[r] == -INFINITY) continue;
-            const size_t h = r / c->tq, i = c->i0 + r % c->tq;
-            float* prow = opt->probs + (((size_t)c->b * (size_t)p->n_heads + h) * N + i) * M + j0;
-            const float inv_l = 1.0f / sc->l[r];
-            for (size_t j = 0; j < nc; j++) prow[j] = expf(sc->s[r * tk + j] - sc->m[r]) * inv_l;
-        }
-    }
-}
-
-typedef struct call {
-    const mh_kernels* k;
-    const mh_shared_key_problem* p;
-    const mh_attn_options* opt;
-    sk_ws w;
-    size_t n_tasks;
-    mh_split_kv split;
-    long next_item;
-} call;
-
-static void run_item(call* c, size_t item, scratch* sc) {
-    const size_t ti = item / c->split.n_split, ci = item % c->split.n_split;
-    task_ctx t;
-    task_setup(c->k, c->p, c->opt, ti, &t);
-    if (c->split.n_split == 1) {
-        attend(c->k, c->p, &t, t.j_begin, t.j_end, sc);
-        finish(c->p, c->opt, &t, sc->m, sc->l, sc->o);
-        if (c->opt->probs) write_probs(c->k, c->p, c->opt, &t, sc);
-        return;
-    }
-    int64_t lo, hi;
-    mh_split_chunk(&c->split, ci, t.j_begin, t.j_end, c->k->attn_kv_tile, &lo, &hi);
-    attend(c->k, c->p, &t, lo, hi, sc);
-    mh_split_store(&c->split, ti, ci, sc->m, sc->l, sc->o);
-}
-
-static void worker(void* arg, int tid, int nth) {
-    call* c = arg;
-    mh_ws ws = mh_ws_begin(c->w.scratch + (size_t)tid * c->w.per_thread);
-    scratch sc;
-    carve_scratch(c->k, c->p, &ws, &sc);
-    const size_t n_items = c->n_tasks * c->split.n_split;
-    for (long item; (item = mh_next_item(&c->next_item)) < (long)n_items;) run_item(c, (size_t)item, &sc);
-    if (c->split.n_split == 1) return;
-    mh_barrier(nth);
-    for (size_t ti = (size_t)tid; ti < c->n_tasks; ti += (size_t)nth) {
-        task_ctx t;
-        task_setup(c->k, c->p, c->opt, ti, &t);
-        float* base = mh_split_merge(&c->split, ti);
-        finish(c->p, c->opt, &t, base, base + t.rows, base + 2 * t.rows);
-    }
+    const mh_drv_stage st = make_stage(k, p);
+    return mh_drv_carve(&st, threads, ws);
 }
 
 void mh_shared_key_attention(const mh_kernels* k, int threads, const mh_shared_key_problem* p,
-                             const mh_attn_options* opt, void* ws_base) {
-    call c;
-    memset(&c, 0, sizeof c);
-    c.k = k, c.p = p, c.opt = opt;
-    mh_ws ws = mh_ws_begin(ws_base);
-    layout(k, threads, p, &ws, &c.w);
-    c.n_tasks = (size_t)p->batch * n_query_tiles(k, p);
-    c.split = mh_split_plan(c.w.partials, block_rows(k, p), (size_t)p->head_dim_v,
-                            mh_split_count(n_query_tiles(k, p), opt, p->n_kv));
-    const double flops = 2.0 * (double)p->batch * p->n_q * p->n_kv * p->n_heads *
-                         (p->dim_qk + p->head_dim_v); /* upper bound (ignores masks) */
-    mh_parallel(mh_workers(threads, c.n_tasks * c.split.n_split, flops), worker, &c);
+                             const mh_attn_options* opt, void* ws) {
+    mh_drv_stage st = make_stage(k, p);
+    st.opt = opt;
+    st.split_count = mh_split_count(mh_drv_query_tiles(&st), opt, p->n_kv);
+    st.flops = 2.0 * (double)p->batch * p->n_q * p->n_kv * p->n_heads *
+               (p->dim_qk + p->head_dim_v); /* upper bound (ignores masks) */
+    mh_drv_run(&st, threads, ws);
 }

@@ -1,6 +1,5 @@
 /*
- * Split-KV decode, shared by the attention drivers (core/attention.c, core/shared_key_attention.c,
- * core/dcmha_attention.c).
+ * Split-KV decode, for the attention driver (core/driver.c).
  *
  * A decode-shaped call (one query tile) cuts each task's key range into up to MH_SPLIT_MAX
  * chunks of at least MH_SPLIT_KEYS keys, so a single task can use every thread. Each chunk

@@ -1,0 +1,523 @@
+/*
+ * The one attention driver (see driver.h for the stage contract). Tiled attention where the
+ * N x M score matrix is never formed, over (batch, stream, query tile) tasks scheduled
+ * dynamically; each task's arithmetic is independent of which thread runs it, so results are
+ * bitwise identical for every thread count.
+ */
+#include "core/driver.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/parallel.h"
+#include "core/split_kv.h"
+#include "util/dtype.h"
+
+/* Two-pass decode keeps pass 1's tiles for pass 2 in a store of a size fixed by the shapes
+ * without M (rows of the call times STORE_KEYS, at most STORE_BUDGET bytes): when a task's
+ * rows over all M keys fit its share, pass 2 reads them instead of recomputing them. */
+#define STORE_KEYS ((size_t)65536)
+#define STORE_BUDGET ((size_t)16 << 20)
+
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+
+size_t mh_drv_query_tiles(const mh_drv_stage* st) { return ((size_t)st->n_q + st->tq - 1) / st->tq; }
+
+static size_t block_rows(const mh_drv_stage* st) { return st->hg * st->tq; }
+
+static size_t n_tasks(const mh_drv_stage* st) {
+    return (size_t)st->batch * (size_t)st->streams * mh_drv_query_tiles(st);
+}
+
+static size_t n_kv_tiles(const mh_drv_stage* st) { return ((size_t)st->n_kv + st->tk - 1) / st->tk; }
+
+/* Floats of one packed K tile ([tk/NR][dqk][NR]) and one packed V tile ([ceil(dv/NR)][tk][NR]). */
+static size_t kt_floats(const mh_drv_stage* st) { return st->tk * st->dqk; }
+
+static size_t v_panels(const mh_drv_stage* st) {
+    const size_t nr = st->k->gemm_nr;
+    return (st->dv + nr - 1) / nr * nr;
+}
+
+static size_t vt_floats(const mh_drv_stage* st) { return v_panels(st) * st->tk; }
+
+/* A two-pass task's kept tiles: per key tile its scores (tile_floats, contiguous, so pass 2
+ * reads them as one stream), then the tile maxima [n_tiles][rows]. */
+static size_t store_floats(const mh_drv_stage* st) {
+    return n_kv_tiles(st) * (st->tile_floats + block_rows(st));
+}
+
+static void carve_scratch(const mh_drv_stage* st, mh_ws* ws, mh_drv_scratch* sc) {
+    const size_t rows = block_rows(st), tk = st->tk;
+    memset(sc, 0, sizeof *sc);
+    sc->q = mh_ws_take(ws, rows, st->dqk, sizeof(float));
+    if (st->mode != MH_DRV_MATERIALISED) {
+        sc->kt = mh_ws_take(ws, st->dqk, tk, sizeof(float));
+        sc->vt = mh_ws_take(ws, v_panels(st), tk, sizeof(float));
+    }
+    if (st->mode == MH_DRV_ONE_PASS) sc->s = mh_ws_take(ws, rows, tk, sizeof(float));
+    if (st->mode == MH_DRV_MATERIALISED)
+        sc->s = mh_ws_take(ws, n_kv_tiles(st), st->tile_floats + rows, sizeof(float));
+    sc->o = mh_ws_take(ws, rows, st->dv, sizeof(float));
+    float** vecs[] = {&sc->m, &sc->l, &sc->alpha, &sc->mrun, &sc->lrun, &sc->ones, &sc->scale};
+    const size_t n_vecs = st->mode == MH_DRV_ONE_PASS ? 3 : sizeof vecs / sizeof vecs[0];
+    for (size_t i = 0; i < n_vecs; i++) *vecs[i] = mh_ws_take(ws, rows, 1, sizeof(float));
+    if (st->mode != MH_DRV_ONE_PASS) {
+        sc->t1 = mh_ws_take(ws, st->tile_floats, 1, sizeof(float));
+        sc->t2 = mh_ws_take(ws, st->tile_floats, 1, sizeof(float));
+    }
+}
+
+/* The whole workspace of one call, carved in this order from its start. */
+typedef struct call_ws {
+    unsigned char* scratch; /* [threads][per_thread] per-worker scratch */
+    size_t per_thread;
+    float* partials;        /* split-KV partial states (one-pass decode shape, two-pass) */
+    float* kt_all;          /* [B * pack_heads][n_kv_tiles] packed K tiles, when prepacking */
+    float* vt_all;          /* [B * pack_heads][n_kv_tiles] packed V tiles */
+    float* store;           /* [store_floats] pass 1's tiles (two-pass) */
+    size_t store_floats;
+} call_ws;
+
+static void call_layout(const mh_drv_stage* st, int threads, mh_ws* ws, call_ws* out) {
+    memset(out, 0, sizeof *out);
+    mh_ws measure = mh_ws_begin(NULL);
+    mh_drv_scratch unused;
+    carve_scratch(st, &measure, &unused);
+    if (measure.overflow || !mh_align_size(measure.used, MH_WS_ALIGN, &out->per_thread)) ws->overflow = 1;
+    out->scratch = mh_ws_take(ws, (size_t)threads, out->per_thread, 1);
+    const size_t tasks = n_tasks(st), rows = block_rows(st);
+    if (st->mode == MH_DRV_TWO_PASS || (st->mode == MH_DRV_ONE_PASS && mh_drv_query_tiles(st) == 1))
+        out->partials = mh_split_take(ws, tasks, rows, st->dv);
+    if (st->prepack) {
+        size_t tiles = 0;
+        if (!mh_mul3_size((size_t)st->batch, (size_t)st->pack_heads, n_kv_tiles(st), &tiles))
+            ws->overflow = 1;
+        out->kt_all = mh_ws_take(ws, tiles, kt_floats(st), sizeof(float));
+        out->vt_all = mh_ws_take(ws, tiles, vt_floats(st), sizeof(float));
+    }
+    if (st->mode == MH_DRV_TWO_PASS) {
+        size_t rows_all = 0;
+        if (!mh_mul_size(tasks, rows, &rows_all)) ws->overflow = 1;
+        const size_t budget = STORE_BUDGET / sizeof(float);
+        out->store_floats = rows_all <= budget / STORE_KEYS ? rows_all * STORE_KEYS : budget;
+        out->store = mh_ws_take(ws, out->store_floats, 1, sizeof(float));
+    }
+}
+
+void* mh_drv_carve(const mh_drv_stage* st, int threads, mh_ws* ws) {
+    call_ws c;
+    call_layout(st, threads, ws, &c);
+    return c.scratch;
+}
+
+/* Everything the workers of one call share; the stage first, so a hook's stage pointer leads
+ * back to the call (mh_drv_packed). */
+typedef struct call {
+    mh_drv_stage st;
+    call_ws cw;
+    size_t n_tasks;
+    mh_split_kv split; /* key chunks per task and their partial states */
+    int stored;        /* two-pass: pass 2 reads pass 1's tiles from cw.store */
+    long next[2];      /* the dynamic schedules (two-pass: one per pass) */
+} call;
+
+const float* mh_drv_packed(const mh_drv_stage* st, int kv, size_t b, size_t h, int64_t j0) {
+    const call* c = (const call*)st;
+    if (!c->cw.kt_all) return NULL;
+    const size_t tile = (b * (size_t)st->pack_heads + h) * n_kv_tiles(st) + (size_t)j0 / st->tk;
+    return kv ? c->cw.vt_all + tile * vt_floats(st) : c->cw.kt_all + tile * kt_floats(st);
+}
+
+void mh_drv_block(const mh_drv_stage* st, const mh_attn_options* opt, const int64_t* pos, mh_drv_task* t) {
+    const int64_t kv_len = opt->kv_len ? opt->kv_len[t->b] : st->n_kv;
+    const int64_t q0 = opt->q_offset == MH_Q_OFFSET_END ? kv_len - st->n_q : opt->q_offset;
+    mh_score_block blk = {t->nq, st->hg, q0 + (int64_t)t->i0, opt->causal, opt->window, opt->softcap,
+                          opt->alibi_slopes ? opt->alibi_slopes + t->h0 : NULL, NULL,
+                          opt->mask_stride_head, opt->mask_stride_row, NULL};
+    if (pos) {
+        blk.pos = pos;
+        blk.p_first = pos[0];
+    }
+    if (opt->mask)
+        blk.mask = opt->mask + t->b * opt->mask_stride_batch + (ptrdiff_t)t->h0 * opt->mask_stride_head +
+                   (ptrdiff_t)t->i0 * opt->mask_stride_row;
+    t->blk = blk;
+    mh_score_key_range(&blk, kv_len, &t->j_begin, &t->j_end);
+}
+
+/* Task ti: the driver's geometry, then the stage's. */
+static mh_drv_task make_task(const call* c, size_t ti) {
+    const mh_drv_stage* st = &c->st;
+    const size_t n_qt = mh_drv_query_tiles(st);
+    mh_drv_task t;
+    memset(&t, 0, sizeof t);
+    t.s = (int)((ti / n_qt) % (size_t)st->streams);
+    t.b = (int)(ti / (n_qt * (size_t)st->streams));
+    t.i0 = (ti % n_qt) * st->tq;
+    t.nq = min_size(st->tq, (size_t)st->n_q - t.i0);
+    t.rows = st->hg * t.nq;
+    t.h0 = (size_t)t.s * st->hg;
+    t.active = 1;
+    st->task(st, &t);
+    return t;
+}
+
+/* The stage's queries, then empty softmax states and accumulators for every row of a task. */
+static void start_rows(const mh_drv_stage* st, const mh_drv_task* t, size_t rows, mh_drv_scratch* sc) {
+    st->load_q(st, t, sc);
+    for (size_t r = 0; r < rows; r++) sc->m[r] = -INFINITY, sc->l[r] = 0.0f;
+    memset(sc->o, 0, rows * st->dv * sizeof(float));
+}
+
+/* K (or V) of the task's stream (or head h) at key j0, in the storage dtype. */
+static const void* kv_at(const mh_tensor* x, mh_dtype dt, const mh_drv_task* t, size_t h, int64_t j0) {
+    return mh_dtype_at(x->data, dt, t->b * x->stride_batch + (ptrdiff_t)h * x->stride_head +
+                                        (ptrdiff_t)j0 * x->stride_token);
+}
+
+/* ---- one-pass mode ---- */
+
+/* Finished scores (Q.K^T, the stage's bias, the score step) of keys [j0, j0 + nc) into sc->s.
+ * Direct tasks read K in place; the others pack the tile (unless prepacked) for the GEMM. */
+static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float* kt_pre, int64_t j0,
+                       size_t nc, mh_drv_scratch* sc) {
+    const mh_kernels* k = st->k;
+    const size_t dqk = st->dqk, tk = st->tk, mr = k->gemm_mr, nr = k->gemm_nr, rows = t->rows;
+    const void* ksrc = kv_at(&st->key, st->k_dtype, t, (size_t)t->s, j0);
+    if (t->direct_qk) { /* chunks the kernel takes; the K tile stays in cache */
+        for (size_t r = 0; r < rows; r += k->attn_direct_rows - 1)
+            k->qk_direct(min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk, ksrc,
+                         st->key.stride_token, st->k_dtype, sc->s + r * tk, tk);
+    } else {
+        const float* kt = kt_pre;
+        if (!kt) {
+            k->pack_kt(nc, dqk, ksrc, st->key.stride_token, st->k_dtype, sc->kt);
+            kt = sc->kt;
+        }
+        for (size_t c0 = 0; c0 < nc; c0 += nr) {
+            const float* panel = kt + (c0 / nr) * dqk * nr;
+            for (size_t r = 0; r < rows; r += mr) {
+                const size_t m = min_size(mr, rows - r), n = min_size(nr, nc - c0);
+                float* srow = sc->s + r * tk + c0;
+                if (mh_score_rows_dropped(&t->blk, r, m, j0)) { /* before the diagonal: all -inf */
+                    for (size_t i = 0; i < m; i++)
+                        for (size_t j = 0; j < n; j++) srow[i * tk + j] = -INFINITY;
+                    continue;
+                }
+                k->gemm(m, n, dqk, sc->q + r * dqk, dqk, panel, NULL, srow, tk);
+            }
+        }
+    }
+    if (st->bias) st->bias(st, t, j0, nc, sc->s, tk);
+    mh_score_tile(&t->blk, sc->s, tk, j0, nc);
+}
+
+/* o = alpha * o + P.V for keys [j0, j0 + nc), against the stream's V (all rows) or each
+ * head's V (its nq rows). Rows causality drops entirely have P = 0 and alpha = 1 here, so
+ * they are skipped. vt_pre, if given, is the tile packed for vt_cols (>= nc) keys from j0. */
+static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const float* vt_pre, size_t vt_cols,
+                          int64_t j0, size_t nc, mh_drv_scratch* sc) {
+    const mh_kernels* k = st->k;
+    const size_t dv = st->dv, tk = st->tk, mr = k->gemm_mr, nr = k->gemm_nr;
+    const size_t n_v = st->v_per_head ? st->hg : 1, per = t->rows / n_v;
+    for (size_t hv = 0; hv < n_v; hv++) {
+        const size_t r0 = hv * per, r1 = r0 + per;
+        const size_t head = st->v_per_head ? t->h0 + hv : (size_t)t->s;
+        const void* vsrc = kv_at(&st->value, st->v_dtype, t, head, j0);
+        if (t->direct_pv) {
+            for (size_t r = r0; r < r1; r += k->attn_direct_rows - 1)
+                k->pv_direct(min_size(k->attn_direct_rows - 1, r1 - r), nc, dv, sc->s + r * tk, tk, vsrc,
+                             st->value.stride_token, st->v_dtype, sc->alpha + r, sc->o + r * dv, dv);
+            continue;
+        }
+        const float* vt = vt_pre;
+        size_t cols = vt_cols;
+        if (!vt) {
+            k->pack_v(nc, dv, vsrc, st->value.stride_token, st->v_dtype, sc->vt);
+            vt = sc->vt, cols = nc;
+        }
+        for (size_t d0 = 0; d0 < dv; d0 += nr) {
+            const float* panel = vt + (d0 / nr) * cols * nr;
+            for (size_t r = r0; r < r1; r += mr)
+                if (!mh_score_rows_dropped(&t->blk, r, min_size(mr, r1 - r), j0))
+                    k->gemm_acc(min_size(mr, r1 - r), min_size(nr, dv - d0), nc, sc->s + r * tk, tk, panel,
+                                sc->alpha + r, sc->o + r * dv + d0, dv);
+        }
+    }
+}
+
+/* Online softmax over keys [j_lo, j_hi) of the task into sc->m, sc->l, sc->o (unnormalised).
+ * With prepacked tiles, tiles are the call's fixed grid of tk keys: the range starts at the
+ * tile holding j_lo, and keys before j_lo in it are dropped by the score step. */
+static void attend(const call* c, const mh_drv_task* t, int64_t j_lo, int64_t j_hi, mh_drv_scratch* sc) {
+    const mh_drv_stage* st = &c->st;
+    const size_t tk = st->tk;
+    start_rows(st, t, t->rows, sc);
+    if (c->cw.kt_all && j_lo > 0) j_lo -= j_lo % (int64_t)tk;
+    for (int64_t j0 = j_lo; j0 < j_hi; j0 += (int64_t)tk) {
+        const size_t nc = min_size(tk, (size_t)(j_hi - j0));
+        const float* kt = mh_drv_packed(st, 0, (size_t)t->b, (size_t)t->s, j0);
+        const float* vt = mh_drv_packed(st, 1, (size_t)t->b, (size_t)t->s, j0);
+        score_tile(st, t, kt, j0, nc, sc);
+        st->k->softmax_tile(t->rows, nc, sc->s, tk, sc->m, sc->l, sc->alpha);
+        accumulate_pv(st, t, vt, vt ? min_size(tk, (size_t)st->n_kv - (size_t)j0) : 0, j0, nc, sc);
+    }
+}
+
+/* Output row ii of head h0 + hh of the task. */
+static float* out_row(const mh_drv_stage* st, const mh_drv_task* t, size_t hh, size_t ii) {
+    const ptrdiff_t tok = t->q_row ? (ptrdiff_t)t->q_row[ii] : (ptrdiff_t)(t->i0 + ii);
+    return st->o.data + t->b * st->o.stride_batch + tok * st->o.stride_token +
+           (ptrdiff_t)(t->h0 + hh) * st->o.stride_head;
+}
+
+/* Folds in the sink logit, normalises and writes the task's output rows from (m, l, acc);
+ * leaves the final m and l behind for the probabilities. A row that kept no key (m = -inf)
+ * gets zeros. acc rows are dv apart. */
+static void finish(const mh_drv_stage* st, const mh_drv_task* t, float* m, float* l,
+                   const float* acc_base) {
+    const size_t dv = st->dv;
+    const float* sinks = st->opt->sinks ? st->opt->sinks + t->h0 : NULL;
+    for (size_t r = 0; r < t->rows; r++) {
+        const size_t hh = r / t->nq, ii = r % t->nq;
+        float* dst = out_row(st, t, hh, ii);
+        const float* acc = acc_base + r * dv;
+        if (m[r] == -INFINITY) {
+            memset(dst, 0, dv * sizeof(float));
+            continue;
+        }
+        const float a = sinks ? mh_fold_sink(&m[r], &l[r], sinks[hh]) : 1.0f;
+        if (st->fused_norm) {
+            const float scale = a / l[r];
+            for (size_t d = 0; d < dv; d++) dst[d] = acc[d] * scale;
+            continue;
+        }
+        const float inv_l = 1.0f / l[r];
+        for (size_t d = 0; d < dv; d++) dst[d] = acc[d] * a * inv_l;
+        if (t->o_scale)
+            for (size_t d = 0; d < dv; d++) dst[d] *= t->o_scale[ii];
+    }
+}
+
+/* probs[b, h, i, :] for the task, from the final max m and sum l (zeros where dropped). */
+static void write_probs(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch* sc) {
+    const size_t tk = st->tk, M = (size_t)st->n_kv, N = (size_t)st->n_q, H = st->hg * (size_t)st->streams;
+    float* probs = st->opt->probs;
+    for (size_t r = 0; r < t->rows; r++) {
+        const size_t h = t->h0 + r / t->nq, i = t->i0 + r % t->nq;
+        memset(probs + (((size_t)t->b * H + h) * N + i) * M, 0, M * sizeof(float));
+    }
+    for (int64_t j0 = t->j_begin; j0 < t->j_end; j0 += (int64_t)tk) {
+        const size_t nc = min_size(tk, (size_t)(t->j_end - j0));
+        score_tile(st, t, NULL, j0, nc, sc);
+        for (size_t r = 0; r < t->rows; r++) {
+            if (sc->m[r] == -INFINITY) continue;
+            const size_t h = t->h0 + r / t->nq, i = t->i0 + r % t->nq;
+            float* prow = probs + (((size_t)t->b * H + h) * N + i) * M + j0;
+            const float inv_l = 1.0f / sc->l[r];
+            for (size_t j = 0; j < nc; j++) prow[j] = expf(sc->s[r * tk + j] - sc->m[r]) * inv_l;
+        }
+    }
+}
+
+/* Item `item` of a one-pass call: task item / n_split, key chunk item % n_split. */
+static void one_pass_item(const call* c, size_t item, mh_drv_scratch* sc) {
+    const size_t ti = item / c->split.n_split, ci = item % c->split.n_split;
+    const mh_drv_task t = make_task(c, ti);
+    if (!t.active) return;
+    if (c->split.n_split == 1) {
+        attend(c, &t, t.j_begin, t.j_end, sc);
+        finish(&c->st, &t, sc->m, sc->l, sc->o);
+        if (c->st.opt->probs) write_probs(&c->st, &t, sc);
+        return;
+    }
+    int64_t lo, hi;
+    mh_split_chunk(&c->split, ci, t.j_begin, t.j_end, c->st.tk, &lo, &hi);
+    attend(c, &t, lo, hi, sc);
+    mh_split_store(&c->split, ti, ci, sc->m, sc->l, sc->o);
+}
+
+/* The worker's share of split tasks: merged in order, then finished. */
+static void one_pass_merge(const call* c, int tid, int nth) {
+    for (size_t ti = (size_t)tid; ti < c->n_tasks; ti += (size_t)nth) {
+        const mh_drv_task t = make_task(c, ti);
+        if (!t.active) continue;
+        float* base = mh_split_merge(&c->split, ti);
+        finish(&c->st, &t, base, base + t.rows, base + 2 * t.rows);
+    }
+}
+
+/* ---- two-pass modes ---- */
+
+static float* store_block(const call* c, float* store, int64_t j0) {
+    return store + (size_t)j0 / c->st.tk * c->st.tile_floats;
+}
+
+static float* store_max(const call* c, float* store, int64_t j0) {
+    return store + n_kv_tiles(&c->st) * c->st.tile_floats + (size_t)j0 / c->st.tk * block_rows(&c->st);
+}
+
+/* Pass 1 over keys [lo, hi): each tile's exponentials and the rows' running max and sum in
+ * sc->m, sc->l. With a store the exponentials stay there with the max they are relative to. */
+static void stats_range(const call* c, const mh_drv_task* t, int64_t lo, int64_t hi, float* store,
+                        mh_drv_scratch* sc) {
+    const size_t tk = c->st.tk;
+    for (int64_t j0 = lo; j0 < hi; j0 += (int64_t)tk) {
+        const size_t nc = min_size(tk, (size_t)(hi - j0));
+        float* e = store ? store_block(c, store, j0) : sc->t2;
+        c->st.exp_tile(&c->st, t, j0, nc, e, sc->m, sc->l, sc);
+        if (store) memcpy(store_max(c, store, j0), sc->m, block_rows(&c->st) * sizeof(float));
+    }
+}
+
+/* Pass 2 over keys [lo, hi), with the final statistics in sc->m, sc->l, into sc->o. Without a
+ * store the exponentials are recomputed as pass 1 made them (the same tiles from lo, the
+ * running max restarted), so both give the same bits. */
+static void output_range(const call* c, const mh_drv_task* t, int64_t lo, int64_t hi, float* store,
+                         mh_drv_scratch* sc) {
+    const size_t tk = c->st.tk;
+    for (size_t r = 0; r < block_rows(&c->st); r++) sc->mrun[r] = -INFINITY, sc->lrun[r] = 0.0f;
+    for (int64_t j0 = lo; j0 < hi; j0 += (int64_t)tk) {
+        const size_t nc = min_size(tk, (size_t)(hi - j0));
+        if (!store) c->st.exp_tile(&c->st, t, j0, nc, sc->t2, sc->mrun, sc->lrun, sc);
+        c->st.out_tile(&c->st, t, j0, nc, store ? store_block(c, store, j0) : sc->t2,
+                       store ? store_max(c, store, j0) : sc->mrun, sc);
+    }
+}
+
+/* Writes the task's output rows from o [rows of the full tile][dv], already normalised. */
+static void write_rows(const mh_drv_stage* st, const mh_drv_task* t, const float* o) {
+    for (size_t hh = 0; hh < st->hg; hh++)
+        for (size_t ii = 0; ii < t->nq; ii++)
+            memcpy(out_row(st, t, hh, ii), o + (hh * st->tq + ii) * st->dv, st->dv * sizeof(float));
+}
+
+/* A whole task at once, its tiles kept in the worker's sc->s. */
+static void run_materialised(const call* c, size_t ti, mh_drv_scratch* sc) {
+    const mh_drv_task t = make_task(c, ti);
+    start_rows(&c->st, &t, block_rows(&c->st), sc);
+    stats_range(c, &t, 0, t.j_end, sc->s, sc);
+    output_range(c, &t, 0, t.j_end, sc->s, sc);
+    write_rows(&c->st, &t, sc->o);
+}
+
+/* Task ti's store, or NULL when pass 2 recomputes. */
+static float* stored_at(const call* c, size_t ti) {
+    return c->stored ? c->cw.store + ti * store_floats(&c->st) : NULL;
+}
+
+/* Work item `item` of a two-pass call: chunk ci of task ti, keys [lo, hi), its rows started. */
+typedef struct chunk {
+    size_t ti, ci;
+    mh_drv_task t;
+    int64_t lo, hi;
+} chunk;
+
+static chunk start_chunk(const call* c, size_t item, mh_drv_scratch* sc) {
+    chunk k;
+    k.ti = item / c->split.n_split, k.ci = item % c->split.n_split;
+    k.t = make_task(c, k.ti);
+    mh_split_chunk(&c->split, k.ci, 0, k.t.j_end, c->st.tk, &k.lo, &k.hi);
+    start_rows(&c->st, &k.t, block_rows(&c->st), sc);
+    return k;
+}
+
+/* Pass 1 of a chunk: its softmax statistics into its partial. */
+static void pass_stats(const call* c, size_t item, mh_drv_scratch* sc) {
+    const chunk k = start_chunk(c, item, sc);
+    const size_t rows = block_rows(&c->st);
+    stats_range(c, &k.t, k.lo, k.hi, stored_at(c, k.ti), sc);
+    float* part = mh_split_partial(&c->split, k.ti, k.ci);
+    memcpy(part, sc->m, rows * sizeof(float));
+    memcpy(part + rows, sc->l, rows * sizeof(float));
+}
+
+/* Pass 2 of a chunk: its share of the output, with the task's merged statistics, into its
+ * partial. */
+static void pass_output(const call* c, size_t item, mh_drv_scratch* sc) {
+    const chunk k = start_chunk(c, item, sc);
+    const size_t rows = block_rows(&c->st);
+    mh_split_merge_stats(&c->split, k.ti, sc->m, sc->l);
+    output_range(c, &k.t, k.lo, k.hi, stored_at(c, k.ti), sc);
+    memcpy(mh_split_partial(&c->split, k.ti, k.ci) + 2 * rows, sc->o, rows * c->st.dv * sizeof(float));
+}
+
+/* Sums the task's chunk outputs in order (each already normalised by the whole row's
+ * statistics) and writes them. */
+static void finish_two_pass(const call* c, size_t ti) {
+    const size_t rows = block_rows(&c->st), n = rows * c->st.dv;
+    float* acc = mh_split_partial(&c->split, ti, 0) + 2 * rows;
+    for (size_t ci = 1; ci < c->split.n_split; ci++) {
+        const float* part = mh_split_partial(&c->split, ti, ci) + 2 * rows;
+        for (size_t e = 0; e < n; e++) acc[e] += part[e];
+    }
+    const mh_drv_task t = make_task(c, ti);
+    write_rows(&c->st, &t, acc);
+}
+
+/* ---- the worker ---- */
+
+/* Packs K/V tile `item` of the call's grid (head-major over B * pack_heads heads). */
+static void prepack_tile(const call* c, size_t item) {
+    const mh_drv_stage* st = &c->st;
+    const size_t n_tiles = n_kv_tiles(st), head = item / n_tiles, j0 = (item % n_tiles) * st->tk;
+    const size_t b = head / (size_t)st->pack_heads, h = head % (size_t)st->pack_heads;
+    const size_t nc = min_size(st->tk, (size_t)st->n_kv - j0);
+    const ptrdiff_t kat = (ptrdiff_t)b * st->key.stride_batch + (ptrdiff_t)h * st->key.stride_head +
+                          (ptrdiff_t)j0 * st->key.stride_token;
+    const ptrdiff_t vat = (ptrdiff_t)b * st->value.stride_batch + (ptrdiff_t)h * st->value.stride_head +
+                          (ptrdiff_t)j0 * st->value.stride_token;
+    st->k->pack_kt(nc, st->dqk, mh_dtype_at(st->key.data, st->k_dtype, kat), st->key.stride_token,
+                   st->k_dtype, c->cw.kt_all + item * kt_floats(st));
+    st->k->pack_v(nc, st->dv, mh_dtype_at(st->value.data, st->v_dtype, vat), st->value.stride_token,
+                  st->v_dtype, c->cw.vt_all + item * vt_floats(st));
+}
+
+/* One worker: its share of the prepack, then items until none is left (dynamic: tasks differ
+ * in cost; which worker runs an item never changes its result), then its share of the merges. */
+static void worker(void* arg, int tid, int nth) {
+    call* c = arg;
+    mh_ws ws = mh_ws_begin(c->cw.scratch + (size_t)tid * c->cw.per_thread);
+    mh_drv_scratch sc;
+    carve_scratch(&c->st, &ws, &sc);
+    if (c->cw.kt_all) {
+        const size_t n_pack = (size_t)c->st.batch * (size_t)c->st.pack_heads * n_kv_tiles(&c->st);
+        for (size_t i = (size_t)tid; i < n_pack; i += (size_t)nth) prepack_tile(c, i);
+        mh_barrier(nth);
+    }
+    const long n_items = (long)(c->n_tasks * c->split.n_split);
+    switch (c->st.mode) {
+    case MH_DRV_ONE_PASS:
+        for (long item; (item = mh_next_item(&c->next[0])) < n_items;) one_pass_item(c, (size_t)item, &sc);
+        if (c->split.n_split == 1) return;
+        mh_barrier(nth);
+        one_pass_merge(c, tid, nth);
+        return;
+    case MH_DRV_MATERIALISED:
+        for (long ti; (ti = mh_next_item(&c->next[0])) < n_items;) run_materialised(c, (size_t)ti, &sc);
+        return;
+    case MH_DRV_TWO_PASS:
+        for (long item; (item = mh_next_item(&c->next[0])) < n_items;) pass_stats(c, (size_t)item, &sc);
+        mh_barrier(nth);
+        for (long item; (item = mh_next_item(&c->next[1])) < n_items;) pass_output(c, (size_t)item, &sc);
+        mh_barrier(nth);
+        for (size_t ti = (size_t)tid; ti < c->n_tasks; ti += (size_t)nth) finish_two_pass(c, ti);
+        return;
+    }
+}
+
+void mh_drv_run(const mh_drv_stage* st, int threads, void* ws_base) {
+    call c;
+    memset(&c, 0, sizeof c);
+    c.st = *st;
+    mh_ws layout = mh_ws_begin(ws_base);
+    call_layout(st, threads, &layout, &c.cw);
+    c.n_tasks = n_tasks(st);
+    c.split = mh_split_plan(c.cw.partials, block_rows(st), st->dv, st->split_count);
+    size_t unit = 0; /* store_floats, checked: M is unbounded here */
+    c.stored = st->mode == MH_DRV_TWO_PASS &&
+               mh_mul_size(n_kv_tiles(st), st->tile_floats + block_rows(st), &unit) &&
+               unit <= c.cw.store_floats / c.n_tasks;
+    mh_parallel(mh_workers(threads, c.n_tasks * c.split.n_split, st->flops), worker, &c);
+}

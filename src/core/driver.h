@@ -1,0 +1,126 @@
+/*
+ * The one attention driver: task enumeration, workspace layout, K/V prepack, split-KV, the
+ * worker loop and the finish step, for every variant. A variant describes its call as a
+ * STAGE (mh_drv_stage: shapes, tensors and a few hooks) and calls mh_drv_carve / mh_drv_run.
+ *
+ * Tasks. A call's tasks are (batch b, stream s, query tile): a stream is hg consecutive query
+ * heads [s * hg, s * hg + hg) that the task computes together, so each K/V tile it reads
+ * serves all of them. Task ti is b = ti / (n_qt * streams), s = ti / n_qt % streams, queries
+ * [i0, i0 + nq) with i0 = ti % n_qt * tq. Its rows are head-major: r = hh * nq + ii.
+ *
+ * Modes.
+ *   MH_DRV_ONE_PASS (MHA/GQA/MQA, MoH, CollabHead): online softmax, key tile by key tile:
+ *     the driver runs Q.K^T (direct or packed GEMM against the stream's K), the stage's
+ *     optional bias hook, the score step (core/score.h), softmax_tile and P.V (against the
+ *     stream's V, or each head's V with v_per_head); then the finish (sink, 1/l, gates) and
+ *     the probabilities. Decode-shaped calls split keys (core/split_kv.h).
+ *   MH_DRV_TWO_PASS / MH_DRV_MATERIALISED (DCMHA): pass 1 makes each key tile's
+ *     exponentials and the rows' softmax statistics (hook exp_tile), pass 2 turns the same
+ *     tiles into the output (hook out_tile). Two-pass keeps pass 1's tiles in a call-wide
+ *     store of fixed size when they fit, else recomputes them (same bits); its decode splits
+ *     keys and merges statistics, then outputs, in order. Materialised keeps them per worker
+ *     and prepacks K/V.
+ *
+ * Hooks are called once per task or per key tile, never per row or element. Every task's
+ * arithmetic depends only on the shapes, never on the thread count.
+ */
+#ifndef MH_CORE_DRIVER_H
+#define MH_CORE_DRIVER_H
+#include "core/score.h"
+#include "kernels/kernels.h"
+#include "util/workspace.h"
+
+typedef enum { MH_DRV_ONE_PASS, MH_DRV_TWO_PASS, MH_DRV_MATERIALISED } mh_drv_mode;
+
+/* One task. The driver sets the geometry; the stage's task hook sets the rest. */
+typedef struct mh_drv_task {
+    int b, s;                  /* batch, stream */
+    size_t h0, i0, nq, rows;   /* first head, first query, queries, rows = hg * nq */
+    /* set by the stage's task hook */
+    int active;                /* 0: skipped (reads nothing, writes nothing); driver sets 1 */
+    int64_t j_begin, j_end;    /* keys any row may keep */
+    mh_score_block blk;        /* one-pass: the score step of the task's rows */
+    int direct_qk, direct_pv;  /* one-pass: direct kernels instead of packed GEMMs */
+    const int32_t* q_row;      /* [nq] tokens of the rows in Q and O (instead of i0 + ii), or NULL */
+    const float* o_scale;      /* [nq] output multipliers (gates), or NULL */
+} mh_drv_task;
+
+/* One worker's buffers (rows = hg * tq). NULL where the mode has none. */
+typedef struct mh_drv_scratch {
+    float* q;     /* [rows][dqk]                the task's queries, pre-scaled */
+    float* kt;    /* [tk/NR][dqk][NR]           a packed K tile (not materialised) */
+    float* vt;    /* [ceil(dv/NR)][tk][NR]      a packed V tile (not materialised) */
+    float* s;     /* one-pass: [rows][tk] scores, then probabilities;
+                     materialised: [n_tiles][tile_floats + rows] the task's kept tiles */
+    float* o;     /* [rows][dv]                 output accumulator */
+    float *m, *l; /* [rows]                     softmax max and sum */
+    float* alpha; /* [rows]                     softmax_tile's rescale */
+    /* two-pass modes */
+    float *t1, *t2;     /* [tile_floats] the stage's score tile; pass 1's tile when unstored */
+    float *mrun, *lrun; /* [rows] pass 2's running statistics when it recomputes */
+    float *ones;        /* [rows] 1.0f, a P.V rescale that keeps o */
+    float *scale;       /* [tq][hg] a tile's exponentials-to-probabilities factors */
+} mh_drv_scratch;
+
+typedef struct mh_drv_stage mh_drv_stage;
+
+struct mh_drv_stage {
+    const mh_kernels* k;
+    mh_drv_mode mode;
+    const void* ctx;        /* the variant's data, handed back to every hook */
+    int batch, streams, n_q, n_kv;
+    size_t hg, tq, tk;      /* heads per stream, queries per full tile, keys per tile */
+    size_t dqk, dv;
+    float scale;            /* the final score scale */
+    mh_tensor key, value;   /* K [B][M] by stream (head index = s); V by stream, or by query
+                               head with v_per_head; the prepack grid's heads index both */
+    mh_dtype k_dtype, v_dtype;
+    int v_per_head;
+    mh_tensor_out o;        /* [B][N][H][dv] by query head */
+    int prepack;            /* pack K/V tiles once per call (workspace depends on M) */
+    int pack_heads;         /* K/V heads per batch in the prepack grid (one-pass: streams) */
+    size_t tile_floats;     /* two-pass: floats of one key tile's scores of a task */
+    size_t split_count;     /* key chunks per task (mh_split_count), 1: no split */
+    double flops;           /* the call's work, for the worker count */
+    const mh_attn_options* opt; /* one-pass: sinks and probs [B, H, N, M] */
+    int fused_norm;         /* one-pass: scale outputs by a / l (CollabHead) not a * (1/l) */
+
+    /* Every mode. task: fills t's key range [j_begin, j_end) and, one-pass, blk, direct_qk,
+     * direct_pv and the optional active, q_row, o_scale (it runs again for the merge, so it
+     * must be a pure function of t's geometry). load_q: the task's queries, pre-scaled, into
+     * sc->q (rows head-major); the driver then empties m, l and o. */
+    void (*task)(const mh_drv_stage* st, mh_drv_task* t);
+    void (*load_q)(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch* sc);
+    /* One-pass, optional: adds to the raw scores s [rows][lds] of keys [j0, j0 + nc). */
+    void (*bias)(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, float* s,
+                 size_t lds);
+    /* Two-pass: exponentials of keys [j0, j0 + nc) into e [tile_floats], advancing m, l. */
+    void (*exp_tile)(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, float* e,
+                     float* m, float* l, mh_drv_scratch* sc);
+    /* Two-pass: adds the tile's share of the output to sc->o, from its exponentials e
+     * (relative to the per-row maxima mt) and the rows' final statistics in sc->m, sc->l. */
+    void (*out_tile)(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc,
+                     const float* e, const float* mt, mh_drv_scratch* sc);
+};
+
+/* Carves (or, with ws->base == NULL, measures) the workspace; returns its start. */
+void* mh_drv_carve(const mh_drv_stage* st, int threads, mh_ws* ws);
+
+/* Runs the call in ws, what mh_drv_carve returned for the same stage shapes and threads. */
+void mh_drv_run(const mh_drv_stage* st, int threads, void* ws);
+
+/* Query tiles of the stage. */
+size_t mh_drv_query_tiles(const mh_drv_stage* st);
+
+/* The score block and key range of task t from the options (causal, window, softcap, ALiBi,
+ * mask by head h0, kv_len, q_offset), the rows at positions pos [nq] if not NULL; a helper
+ * for one-pass task hooks. */
+void mh_drv_block(const mh_drv_stage* st, const mh_attn_options* opt, const int64_t* pos,
+                  mh_drv_task* t);
+
+/* The prepacked K (kv = 0) or V (kv = 1) tile holding key j0 of prepack head h of batch b,
+ * or NULL when the call does not prepack. Only inside the hooks of a running call (st is
+ * then the driver's copy of the stage). */
+const float* mh_drv_packed(const mh_drv_stage* st, int kv, size_t b, size_t h, int64_t j0);
+
+#endif
