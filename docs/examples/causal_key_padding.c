@@ -22,46 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "example_util.h"
+
 enum { D_MODEL = 64, HEADS = 8, KV_HEADS = 2, HEAD_DIM = 8, BATCH = 3, T = 12 };
 static const int32_t lengths[BATCH] = {12, 7, 3};
 
-static uint64_t rng_state = 777;
-static float uniform(float amp) {
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return amp * ((float)(rng_state >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
-}
-static void fill(float* x, size_t n, float amp) {
-    for (size_t i = 0; i < n; i++) x[i] = uniform(amp);
-}
-
-static int failures;
-static void check(int ok, const char* what) {
-    printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
-    failures += !ok;
-}
-
-/* One forward with a workspace of its own size; MH_ERR_OUT_OF_MEMORY if none. */
-static mh_status forward(const mh_layer* layer, const mh_forward_args* a) {
-    size_t bytes;
-    mh_status st = mh_layer_forward_workspace_size(layer, a->batch, a->n_q, a->key ? a->n_kv : a->n_q, &bytes);
-    if (st != MH_OK) return st;
-    void* ws = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    st = ws ? mh_layer_forward(layer, a, ws, bytes) : MH_ERR_OUT_OF_MEMORY;
-    free(ws);
-    return st;
-}
-
-/* max |a - b| over n values (NaN: INFINITY) */
-static float max_diff(const float* a, const float* b, int n) {
-    float d = 0;
-    for (int i = 0; i < n; i++) {
-        const float e = fabsf(a[i] - b[i]);
-        if (!(e <= d)) d = isnan(e) ? INFINITY : e;
-    }
-    return d;
-}
-
 int main(void) {
+    seed(777);
     static float wq[HEADS * HEAD_DIM * D_MODEL], wk[KV_HEADS * HEAD_DIM * D_MODEL];
     static float wv[KV_HEADS * HEAD_DIM * D_MODEL], wo[D_MODEL * HEADS * HEAD_DIM];
     const float a = 1.0f / sqrtf((float)D_MODEL), ao = 1.0f / sqrtf((float)(HEADS * HEAD_DIM));
@@ -86,12 +53,12 @@ int main(void) {
     mh_attn_options opt = mh_attn_options_default();
     opt.causal = 1, opt.kv_len = lengths, opt.q_offset = 0;
     mh_forward_args args = {.batch = BATCH, .n_q = T, .query = &x[0][0][0], .out = &y[0][0][0], .opt = &opt};
-    st = forward(layer, &args);
+    st = forward_args(layer, &args);
     mh_attn_options dflt = opt;
     dflt.q_offset = MH_Q_OFFSET_END;
     mh_forward_args args_default = args;
     args_default.out = &y_default[0][0][0], args_default.opt = &dflt;
-    const mh_status st_default = forward(layer, &args_default);
+    const mh_status st_default = forward_args(layer, &args_default);
     check(st == MH_OK && st_default == MH_OK, "padded batch: MH_OK with q_offset 0 and the default");
 
     float mag = 0;
@@ -106,17 +73,21 @@ int main(void) {
         mh_attn_options causal = mh_attn_options_default();
         causal.causal = 1;
         mh_forward_args one = {.batch = 1, .n_q = len, .query = &x[b][0][0], .out = &alone[0][0], .opt = &causal};
-        ok &= forward(layer, &one) == MH_OK;
-        worst_real = fmaxf(worst_real, max_diff(&y[b][0][0], &alone[0][0], len * D_MODEL));
+        ok &= forward_args(layer, &one) == MH_OK;
+        float d, unused;
+        compare(&y[b][0][0], &alone[0][0], (size_t)len * D_MODEL, &d, &unused);
+        worst_real = fmaxf(worst_real, d);
         /* 3: each padding row against one query over the real tokens, no mask */
         for (int i = len; i < T; i++) {
             float row[D_MODEL];
             mh_forward_args cross = {.batch = 1, .n_q = 1, .n_kv = len, .query = &x[b][i][0],
                                      .key = &x[b][0][0], .value = &x[b][0][0], .out = row};
-            ok &= forward(layer, &cross) == MH_OK;
-            worst_pad = fmaxf(worst_pad, max_diff(&y[b][i][0], row, D_MODEL));
+            ok &= forward_args(layer, &cross) == MH_OK;
+            compare(&y[b][i][0], row, D_MODEL, &d, &unused);
+            worst_pad = fmaxf(worst_pad, d);
         }
-        if (len < T) default_gap = fmaxf(default_gap, max_diff(&y[b][0][0], &y_default[b][0][0], len * D_MODEL));
+        compare(&y[b][0][0], &y_default[b][0][0], (size_t)len * D_MODEL, &d, &unused);
+        if (len < T) default_gap = fmaxf(default_gap, d);
     }
     printf("      max |padded - alone| %.3g, max |padding row - cross| %.3g, tolerance %.3g\n",
            worst_real, worst_pad, tol);

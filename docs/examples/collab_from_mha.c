@@ -21,71 +21,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "example_util.h"
+
 enum { D_MODEL = 32, H = 4, D = 8, N = 12, PROMPT = 5 };
 
-static uint64_t rng_state = 99;
-static float uniform(float amp) {
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return amp * ((float)(rng_state >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
-}
-static void fill(float* x, size_t n, float amp) {
-    for (size_t i = 0; i < n; i++) x[i] = uniform(amp);
-}
-
-static int failures;
-static void check(int ok, const char* what) {
-    printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
-    failures += !ok;
-}
-
-static mh_status causal_forward(const mh_layer* layer, const float* x, float* y) {
-    size_t bytes;
-    mh_status st = mh_layer_forward_workspace_size(layer, 1, N, N, &bytes);
-    if (st != MH_OK) return st;
-    void* ws = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    mh_attn_options opt = mh_attn_options_default();
-    opt.causal = 1;
-    mh_forward_args a = {.batch = 1, .n_q = N, .query = x, .out = y, .opt = &opt};
-    st = ws ? mh_layer_forward(layer, &a, ws, bytes) : MH_ERR_OUT_OF_MEMORY;
-    free(ws);
-    return st;
-}
-
-/* Prefill PROMPT tokens in one call, then one token per call; *per_token gets the cache's
- * bytes per token. */
-static mh_status decode_all(const mh_layer* layer, const float* x, float* y, size_t* per_token) {
-    mh_kv_cache* cache;
-    mh_status st = mh_kv_cache_create(layer, 1, N, MH_DTYPE_F32, &cache);
-    if (st != MH_OK) return st;
-    *per_token = mh_kv_cache_bytes_per_token(cache);
-    size_t a, b; /* the workspace for every n_new used: PROMPT and 1 */
-    mh_layer_decode_workspace_size(layer, 1, PROMPT, &a);
-    mh_layer_decode_workspace_size(layer, 1, 1, &b);
-    const size_t bytes = a > b ? a : b;
-    void* ws = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    st = ws ? MH_OK : MH_ERR_OUT_OF_MEMORY;
-    for (int t = 0; t < N && st == MH_OK;) {
-        const int n = t == 0 ? PROMPT : 1;
-        st = mh_layer_decode(layer, cache, &(mh_decode_args){1, n, x + t * D_MODEL, y + t * D_MODEL, NULL}, ws, bytes);
-        t += n;
-    }
-    free(ws);
-    mh_kv_cache_destroy(cache);
-    return st;
-}
-
 static int close_to(const float* y, const float* ref, const char* what) {
-    float diff = 0, mag = 0;
-    for (int i = 0; i < N * D_MODEL; i++) {
-        const float e = fabsf(y[i] - ref[i]);
-        diff = e <= diff ? diff : isnan(e) ? INFINITY : e;
-        mag = fmaxf(mag, fabsf(ref[i]));
-    }
+    float diff, mag;
+    compare(y, ref, N * D_MODEL, &diff, &mag);
     printf("      %s: max |collab - MHA| %.3g, tolerance %.3g\n", what, diff, 1e-5f * mag);
     return mag > 0 && diff <= 1e-5f * mag;
 }
 
 int main(void) {
+    seed(99);
     static float wq[H * D * D_MODEL], wk[H * D * D_MODEL], wv[H * D * D_MODEL], wo[D_MODEL * H * D];
     static float bq[H * D], bk[H * D], bv[H * D], bo[D_MODEL], x[N * D_MODEL];
     static float y_mha[N * D_MODEL], y_collab[N * D_MODEL], y_decode[N * D_MODEL];
@@ -117,12 +65,12 @@ int main(void) {
     check(st == MH_OK && collab_cfg.collab_dim == H * D, "mh_convert_mha_to_collab: D~ = H*D, layer created");
     if (st != MH_OK) return printf("      %s\n", mh_status_string(st)), 1;
 
-    st = causal_forward(mha, x, y_mha);
-    const mh_status st_collab = causal_forward(collab, x, y_collab);
+    st = causal_forward(mha, N, x, y_mha);
+    const mh_status st_collab = causal_forward(collab, N, x, y_collab);
     check(st == MH_OK && st_collab == MH_OK && close_to(y_collab, y_mha, "forward"),
           "CollabHead forward == MHA forward (1e-5 x max|y|)");
     size_t per_token = 0;
-    st = decode_all(collab, x, y_decode, &per_token);
+    st = decode_all(collab, N, PROMPT, D_MODEL, x, y_decode, &per_token);
     check(st == MH_OK && close_to(y_decode, y_mha, "decode"),
           "CollabHead prefill + steps == MHA forward (1e-5 x max|y|)");
     printf("      f32 KV cache: %zu bytes per token (MHA: %d)\n", per_token, 2 * H * D * 4);

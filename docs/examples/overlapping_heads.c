@@ -19,36 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "example_util.h"
+
 enum { D_MODEL = 32, H = 4, D = 8, O = 2, DW = D + 2 * O, N = 10 };
-
-static uint64_t rng_state = 4242;
-static float uniform(float amp) {
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return amp * ((float)(rng_state >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
-}
-static void fill(float* x, size_t n, float amp) {
-    for (size_t i = 0; i < n; i++) x[i] = uniform(amp);
-}
-
-static int failures;
-static void check(int ok, const char* what) {
-    printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
-    failures += !ok;
-}
-
-/* A causal self-attention forward of N tokens with a workspace of its own size. */
-static mh_status forward(const mh_layer* layer, const float* x, float* y) {
-    size_t bytes;
-    mh_status st = mh_layer_forward_workspace_size(layer, 1, N, N, &bytes);
-    if (st != MH_OK) return st;
-    void* ws = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    mh_attn_options opt = mh_attn_options_default();
-    opt.causal = 1;
-    mh_forward_args a = {.batch = 1, .n_q = N, .query = x, .out = y, .opt = &opt};
-    st = ws ? mh_layer_forward(layer, &a, ws, bytes) : MH_ERR_OUT_OF_MEMORY;
-    free(ws);
-    return st;
-}
 
 /* The window rows: big [H*DW, D_MODEL] row h*DW + r = w row h*D - O + r, or zero past the ends
  * (bias the same way). */
@@ -63,6 +36,7 @@ static void windows(const float* w, const float* b, float* big, float* big_b) {
 }
 
 int main(void) {
+    seed(4242);
     static float wq[H * D * D_MODEL], wk[H * D * D_MODEL], wv[H * D * D_MODEL], bq[H * D], bk[H * D], bv[H * D];
     static float wo[D_MODEL * H * DW], bo[D_MODEL], x[N * D_MODEL], y[N * D_MODEL], ref[N * D_MODEL];
     const float a = 1.0f / sqrtf((float)D_MODEL);
@@ -98,14 +72,10 @@ int main(void) {
     st = mh_layer_create(ctx, &mcfg, &mw, &mha);
     if (st != MH_OK) return printf("FAIL: MHA layer: %s\n", mh_status_string(st)), 1;
 
-    st = forward(overlap, x, y);
-    const mh_status st_ref = forward(mha, x, ref);
-    float diff = 0, mag = 0;
-    for (int i = 0; i < N * D_MODEL; i++) {
-        const float e = fabsf(y[i] - ref[i]);
-        diff = e <= diff ? diff : isnan(e) ? INFINITY : e;
-        mag = fmaxf(mag, fabsf(ref[i]));
-    }
+    st = causal_forward(overlap, N, x, y);
+    const mh_status st_ref = causal_forward(mha, N, x, ref);
+    float diff, mag;
+    compare(y, ref, N * D_MODEL, &diff, &mag);
     printf("      max |overlap - window MHA| %.3g, tolerance %.3g\n", diff, 1e-5f * mag);
     check(st == MH_OK && st_ref == MH_OK && mag > 0 && diff <= 1e-5f * mag,
           "overlapping heads == MHA over the explicit windows (1e-5 x max|y|)");
