@@ -29,23 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "example_util.h"
+
 enum { D_MODEL = 256, HEADS = 8, HEAD_DIM = 32, N = 32 };
 enum { QD = HEADS * HEAD_DIM };
-
-static uint64_t rng_state = 7;
-static float uniform(float amp) {
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return amp * ((float)(rng_state >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
-}
-static void fill(float* x, size_t n, float amp) {
-    for (size_t i = 0; i < n; i++) x[i] = uniform(amp);
-}
-
-static int failures;
-static void check(int ok, const char* what) {
-    printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
-    failures += !ok;
-}
 
 /* Mean-pools the H heads of w [H*HEAD_DIM, cols] into Hkv heads: out [Hkv*HEAD_DIM, cols]. */
 static void pool_heads(const float* w, int cols, int hkv, float* out) {
@@ -131,6 +118,7 @@ static void measure(const mh_context* ctx, row* r, const float* wq, const float*
 }
 
 int main(void) {
+    seed(7);
     static float wq[QD * D_MODEL], wk[QD * D_MODEL], wv[QD * D_MODEL], wo[D_MODEL * QD];
     static float bq[QD], bk[QD], bv[QD], bo[D_MODEL];
     static float x[N * D_MODEL];

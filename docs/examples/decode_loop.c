@@ -26,23 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "example_util.h"
+
 enum { D_MODEL = 64, HEADS = 8, KV_HEADS = 2, HEAD_DIM = 16, BATCH = 2, PROMPT = 12, GEN = 20 };
 enum { TOTAL = PROMPT + GEN };
-
-static uint64_t rng_state = 2024;
-static float uniform(float amp) {
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return amp * ((float)(rng_state >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
-}
-static void fill(float* x, size_t n, float amp) {
-    for (size_t i = 0; i < n; i++) x[i] = uniform(amp);
-}
-
-static int failures;
-static void check(int ok, const char* what) {
-    printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
-    failures += !ok;
-}
 
 /* The toy "next token": RMS-normalise the last output row. */
 static void next_input(const float* y, float* x) {
@@ -109,17 +96,8 @@ static int generate(const mh_layer* layer, mh_dtype dtype, const float* prompt, 
     return bad;
 }
 
-/* max |a - b| and max |b| over n values; NaN gives INFINITY. */
-static void compare(const float* a, const float* b, size_t n, float* max_diff, float* max_ref) {
-    *max_diff = 0, *max_ref = 0;
-    for (size_t i = 0; i < n; i++) {
-        const float d = fabsf(a[i] - b[i]);
-        if (!(d <= *max_diff)) *max_diff = isnan(d) ? INFINITY : d;
-        if (fabsf(b[i]) > *max_ref) *max_ref = fabsf(b[i]);
-    }
-}
-
 int main(void) {
+    seed(2024);
     static float wq[HEADS * HEAD_DIM * D_MODEL], wk[KV_HEADS * HEAD_DIM * D_MODEL];
     static float wv[KV_HEADS * HEAD_DIM * D_MODEL], wo[D_MODEL * HEADS * HEAD_DIM];
     static float bq[HEADS * HEAD_DIM], bk[KV_HEADS * HEAD_DIM], bv[KV_HEADS * HEAD_DIM], bo[D_MODEL];

@@ -22,40 +22,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "example_util.h"
+
 enum { D_MODEL = 64, HEADS = 8, KV_HEADS = 2, HEAD_DIM = 8, BATCH = 3, T = 16 };
 static const int32_t lengths[BATCH] = {16, 11, 4};
 
-/* Deterministic uniform numbers in [-amp, amp). */
-static uint64_t rng_state = 12345;
-static float uniform(float amp) {
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return amp * ((float)(rng_state >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
-}
-static void fill(float* x, size_t n, float amp) {
-    for (size_t i = 0; i < n; i++) x[i] = uniform(amp);
-}
-
-static int failures;
-static void check(int ok, const char* what) {
-    printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
-    failures += !ok;
-}
-
-/* One forward with a workspace of the size the library asks for. */
+/* One self-attention forward of batch x n tokens. */
 static mh_status forward(const mh_layer* layer, int batch, int n, const float* x, float* y,
                          const mh_attn_options* opt) {
-    size_t bytes;
-    mh_status st = mh_layer_forward_workspace_size(layer, batch, n, n, &bytes);
-    if (st != MH_OK) return st;
-    void* ws = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!ws) return MH_ERR_OUT_OF_MEMORY;
-    mh_forward_args args = {.batch = batch, .n_q = n, .n_kv = n, .query = x, .out = y, .opt = opt};
-    st = mh_layer_forward(layer, &args, ws, bytes);
-    free(ws);
-    return st;
+    const mh_forward_args args = {.batch = batch, .n_q = n, .n_kv = n, .query = x, .out = y, .opt = opt};
+    return forward_args(layer, &args);
 }
 
 int main(void) {
+    seed(12345);
     /* nn.Linear-style weights [out, in], uniform in +-1/sqrt(in), and biases. */
     static float wq[HEADS * HEAD_DIM * D_MODEL], wk[KV_HEADS * HEAD_DIM * D_MODEL];
     static float wv[KV_HEADS * HEAD_DIM * D_MODEL], wo[D_MODEL * HEADS * HEAD_DIM];
