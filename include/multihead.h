@@ -90,8 +90,15 @@ MH_API mh_status mh_isa_default(mh_isa* out);
 /* ------------------------------------------------------------------ context */
 typedef struct mh_context mh_context;
 
+/* The largest thread count a context accepts (num_threads above it: MH_ERR_INVALID_ARGUMENT).
+ * It bounds every workspace, which holds per-thread scratch. */
+#define MH_MAX_THREADS 1024
+
 typedef struct mh_context_config {
-    int num_threads; /* worker threads per call; 0 = all processors; 1 = the caller only */
+    /* Worker threads per call, 1..MH_MAX_THREADS; 1 = the caller only; 0 = the OpenMP
+     * runtime's setting at mh_context_create (omp_get_max_threads(): OMP_NUM_THREADS or
+     * omp_set_num_threads, else all processors), capped at MH_MAX_THREADS. */
+    int num_threads;
     mh_isa isa;      /* MH_ISA_AUTO, or a forced ISA (an error if unsupported, never a fallback) */
 } mh_context_config;
 
@@ -142,7 +149,8 @@ typedef struct mh_tensor_out {
 
 typedef struct mh_attn_options {
     int causal;                 /* 0 or 1 */
-    int64_t q_offset;           /* MH_Q_OFFSET_END or an absolute position >= 0 */
+    int64_t q_offset;           /* MH_Q_OFFSET_END or an absolute position >= 0 with
+                                 * q_offset + N + M <= INT64_MAX (else MH_ERR_INVALID_ARGUMENT) */
     int window;                 /* 0 = none; else keys with |p - j| < window are kept */
     const int32_t* kv_len;      /* [B] valid keys per sequence (0..M), or NULL = all M */
     const float* mask;          /* additive, indexed by the three strides below, or NULL */
@@ -186,6 +194,20 @@ typedef struct mh_attn_problem {
 /* Workspace bytes mh_attention needs for this problem with this context. */
 MH_API mh_status mh_attention_workspace_size(const mh_context* ctx, const mh_attn_problem* p,
                                              const mh_attn_options* opt, size_t* bytes);
+/* Shape-only sizing for a caller that allocates once up front: the maxima of every problem it
+ * will run. n_heads and n_kv_heads are exact; the others are maxima. */
+typedef struct mh_attn_limits {
+    int max_batch, max_q, max_kv;         /* B, N, M: every call has B, N, M <= these */
+    int n_heads, n_kv_heads;              /* H, Hkv: exactly these (H % Hkv == 0) */
+    int max_head_dim_qk, max_head_dim_v;  /* Dqk, Dv <= these */
+} mh_attn_limits;
+
+/* An upper bound of mh_attention_workspace_size for every problem within `lim` on this context:
+ * any B, N, M, Dqk, Dv up to the maxima, any K/V dtypes, strides and options (causal, q_offset,
+ * window, kv_len, mask, probs, head_gates, ...). It is the real need of the largest such problem,
+ * not a margin over it. MH_ERR_SIZE_OVERFLOW when it does not fit size_t. */
+MH_API mh_status mh_attention_workspace_bound(const mh_context* ctx, const mh_attn_limits* lim,
+                                              size_t* bytes);
 /* opt may be NULL (defaults). workspace must be 64-byte aligned. */
 MH_API mh_status mh_attention(const mh_context* ctx, const mh_attn_problem* p,
                               const mh_attn_options* opt, void* workspace, size_t workspace_bytes);

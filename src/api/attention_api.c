@@ -34,7 +34,7 @@ static void gated_attention(const mh_context* ctx, const mh_attn_problem* p,
 /* Validates everything and measures the workspace. */
 static mh_status prepare(const mh_context* ctx, const mh_attn_problem* p, const mh_attn_options* opt,
                          size_t* bytes) {
-    if (!ctx || !p) return MH_ERR_INVALID_ARGUMENT;
+    if (!mh_context_valid(ctx) || !p) return MH_ERR_INVALID_ARGUMENT;
     mh_status st = mh_validate_problem(p);
     if (st == MH_OK) st = mh_validate_options(opt, p->batch, p->n_q, p->n_kv, p->n_heads);
     if (st != MH_OK) return st;
@@ -57,6 +57,29 @@ mh_status mh_attention_workspace_size(const mh_context* ctx, const mh_attn_probl
     const mh_attn_options defaults = mh_attn_options_default();
     if (!bytes) return MH_ERR_INVALID_ARGUMENT;
     return prepare(ctx, p, opt ? opt : &defaults, bytes);
+}
+
+/* The carving reads shapes only: no data pointer, stride, dtype or option changes a size. Every
+ * part grows with batch, n_kv and the head dims; in n_q the largest layout is at max_q or at one
+ * query tile (mh_core_attention_carve_upto covers both); head_gates add the gathered layout. */
+mh_status mh_attention_workspace_bound(const mh_context* ctx, const mh_attn_limits* lim,
+                                       size_t* bytes) {
+    if (!mh_context_valid(ctx) || !lim || !bytes) return MH_ERR_INVALID_ARGUMENT;
+    if (lim->max_batch <= 0 || lim->max_q <= 0 || lim->max_kv <= 0 || lim->n_heads <= 0 ||
+        lim->n_kv_heads <= 0 || lim->n_heads % lim->n_kv_heads != 0 || lim->max_head_dim_qk <= 0 ||
+        lim->max_head_dim_v <= 0)
+        return MH_ERR_INVALID_ARGUMENT;
+    mh_attn_problem p = {0};
+    p.batch = lim->max_batch, p.n_q = lim->max_q, p.n_kv = lim->max_kv;
+    p.n_heads = lim->n_heads, p.n_kv_heads = lim->n_kv_heads;
+    p.head_dim_qk = lim->max_head_dim_qk, p.head_dim_v = lim->max_head_dim_v;
+    mh_ws plain = mh_ws_begin(NULL), gated = mh_ws_begin(NULL);
+    mh_gathered unused;
+    mh_core_attention_carve_upto(ctx->kernels, ctx->num_threads, &p, 1, &plain);
+    mh_gathered_carve(ctx->kernels, ctx->num_threads, &p, 1, &gated, &unused);
+    if (plain.overflow || gated.overflow) return MH_ERR_SIZE_OVERFLOW;
+    *bytes = plain.used > gated.used ? plain.used : gated.used;
+    return MH_OK;
 }
 
 mh_status mh_attention(const mh_context* ctx, const mh_attn_problem* p, const mh_attn_options* opt,

@@ -60,7 +60,7 @@ static void free_layer(mh_layer* L) {
 
 mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
                           const mh_layer_weights* weights, mh_layer** out) {
-    if (!ctx || !config || !weights || !out) return MH_ERR_INVALID_ARGUMENT;
+    if (!mh_context_valid(ctx) || !config || !weights || !out) return MH_ERR_INVALID_ARGUMENT;
     const mh_variant_ops* ops = mh_variant_lookup(config->variant);
     if (!ops) return MH_ERR_INVALID_ARGUMENT;
     mh_layer_config c = *config;
@@ -195,7 +195,7 @@ mh_status mh_layer_decode_workspace_size(const mh_layer* layer, int batch, int n
 
 mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache, const mh_decode_args* args,
                           void* workspace, size_t workspace_bytes) {
-    if (!layer || !cache || !args || !args->x || !args->out || args->batch <= 0 || args->n_new <= 0)
+    if (!layer || !mh_kv_cache_valid(cache) || !args || !args->x || !args->out || args->batch <= 0 || args->n_new <= 0)
         return MH_ERR_INVALID_ARGUMENT;
     if (args->routing && !(layer->ops->caps & MH_CAP_ROUTING)) return MH_ERR_INVALID_ARGUMENT;
     const mh_layer_config* c = &layer->cfg;

@@ -19,6 +19,9 @@ mh_status mh_validate_options(const mh_attn_options* opt, int batch, int n_q, in
     if (opt->causal != 0 && opt->causal != 1) return MH_ERR_INVALID_ARGUMENT;
     if (opt->window < 0) return MH_ERR_INVALID_ARGUMENT;
     if (opt->q_offset != MH_Q_OFFSET_END && opt->q_offset < 0) return MH_ERR_INVALID_ARGUMENT;
+    /* Positions q_offset + i and their distances to keys j < n_kv must fit int64_t. */
+    if (opt->q_offset != MH_Q_OFFSET_END && opt->q_offset > INT64_MAX - n_q - n_kv)
+        return MH_ERR_INVALID_ARGUMENT;
     if (!(opt->softcap >= 0.0f) || isinf(opt->softcap)) return MH_ERR_INVALID_ARGUMENT;
     if (opt->mask_stride_batch < 0 || opt->mask_stride_head < 0 || opt->mask_stride_row < 0)
         return MH_ERR_INVALID_ARGUMENT;

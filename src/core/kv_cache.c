@@ -11,6 +11,7 @@
  * stream and no two streams start a power of two apart (they would alias in the caches); V
  * likewise. aux is [B][capacity][aux_dim] f32. */
 struct mh_kv_cache {
+    uint64_t magic; /* CACHE_MAGIC while alive; cleared by destroy */
     int batch, capacity, length;
     mh_cache_layout layout; /* of the layer it was made for */
     mh_dtype dtype;
@@ -20,6 +21,12 @@ struct mh_kv_cache {
     ptrdiff_t k_stride_head, k_stride_batch; /* elements */
     ptrdiff_t v_stride_head, v_stride_batch;
 };
+
+/* Marks a live cache: a destroyed one (magic cleared) or another object passed as a cache is
+ * refused instead of being read as one. A cheap check against common misuse, not a proof. */
+#define CACHE_MAGIC UINT64_C(0x6d684b5663616368) /* "mhKVcach" */
+
+int mh_kv_cache_valid(const mh_kv_cache* c) { return c && c->magic == CACHE_MAGIC; }
 
 /* Elements between two heads' streams beyond capacity * dim: 128 bytes of f32. */
 #define HEAD_PAD 32
@@ -39,6 +46,7 @@ static int cache_strides(int batch, int capacity, int heads, int dim, ptrdiff_t*
 mh_status mh_kv_cache_alloc(const mh_cache_layout* layout, int batch, int capacity,
                             mh_dtype dtype, mh_kv_cache** out) {
     mh_kv_cache c = {0};
+    c.magic = CACHE_MAGIC;
     size_t nk, nv, bk, bv, na = 0;
     c.batch = batch, c.capacity = capacity, c.dtype = dtype, c.layout = *layout;
     const mh_cache_layout* l = &c.layout;
@@ -67,7 +75,8 @@ mh_status mh_kv_cache_alloc(const mh_cache_layout* layout, int batch, int capaci
 }
 
 void mh_kv_cache_destroy(mh_kv_cache* cache) {
-    if (!cache) return;
+    if (!mh_kv_cache_valid(cache)) return;
+    cache->magic = 0;
     mh_free(cache->k);
     mh_free(cache->v);
     mh_free(cache->aux);
@@ -75,15 +84,15 @@ void mh_kv_cache_destroy(mh_kv_cache* cache) {
 }
 
 void mh_kv_cache_reset(mh_kv_cache* cache) {
-    if (cache) cache->length = 0;
+    if (mh_kv_cache_valid(cache)) cache->length = 0;
 }
 
-int mh_kv_cache_length(const mh_kv_cache* cache) { return cache ? cache->length : 0; }
+int mh_kv_cache_length(const mh_kv_cache* cache) { return mh_kv_cache_valid(cache) ? cache->length : 0; }
 
-int mh_kv_cache_capacity(const mh_kv_cache* cache) { return cache ? cache->capacity : 0; }
+int mh_kv_cache_capacity(const mh_kv_cache* cache) { return mh_kv_cache_valid(cache) ? cache->capacity : 0; }
 
 size_t mh_kv_cache_bytes_per_token(const mh_kv_cache* c) {
-    if (!c) return 0;
+    if (!mh_kv_cache_valid(c)) return 0;
     const mh_cache_layout* l = &c->layout;
     const size_t kv = (size_t)l->k_heads * (size_t)l->k_dim + (size_t)l->v_heads * (size_t)l->v_dim;
     return kv * mh_dtype_size(c->dtype) + (size_t)l->aux_dim * sizeof(float);

@@ -21,6 +21,10 @@ typedef struct mh_cache_layout {
 mh_status mh_kv_cache_alloc(const mh_cache_layout* layout, int batch, int capacity,
                             mh_dtype dtype, struct mh_kv_cache** out);
 
+/* 1 if c is a live cache (not NULL, not destroyed, not another object); every public function
+ * taking a cache checks it first. */
+int mh_kv_cache_valid(const struct mh_kv_cache* c);
+
 /* MH_OK if n_new more tokens of `batch` sequences of a layer with this layout fit the cache;
  * else MH_ERR_SHAPE_MISMATCH (another batch or layout) or MH_ERR_CACHE_FULL. */
 mh_status mh_kv_cache_check(const struct mh_kv_cache* c, const mh_cache_layout* layout,
