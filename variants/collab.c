@@ -110,7 +110,8 @@ static mh_shared_key_problem problem(const mh_layer* L, int B, int N, int M, con
     return p;
 }
 
-static void carve(const mh_layer* L, int B, int N, int M, mh_ws* ws, buffers* b) {
+/* decode: sized for any n_new up to N, so one size serves a prompt and the steps after it. */
+static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* ws, buffers* b) {
     const mh_layer_config* c = &L->cfg;
     const size_t rows_q = (size_t)B * (size_t)N, rows_kv = (size_t)B * (size_t)M;
     const size_t H = (size_t)c->n_heads, hdv = H * (size_t)c->head_dim_v;
@@ -120,12 +121,13 @@ static void carve(const mh_layer* L, int B, int N, int M, mh_ws* ws, buffers* b)
     b->v = mh_ws_take(ws, rows_kv, hdv, sizeof(float));
     b->o = mh_ws_take(ws, rows_q, hdv, sizeof(float));
     const mh_shared_key_problem p = problem(L, B, N, M, b);
-    b->attn = mh_shared_key_attention_carve(L->kernels, L->threads, &p, ws);
+    b->attn = is_decode ? mh_shared_key_attention_carve_upto(L->kernels, L->threads, &p, ws)
+                        : mh_shared_key_attention_carve(L->kernels, L->threads, &p, ws);
 }
 
 static void forward_carve(const mh_layer* L, int B, int N, int M, mh_ws* ws) {
     buffers b;
-    carve(L, B, N, M, ws, &b);
+    carve(L, B, N, M, 0, ws, &b);
 }
 
 /* k~, the content bias and V of `rows` key/value input rows. */
@@ -142,7 +144,7 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     const int self = a->key == NULL, B = a->batch, N = a->n_q, M = self ? N : a->n_kv;
     mh_ws ws = mh_ws_begin(workspace);
     buffers b;
-    carve(L, B, N, M, &ws, &b);
+    carve(L, B, N, M, 0, &ws, &b);
     const size_t rows_q = (size_t)B * (size_t)N;
     mh_gemm_packed(L->kernels, L->threads, rows_q, a->query, (size_t)c->d_model, &L->wq, b.q,
                    (size_t)dim_of(c));
@@ -156,7 +158,7 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
 /* Decode sizes its buffers for the new tokens only; the core reads K/V/bias from the cache. */
 static void decode_carve(const mh_layer* L, int B, int n, mh_ws* ws) {
     buffers b;
-    carve(L, B, n, n, ws, &b);
+    carve(L, B, n, n, 1, ws, &b);
 }
 
 static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode_args* a,
@@ -166,7 +168,7 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     const float* x = a->x;
     mh_ws ws = mh_ws_begin(workspace);
     buffers b;
-    carve(L, B, n, n, &ws, &b);
+    carve(L, B, n, n, 1, &ws, &b);
     const size_t rows = (size_t)B * (size_t)n;
     mh_gemm_packed(L->kernels, L->threads, rows, x, (size_t)c->d_model, &L->wq, b.q, (size_t)dim_of(c));
     project_kv(L, rows, x, x, &b);

@@ -131,7 +131,9 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     b->f = mh_ws_take(ws, rows_q, d.row, sizeof(float));
     b->kf = is_decode ? NULL : mh_ws_take(ws, rows_kv, 2 * d.branch, sizeof(float));
     const mh_dcmha_problem p = problem(L, B, N, M, b);
-    b->attn = mh_dcmha_attention_carve(L->kernels, L->threads, &p, !is_decode, ws);
+    /* decode: sized for any n_new up to N, so one size serves a prompt and the steps after it */
+    b->attn = is_decode ? mh_dcmha_attention_carve_upto(L->kernels, L->threads, &p, ws)
+                        : mh_dcmha_attention_carve(L->kernels, L->threads, &p, 1, ws);
 }
 
 static void forward_carve(const mh_layer* L, int B, int N, int M, mh_ws* ws) {

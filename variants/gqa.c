@@ -129,7 +129,8 @@ static mh_attn_problem problem(const mh_layer* L, int B, int N, int M, const buf
     return p;
 }
 
-/* decode: the workspace is sized without the cache length, so K/V are never prepacked. */
+/* decode: the workspace is sized without the cache length, so K/V are never prepacked, and for
+ * any n_new up to N, so one size serves a prompt and the steps after it. */
 static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* ws, buffers* b) {
     const mh_layer_config* c = &L->cfg;
     const size_t rows_q = (size_t)B * (size_t)N, rows_kv = (size_t)B * (size_t)M;
@@ -138,7 +139,8 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     b->v = mh_ws_take(ws, rows_kv, row_width(c, c->n_kv_heads, c->head_dim_v), sizeof(float));
     b->o = mh_ws_take(ws, rows_q, (size_t)L->wo.k_in, sizeof(float));
     const mh_attn_problem p = problem(L, B, N, M, b);
-    b->attn = mh_core_attention_carve(L->kernels, L->threads, &p, !is_decode, ws);
+    b->attn = is_decode ? mh_core_attention_carve_upto(L->kernels, L->threads, &p, 0, ws)
+                        : mh_core_attention_carve(L->kernels, L->threads, &p, 1, ws);
 }
 
 static void forward_carve(const mh_layer* L, int B, int N, int M, mh_ws* ws) {

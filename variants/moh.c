@@ -208,7 +208,7 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     const mh_attn_problem p = problem(L, B, N, M, c->n_heads);
     if (is_decode) {
         b->kv_active = mh_ws_take(ws, (size_t)B, (size_t)c->n_kv_heads, 1);
-        b->attn = mh_core_attention_carve(L->kernels, L->threads, &p, 0, ws);
+        b->attn = mh_core_attention_carve_upto(L->kernels, L->threads, &p, 0, ws); /* any n_new <= N */
         mh_gathered_carve_plan(&p, ws, &b->g);
     } else {
         mh_gathered_carve(L->kernels, L->threads, &p, 1, ws, &b->g);

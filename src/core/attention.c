@@ -86,11 +86,7 @@ void* mh_core_attention_carve_upto(const mh_kernels* k, int threads, const mh_at
     mh_attn_problem one_tile = *p;
     one_tile.n_q = (int)all.tq;
     const mh_drv_stage one = make_stage(k, &one_tile, prepack_ok);
-    mh_ws a = mh_ws_begin(NULL), b = mh_ws_begin(NULL);
-    mh_drv_carve(&all, threads, &a);
-    mh_drv_carve(&one, threads, &b);
-    if (a.overflow || b.overflow) ws->overflow = 1;
-    return mh_ws_take(ws, a.used > b.used ? a.used : b.used, 1, 1);
+    return mh_drv_carve_larger(&all, &one, threads, ws);
 }
 
 void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* p,

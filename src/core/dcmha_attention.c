@@ -288,6 +288,31 @@ void* mh_dcmha_attention_carve(const mh_kernels* k, int threads, const mh_dcmha_
     return mh_drv_carve(&st, threads, ws);
 }
 
+/* Two-pass layouts grow with the query count except where the key tile shrinks (tk follows the
+ * rows of a task up to one full query tile): the largest layout for any n_q' <= n_q is at n_q
+ * or at the largest n_q' of some key tile, which these candidates cover. */
+void* mh_dcmha_attention_carve_upto(const mh_kernels* k, int threads, const mh_dcmha_problem* p,
+                                    mh_ws* ws) {
+    mh_dcmha_problem q = *p;
+    const size_t full = min_size(MAX_ROW_BLOCKS * k->gemm_mr, (size_t)p->n_q);
+    size_t most = 0;
+    for (size_t n = 1; n <= full; n++) {
+        q.n_q = (int)n;
+        const mh_drv_stage st = make_stage(k, &q, 0);
+        q.n_q = (int)n + 1;
+        if (n < full && make_stage(k, &q, 0).tk == st.tk) continue; /* a larger n of this tile */
+        mh_ws m = mh_ws_begin(NULL);
+        mh_drv_carve(&st, threads, &m);
+        if (m.overflow) ws->overflow = 1;
+        most = m.used > most ? m.used : most;
+    }
+    const mh_drv_stage all = make_stage(k, p, 0);
+    mh_ws m = mh_ws_begin(NULL);
+    mh_drv_carve(&all, threads, &m);
+    if (m.overflow) ws->overflow = 1;
+    return mh_ws_take(ws, m.used > most ? m.used : most, 1, 1);
+}
+
 void mh_dcmha_attention(const mh_kernels* k, int threads, const mh_dcmha_problem* p, int materialise,
                         void* ws) {
     mh_drv_stage st = make_stage(k, p, materialise);

@@ -59,6 +59,10 @@ typedef struct mh_dcmha_problem {
 void* mh_dcmha_attention_carve(const mh_kernels* k, int threads, const mh_dcmha_problem* p,
                                int materialise, mh_ws* ws);
 
+/* The two-pass (decode) workspace with room for the call at any n_q in 1..p->n_q. */
+void* mh_dcmha_attention_carve_upto(const mh_kernels* k, int threads, const mh_dcmha_problem* p,
+                                    mh_ws* ws);
+
 void mh_dcmha_attention(const mh_kernels* k, int threads, const mh_dcmha_problem* p,
                         int materialise, void* ws);
 

@@ -111,6 +111,14 @@ void* mh_drv_carve(const mh_drv_stage* st, int threads, mh_ws* ws) {
     return c.scratch;
 }
 
+void* mh_drv_carve_larger(const mh_drv_stage* a, const mh_drv_stage* b, int threads, mh_ws* ws) {
+    mh_ws wa = mh_ws_begin(NULL), wb = mh_ws_begin(NULL);
+    mh_drv_carve(a, threads, &wa);
+    mh_drv_carve(b, threads, &wb);
+    if (wa.overflow || wb.overflow) ws->overflow = 1;
+    return mh_ws_take(ws, wa.used > wb.used ? wa.used : wb.used, 1, 1);
+}
+
 /* Everything the workers of one call share; the stage first, so a hook's stage pointer leads
  * back to the call (mh_drv_packed). */
 typedef struct call {

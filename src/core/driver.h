@@ -106,6 +106,10 @@ struct mh_drv_stage {
 /* Carves (or, with ws->base == NULL, measures) the workspace; returns its start. */
 void* mh_drv_carve(const mh_drv_stage* st, int threads, mh_ws* ws);
 
+/* Carves (or measures) room for the larger of the layouts of stages a and b, for a caller that
+ * runs either in one workspace; returns its start. */
+void* mh_drv_carve_larger(const mh_drv_stage* a, const mh_drv_stage* b, int threads, mh_ws* ws);
+
 /* Runs the call in ws, what mh_drv_carve returned for the same stage shapes and threads. */
 void mh_drv_run(const mh_drv_stage* st, int threads, void* ws);
 

@@ -73,6 +73,17 @@ void* mh_shared_key_attention_carve(const mh_kernels* k, int threads, const mh_s
     return mh_drv_carve(&st, threads, ws);
 }
 
+/* As for the GQA family (mh_core_attention_carve_upto): the largest layout for any n_q' <= n_q
+ * is the one at n_q or at one full query tile (which reserves the split-KV partials). */
+void* mh_shared_key_attention_carve_upto(const mh_kernels* k, int threads,
+                                         const mh_shared_key_problem* p, mh_ws* ws) {
+    const mh_drv_stage all = make_stage(k, p);
+    mh_shared_key_problem one_tile = *p;
+    one_tile.n_q = (int)all.tq;
+    const mh_drv_stage one = make_stage(k, &one_tile);
+    return mh_drv_carve_larger(&all, &one, threads, ws);
+}
+
 void mh_shared_key_attention(const mh_kernels* k, int threads, const mh_shared_key_problem* p,
                              const mh_attn_options* opt, void* ws) {
     mh_drv_stage st = make_stage(k, p);

@@ -30,6 +30,11 @@ typedef struct mh_shared_key_problem {
 void* mh_shared_key_attention_carve(const mh_kernels* k, int threads,
                                     const mh_shared_key_problem* p, mh_ws* ws);
 
+/* The same, with room for the call at any n_q in 1..p->n_q (decode sizes its workspace once for
+ * every n_new up to the one asked for). */
+void* mh_shared_key_attention_carve_upto(const mh_kernels* k, int threads,
+                                         const mh_shared_key_problem* p, mh_ws* ws);
+
 /* Runs the attention; `ws` is what the carve returned for the same threads and shapes. opt
  * (never NULL) has the per-call and model-level options, including probs [B, H, N, M]. */
 void mh_shared_key_attention(const mh_kernels* k, int threads, const mh_shared_key_problem* p,
