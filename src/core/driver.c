@@ -213,9 +213,7 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
     mh_score_tile(&t->blk, sc->s, tk, j0, nc);
 }
 
-/* 1 if some element of columns [d_lo, d_hi) of V's keys [c_lo, c_hi) (rows stride_token
- * apart) is NaN or inf. */
-static int v_nonfinite(const void* v, mh_dtype dt, ptrdiff_t stride_token, size_t c_lo, size_t c_hi, size_t d_lo,
+int mh_drv_v_nonfinite(const void* v, mh_dtype dt, ptrdiff_t stride_token, size_t c_lo, size_t c_hi, size_t d_lo,
                        size_t d_hi) {
     const uint16_t exp16 = dt == MH_DTYPE_F16 ? 0x7c00u : 0x7f80u; /* f16 / bf16 exponent bits */
     for (size_t c = c_lo; c < c_hi; c++) {
@@ -245,7 +243,7 @@ static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const void* vs
         lo = n < lo ? n : lo, hi = n > hi ? n : hi;
     }
     if (hi == 0) return; /* every key dropped: P = 0 and alpha = 1 */
-    const int by_row = lo < hi && v_nonfinite(vsrc, st->v_dtype, st->value.stride_token, lo, hi, d0, d0 + nw);
+    const int by_row = lo < hi && mh_drv_v_nonfinite(vsrc, st->v_dtype, st->value.stride_token, lo, hi, d0, d0 + nw);
     for (size_t i = r; i < r + m; i += by_row ? 1 : m) {
         const size_t rows = by_row ? 1 : m, n = by_row ? mh_score_row_cols(&t->blk, i, j0, nc) : hi;
         if (vt)
