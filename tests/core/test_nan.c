@@ -7,6 +7,8 @@
  *  - a NaN in the V of a key that causality drops for a row adds nothing to that row: the
  *    rows before the NaN token are bitwise those of the same call with that V zeroed (so a
  *    chunk of queries gives each row what a call for that row alone would);
+ *  - through a layer (MHA and DCMHA, whose two-pass P.V has its own key bounds), causal,
+ *    a NaN input token leaves every earlier output bit-identical and its own output NaN;
  *  - a fully masked row still gives zeros.
  */
 #include <math.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "dcmha_fixture.h"
 #include "oracle.h"
 #include "problem.h"
 
@@ -149,6 +152,40 @@ static void fully_masked_still_zero(test_rng* r) {
     problem_free(&t);
 }
 
+/* Causal forward of N tokens of layer L, then again with the last token NaN. */
+static void layer_nan_token(const mh_layer* L, const char* name, int d_model, int N, test_rng* r) {
+    const size_t n = (size_t)N * d_model;
+    float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float)), *y2 = malloc(n * sizeof(float));
+    rng_fill(r, x, n, -1, 1);
+    mh_attn_options opt = mh_attn_options_default();
+    opt.causal = 1;
+    mh_forward_args a = {.batch = 1, .n_q = N, .query = x, .out = y, .opt = &opt};
+    check_status("layer: forward", run_forward(L, &a), MH_OK);
+    for (int i = 0; i < d_model; i++) x[n - d_model + i] = NAN;
+    a.out = y2;
+    check_status("layer: forward (NaN token)", run_forward(L, &a), MH_OK);
+    char what[96];
+    snprintf(what, sizeof what, "%s N %d: a NaN last token leaves earlier outputs bit-identical", name, N);
+    check_bitwise(what, y2, y, n - d_model);
+    snprintf(what, sizeof what, "%s N %d: the NaN token's output is NaN", name, N);
+    check_true(what, all_nan(y2 + n - d_model, (size_t)d_model));
+    free(x), free(y), free(y2);
+}
+
+static void layers(test_rng* r) {
+    mh_layer_config c = mh_layer_config_default();
+    mh_dcmha_config dc = mh_dcmha_config_default();
+    c.variant = MH_VARIANT_DCMHA, c.d_model = 20, c.n_heads = 4, c.head_dim = 6, c.variant_config = &dc;
+    dcmha_fixture f;
+    if (!check_status("dcmha: create", dcmha_fixture_make(&f, ctx, &c, r, 0.5f, 0.8f, 0), MH_OK)) return;
+    const int ns[] = {2, 5, 9, 40, 300};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        layer_nan_token(f.layer, "DCMHA", c.d_model, ns[i], r);
+        layer_nan_token(f.base.layer, "MHA", c.d_model, ns[i], r);
+    }
+    dcmha_fixture_free(&f);
+}
+
 int main(void) {
     ctx = test_context(2);
     test_rng r;
@@ -163,6 +200,7 @@ int main(void) {
         nan_v_of_dropped_key(&r, ns[i], ns[i] + 5, MH_DTYPE_F16);
         nan_v_of_dropped_key(&r, ns[i], ns[i] + 300, MH_DTYPE_BF16);
     }
+    layers(&r);
     fully_masked_still_zero(&r);
     mh_context_destroy(ctx);
     return test_exit_code("test_nan");
