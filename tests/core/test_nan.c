@@ -9,6 +9,7 @@
  *    chunk of queries gives each row what a call for that row alone would);
  *  - through a layer (MHA and DCMHA, whose two-pass P.V has its own key bounds), causal,
  *    a NaN input token leaves every earlier output bit-identical and its own output NaN;
+ *  - split-KV decode: a NaN chunk after empty (all -inf) ones gives NaN;
  *  - a fully masked row still gives zeros.
  */
 #include <math.h>
@@ -140,6 +141,28 @@ static void nan_v_of_dropped_key(test_rng* r, int N, int M, mh_dtype dt) {
     problem_free(&t);
 }
 
+/* One long decode row (split-KV over the keys): the first half masked to -inf (empty chunks),
+ * the second half's K NaN: the merge must keep the NaN; without NaN the row matches the
+ * oracle (an empty chunk poisons nothing). */
+static void split_kv_nan(test_rng* r) {
+    const int M = 16384, D = 8;
+    test_problem t;
+    problem_make(&t, r, 1, 1, M, 1, 1, D, D, MH_DTYPE_F32, LAYOUT_TOKEN_MAJOR, 1.0f);
+    float* mask = calloc((size_t)M, sizeof(float));
+    for (int j = 0; j < M / 2; j++) mask[j] = -INFINITY;
+    mh_attn_options opt = mh_attn_options_default();
+    opt.mask = mask, opt.mask_stride_row = M;
+    double want[8];
+    check_status("split: run", run_attention(ctx, &t.p, &opt), MH_OK);
+    oracle_attention(&t.p, &opt, want, NULL);
+    check_close("split: empty chunks poison nothing", t.o, want, (size_t)D, 1e-5, 1e-5);
+    for (int j = M / 2; j < M; j++) ((float*)t.k)[(size_t)j * D] = NAN;
+    check_status("split: run (NaN keys)", run_attention(ctx, &t.p, &opt), MH_OK);
+    check_true("split: a NaN chunk after empty ones gives NaN", all_nan(t.o, (size_t)D));
+    free(mask);
+    problem_free(&t);
+}
+
 static void fully_masked_still_zero(test_rng* r) {
     const int N = 3, M = 17, D = 8;
     test_problem t;
@@ -201,6 +224,7 @@ int main(void) {
         nan_v_of_dropped_key(&r, ns[i], ns[i] + 300, MH_DTYPE_BF16);
     }
     layers(&r);
+    split_kv_nan(&r);
     fully_masked_still_zero(&r);
     mh_context_destroy(ctx);
     return test_exit_code("test_nan");
