@@ -166,35 +166,48 @@ static void qk_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
     }
 }
 
-/* o += P'.V for keys [j0, j0 + nc), P' in sc->t1. */
+/* o += P'.V for keys [j0, j0 + nc), P' in sc->t1. Each block of rows runs over the keys its
+ * last row keeps; when V is not finite on keys an earlier row of the block drops, the rows go
+ * one by one over their own keys (P' = 0 times NaN would still give NaN). */
 static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const mh_dcmha_problem* p = st->ctx;
-    const size_t dv = (size_t)p->head_dim_v, tq = st->tq, tk = st->tk, nr = k->gemm_nr, mr = k->gemm_mr;
+    const size_t dv = (size_t)p->head_dim_v, tq = st->tq, tk = st->tk, nr = k->gemm_nr;
+    const int gemm = use_gemm(st, t);
+    const size_t mr = gemm ? k->gemm_mr : k->attn_direct_rows - 1;
     for (size_t h = 0; h < st->hg; h++) {
         const float* ph = sc->t1 + h * head_stride(st);
         float* oh = sc->o + h * tq * dv;
         const void* vs = kv_rows(&p->v, p->v_dtype, t, h, j0);
-        if (use_gemm(st, t)) {
-            const float* vt = mh_drv_packed(st, 1, (size_t)t->b, t->h0 + h, j0);
-            size_t vt_cols = min_size(tk, (size_t)p->n_kv - (size_t)j0); /* keys the packed tile holds */
+        const float* vt = NULL;
+        size_t vt_cols = 0;
+        if (gemm) {
+            vt = mh_drv_packed(st, 1, (size_t)t->b, t->h0 + h, j0);
+            vt_cols = min_size(tk, (size_t)p->n_kv - (size_t)j0); /* keys the packed tile holds */
             if (!vt) {
                 k->pack_v(nc, dv, vs, p->v.stride_token, p->v_dtype, sc->vt);
                 vt = sc->vt, vt_cols = nc;
             }
-            for (size_t d0 = 0; d0 < dv; d0 += nr)
-                for (size_t k0 = 0; k0 < nc; k0 += PV_KEYS)
-                    for (size_t r = 0; r < t->nq; r += mr) {
-                        const size_t m = min_size(mr, t->nq - r), kb = kept(st, t, r + m - 1, j0, nc);
-                        if (k0 < kb) /* P' is 0 past kb */
-                            k->gemm_acc(m, min_size(nr, dv - d0), min_size(PV_KEYS, kb - k0), ph + r * tk + k0, tk,
-                                        vt + ((d0 / nr) * vt_cols + k0) * nr, sc->ones, oh + r * dv + d0, dv);
+        }
+        for (size_t d0 = 0; d0 < dv; d0 += gemm ? nr : dv) {
+            const size_t nw = gemm ? min_size(nr, dv - d0) : dv;
+            for (size_t k0 = 0; k0 < nc; k0 += gemm ? PV_KEYS : nc)
+                for (size_t r = 0; r < t->nq; r += mr) {
+                    const size_t m = min_size(mr, t->nq - r), kb = kept(st, t, r + m - 1, j0, nc);
+                    const size_t ka = kept(st, t, r, j0, nc);
+                    const int by_row =
+                        ka < kb && mh_drv_v_nonfinite(vs, p->v_dtype, p->v.stride_token, ka, kb, d0, d0 + nw);
+                    for (size_t i = r; i < r + m; i += by_row ? 1 : m) {
+                        const size_t rows = by_row ? 1 : m, ki = by_row ? kept(st, t, i, j0, nc) : kb;
+                        if (k0 >= ki) continue; /* P' is 0 past ki */
+                        if (gemm)
+                            k->gemm_acc(rows, nw, min_size(PV_KEYS, ki - k0), ph + i * tk + k0, tk,
+                                        vt + ((d0 / nr) * vt_cols + k0) * nr, sc->ones, oh + i * dv + d0, dv);
+                        else
+                            k->pv_direct(rows, ki, dv, ph + i * tk, tk, vs, p->v.stride_token, p->v_dtype, sc->ones,
+                                         oh + i * dv, dv);
                     }
-        } else {
-            const size_t step = k->attn_direct_rows - 1;
-            for (size_t r = 0; r < t->nq; r += step)
-                k->pv_direct(min_size(step, t->nq - r), nc, dv, ph + r * tk, tk, vs, p->v.stride_token, p->v_dtype,
-                             sc->ones, oh + r * dv, dv);
+                }
         }
     }
 }

@@ -221,22 +221,61 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
     mh_score_tile(&t->blk, sc->s, tk, j0, nc);
 }
 
+int mh_drv_v_nonfinite(const void* v, mh_dtype dt, ptrdiff_t stride_token, size_t c_lo, size_t c_hi, size_t d_lo,
+                       size_t d_hi) {
+    const uint16_t exp16 = dt == MH_DTYPE_F16 ? 0x7c00u : 0x7f80u; /* f16 / bf16 exponent bits */
+    for (size_t c = c_lo; c < c_hi; c++) {
+        const void* row = mh_dtype_at(v, dt, (ptrdiff_t)c * stride_token);
+        for (size_t d = d_lo; d < d_hi; d++) {
+            if (dt == MH_DTYPE_F32 ? ((const float*)row)[d] * 0.0f != 0.0f
+                                   : (((const uint16_t*)row)[d] & exp16) == exp16)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* P.V into rows [r, r + m), columns [d0, d0 + nw) of o, from one V source: direct (vt NULL,
+ * all columns) or the GEMM panel at d0 of a V tile packed for cols keys. Each row uses only
+ * the leading keys it keeps (causal / window bound), so a NaN or inf in a dropped key's V adds
+ * nothing (its P is 0, but 0 * NaN = NaN). The rows share one call over the keys the last of
+ * them keeps, which leaves finite results bitwise unchanged (a P = 0 term adds an exact zero);
+ * only when V is not finite on keys some of the rows drop do they go one by one. */
+static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const void* vsrc, const float* vt, size_t cols,
+                    size_t r, size_t m, size_t d0, size_t nw, int64_t j0, size_t nc, mh_drv_scratch* sc) {
+    const mh_kernels* k = st->k;
+    const size_t dv = st->dv, tk = st->tk;
+    size_t lo = nc, hi = 0;
+    for (size_t i = r; i < r + m; i++) {
+        const size_t n = mh_score_row_cols(&t->blk, i, j0, nc);
+        lo = n < lo ? n : lo, hi = n > hi ? n : hi;
+    }
+    if (hi == 0) return; /* every key dropped: P = 0 and alpha = 1 */
+    const int by_row = lo < hi && mh_drv_v_nonfinite(vsrc, st->v_dtype, st->value.stride_token, lo, hi, d0, d0 + nw);
+    for (size_t i = r; i < r + m; i += by_row ? 1 : m) {
+        const size_t rows = by_row ? 1 : m, n = by_row ? mh_score_row_cols(&t->blk, i, j0, nc) : hi;
+        if (vt)
+            k->gemm_acc(rows, nw, n, sc->s + i * tk, tk, vt + (d0 / k->gemm_nr) * cols * k->gemm_nr, sc->alpha + i,
+                        sc->o + i * dv + d0, dv);
+        else
+            k->pv_direct(rows, n, dv, sc->s + i * tk, tk, vsrc, st->value.stride_token, st->v_dtype, sc->alpha + i,
+                         sc->o + i * dv, dv);
+    }
+}
+
 /* o = alpha * o + P.V for keys [j0, j0 + nc), against the stream's V (all rows) or each
- * head's V (its nq rows). Rows causality drops entirely have P = 0 and alpha = 1 here, so
- * they are skipped. vt_pre, if given, is the tile packed for vt_cols (>= nc) keys from j0. */
+ * head's V (its nq rows). vt_pre, if given, is the tile packed for vt_cols (>= nc) keys from j0. */
 static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const float* vt_pre, size_t vt_cols,
                           int64_t j0, size_t nc, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
-    const size_t dv = st->dv, tk = st->tk, mr = k->gemm_mr, nr = k->gemm_nr;
+    const size_t dv = st->dv, mr = k->gemm_mr, nr = k->gemm_nr, dr = k->attn_direct_rows - 1;
     const size_t n_v = st->v_per_head ? st->hg : 1, per = t->rows / n_v;
     for (size_t hv = 0; hv < n_v; hv++) {
         const size_t r0 = hv * per, r1 = r0 + per;
         const size_t head = st->v_per_head ? t->h0 + hv : (size_t)t->s;
         const void* vsrc = kv_at(&st->value, st->v_dtype, t, head, j0);
         if (t->direct_pv) {
-            for (size_t r = r0; r < r1; r += k->attn_direct_rows - 1)
-                k->pv_direct(min_size(k->attn_direct_rows - 1, r1 - r), nc, dv, sc->s + r * tk, tk, vsrc,
-                             st->value.stride_token, st->v_dtype, sc->alpha + r, sc->o + r * dv, dv);
+            for (size_t r = r0; r < r1; r += dr) pv_rows(st, t, vsrc, NULL, 0, r, min_size(dr, r1 - r), 0, dv, j0, nc, sc);
             continue;
         }
         const float* vt = vt_pre;
@@ -245,13 +284,9 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
             k->pack_v(nc, dv, vsrc, st->value.stride_token, st->v_dtype, sc->vt);
             vt = sc->vt, cols = nc;
         }
-        for (size_t d0 = 0; d0 < dv; d0 += nr) {
-            const float* panel = vt + (d0 / nr) * cols * nr;
+        for (size_t d0 = 0; d0 < dv; d0 += nr)
             for (size_t r = r0; r < r1; r += mr)
-                if (!mh_score_rows_dropped(&t->blk, r, min_size(mr, r1 - r), j0))
-                    k->gemm_acc(min_size(mr, r1 - r), min_size(nr, dv - d0), nc, sc->s + r * tk, tk, panel,
-                                sc->alpha + r, sc->o + r * dv + d0, dv);
-        }
+                pv_rows(st, t, vsrc, vt, cols, r, min_size(mr, r1 - r), d0, min_size(nr, dv - d0), j0, nc, sc);
     }
 }
 

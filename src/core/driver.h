@@ -127,4 +127,10 @@ void mh_drv_block(const mh_drv_stage* st, const mh_attn_options* opt, const int6
  * then the driver's copy of the stage). */
 const float* mh_drv_packed(const mh_drv_stage* st, int kv, size_t b, size_t h, int64_t j0);
 
+/* 1 if some element of columns [d_lo, d_hi) of V's keys [c_lo, c_hi) (dtype dt, keys
+ * stride_token elements apart) is NaN or inf: P.V then runs row by row over the keys each row
+ * keeps, since a dropped key's P = 0 times NaN would still give NaN. */
+int mh_drv_v_nonfinite(const void* v, mh_dtype dt, ptrdiff_t stride_token, size_t c_lo, size_t c_hi, size_t d_lo,
+                       size_t d_hi);
+
 #endif

@@ -42,6 +42,10 @@ int mh_score_tile_partial(const mh_score_block* blk, int64_t j0, size_t cols);
  * the tile's GEMMs may skip those rows exactly. */
 int mh_score_rows_dropped(const mh_score_block* blk, size_t r0, size_t m, int64_t j0);
 
+/* How many leading columns of a tile starting at key j0 (cols wide) row r of the block may
+ * keep: the keys after them are dropped by causality (or a non-causal window). */
+size_t mh_score_row_cols(const mh_score_block* blk, size_t r, int64_t j0, size_t cols);
+
 /* The keys [*j_begin, *j_end) any row of the block may keep (causal, window, and kv_len keys
  * in the sequence), before per-element masking. */
 void mh_score_key_range(const mh_score_block* blk, int64_t kv_len, int64_t* j_begin, int64_t* j_end);

@@ -38,7 +38,7 @@ float* mh_split_partial(const mh_split_kv* s, size_t ti, size_t ci) {
  * nothing (pm = -inf). */
 static int combine(float* m, float* l, float pm, float pl, float* a, float* b) {
     if (pm == -INFINITY) return 0;
-    const float mx = pm > *m ? pm : *m;
+    const float mx = *m >= pm ? *m : pm; /* a NaN chunk max propagates */
     *a = expf(*m - mx), *b = expf(pm - mx);
     *l = *l * *a + pl * *b;
     *m = mx;

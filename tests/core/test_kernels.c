@@ -8,7 +8,8 @@
  *  - gemm / gemm_acc: with and without a bias / the rescale-and-accumulate epilogue, against
  *    double; write nothing outside the m x n corner;
  *  - softmax_tile: against a double online-softmax step, including -inf entries, all -inf
- *    rows, and rows whose running max is still -inf;
+ *    rows, and rows whose running max is still -inf; a NaN score at any position and width
+ *    leaves a NaN state (l NaN, m not -inf);
  *  - head_mix: against double sums of the contract, with and without the per-head input
  *    scale and the static matrix; an all-zero key column (masked probabilities) composes to
  *    exactly 0; nothing is written past `cols`;
@@ -298,10 +299,30 @@ static void test_pack_v(void) { kv_shapes(pack_v_shape, 0); }
 static void test_qk_direct(void) { kv_shapes(qk_direct, 1); }
 static void test_pv_direct(void) { kv_shapes(pv_direct, 1); }
 
+/* A row whose tile holds a NaN among -inf or finite scores (at every position, with the state
+ * empty or not) leaves a NaN state: l is NaN, so the row's output is NaN, never "no key kept". */
+static void softmax_nan(size_t cols) {
+    float s[300], m, l, alpha;
+    int ok = 1;
+    for (size_t at = 0; at < cols; at++)
+        for (int kind = 0; kind < 4; kind++) { /* others -inf / finite, state empty / not */
+            for (size_t c = 0; c < cols; c++) s[c] = kind & 1 ? (float)c * 0.25f : -INFINITY;
+            s[at] = NAN;
+            m = kind & 2 ? 1.0f : -INFINITY, l = kind & 2 ? 2.0f : 0.0f;
+            K->softmax_tile(1, cols, s, cols, &m, &l, &alpha);
+            ok &= isnan(l) && m != -INFINITY;
+        }
+    char what[64];
+    snprintf(what, sizeof what, "softmax_tile NaN score, cols %zu: NaN state", cols);
+    check_true(what, ok);
+}
+
 static void test_softmax_tile(void) {
     const size_t nr = K->gemm_nr, tk = K->attn_kv_tile;
     const size_t cols[] = {1, nr - 1, nr, nr + 1, tk - 1, tk, 13};
     for (size_t c = 0; c < sizeof cols / sizeof *cols; c++) softmax(7, cols[c]);
+    for (size_t c = 1; c <= 70; c++) softmax_nan(c);
+    for (size_t c = 72; c <= 256; c += 8) softmax_nan(c);
 }
 
 static void test_head_mix(void) {

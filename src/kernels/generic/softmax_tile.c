@@ -1,6 +1,8 @@
 /* Online-softmax step (contract in kernels.h), written once for every ISA: full vectors, then
  * the last partial one read with -inf in the lanes past the row (exp gives 0 there, adding
- * nothing to the max or the sum) and written back lane-exactly. The vector exp is SLEEF's
+ * nothing to the max or the sum) and written back lane-exactly. A NaN score makes the row's
+ * state NaN: through exp and the sum when the max is finite or NaN, explicitly when the max
+ * dropped it (a tile of only NaN and -inf), so the row's output is NaN on every ISA. The vector exp is SLEEF's
  * 1-ulp expf (scalar: libm expf); the state update uses scalar expf on every ISA. */
 #include "kernels/generic/simd.h"
 
@@ -13,10 +15,13 @@ void MH_KNAME(softmax_tile)(size_t rows, size_t cols, float* s, size_t lds, floa
         for (size_t c = 0; c < full; c += vl) vmax = mh_vmax(vmax, mh_vload(row + c));
         if (tail) vmax = mh_vmax(vmax, mh_vload_n(row + full, tail, -INFINITY));
         const float mx = mh_vhmax(vmax);
-        if (mx == -INFINITY) { /* nothing kept yet: keep the state, zero the tile */
+        if (mx == -INFINITY) { /* nothing kept yet, or only NaN, which the max may drop */
+            int nan = 0;
+            for (size_t c = 0; c < cols; c++) nan |= row[c] != row[c];
             for (size_t c = 0; c < full; c += vl) mh_vstore(row + c, mh_vzero());
             if (tail) mh_vstore_n(row + full, mh_vzero(), tail);
             alpha[r] = 1.0f;
+            if (nan) m[r] = l[r] = alpha[r] = NAN; /* the row's output and probabilities become NaN */
             continue;
         }
         const mh_vf vmx = mh_vset1(mx);
