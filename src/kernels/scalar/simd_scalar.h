@@ -21,10 +21,6 @@ typedef float mh_vf;
 #define MH_SOFTMAX_SKIP_DROPPED 0
 /* head_mix: the last columns of fewer than a vector stay in the generic kernel (generic/head_mix.c). */
 #define MH_HEAD_MIX_SCALAR_TAIL 0
-/* The direct decode kernels stay hand-written (scalar/attention_direct_scalar.c): chunked dot
- * products over contiguous elements that the compiler vectorises, which one-lane vectors cannot
- * express. */
-#define MH_DIRECT_HANDWRITTEN 1
 
 MH_INLINE float mh_vzero(void) { return 0.0f; }
 MH_INLINE float mh_vset1(float x) { return x; }
@@ -64,6 +60,5 @@ MH_INLINE void mh_vcvt_f16_n(const float* x, uint16_t* y, size_t n) {
 MH_INLINE void mh_vcvt_bf16_n(const float* x, uint16_t* y, size_t n) {
     if (n) mh_vcvt_bf16(x, y);
 }
-
 
 #endif

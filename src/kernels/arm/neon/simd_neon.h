@@ -25,14 +25,6 @@ typedef float32x4_t mh_vf;
 /* head_mix hands the last cols % 4 columns to the scalar kernel (unfused multiply-adds under GCC,
  * as NEON's head_mix always has) rather than a lane-exact partial vector (generic/head_mix.c). */
 #define MH_HEAD_MIX_SCALAR_TAIL 1
-/* The direct decode kernels (generic/attention_direct.c): keys per Q.K^T block, output vectors
- * per P.V chunk, whether P.V broadcasts a key's probabilities before loading its V vectors, and
- * the software prefetch (none: the Arm cores' prefetchers follow the rows). */
-#define MH_QK_KEYS(R) 4
-#define MH_PV_VECS(R) 4
-#define MH_PV_BCAST_FIRST(R) 0
-#define MH_DIRECT_PREFETCH_KEYS 0
-#define MH_DIRECT_PREFETCH_IN_TILE 0
 /* Loops over arrays of vectors are unrolled completely so the arrays live in registers. */
 #define MH_UNROLL _Pragma("GCC unroll 16")
 /* GCC's pre-RA scheduler hoists the 6 broadcasts of A above the FMAs of a GEMM k step, which
@@ -154,13 +146,5 @@ MH_INLINE void mh_vcvt_f16_n(const float* x, uint16_t* y, size_t n) {
 MH_INLINE void mh_vcvt_bf16_n(const float* x, uint16_t* y, size_t n) {
     mh_store_u16_n(y, mh_to_bf16(mh_vload_n(x, n, 0.0f)), n);
 }
-
-
-/* The sums of four vectors into out[0..3] (Q.K^T's four keys of a block): pairwise adds, the
- * same tree as vaddvq, so mh_vhsum_key gives the same bits for a key alone. */
-MH_INLINE void mh_vhsum4(float32x4_t a0, float32x4_t a1, float32x4_t a2, float32x4_t a3, float* out) {
-    vst1q_f32(out, vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3)));
-}
-MH_INLINE float mh_vhsum_key(float32x4_t v) { return vaddvq_f32(v); }
 
 #endif

@@ -27,14 +27,6 @@ typedef svfloat32_t mh_vf;
 #define MH_SOFTMAX_SKIP_DROPPED 1
 /* head_mix: the last, partial vector is predicated (simd_neon.h). */
 #define MH_HEAD_MIX_SCALAR_TAIL 0
-/* The direct decode kernels (generic/attention_direct.c): keys per Q.K^T block, output vectors
- * per P.V chunk, whether P.V broadcasts a key's probabilities before loading its V vectors, and
- * the software prefetch (none: the Arm cores' prefetchers follow the rows). */
-#define MH_QK_KEYS(R) 4
-#define MH_PV_VECS(R) MH_SVE_GEMM_NV
-#define MH_PV_BCAST_FIRST(R) 0
-#define MH_DIRECT_PREFETCH_KEYS 0
-#define MH_DIRECT_PREFETCH_IN_TILE 0
 
 /* Lanes of the vector starting at element `start` that lie below `n`. */
 MH_INLINE svbool_t mh_pred(size_t start, size_t n) { return svwhilelt_b32_u64(start, n); }
@@ -109,12 +101,5 @@ MH_INLINE void mh_vcvt_bf16_n(const float* x, uint16_t* y, size_t n) {
 }
 MH_INLINE void mh_vcvt_f16(const float* x, uint16_t* y) { mh_vcvt_f16_n(x, y, MH_VL); }
 MH_INLINE void mh_vcvt_bf16(const float* x, uint16_t* y) { mh_vcvt_bf16_n(x, y, MH_VL); }
-
-
-/* The sums of four vectors into out[0..3] (Q.K^T's four keys of a block), and of one key. */
-MH_INLINE void mh_vhsum4(svfloat32_t a0, svfloat32_t a1, svfloat32_t a2, svfloat32_t a3, float* out) {
-    out[0] = mh_vhsum(a0), out[1] = mh_vhsum(a1), out[2] = mh_vhsum(a2), out[3] = mh_vhsum(a3);
-}
-MH_INLINE float mh_vhsum_key(svfloat32_t v) { return mh_vhsum(v); }
 
 #endif

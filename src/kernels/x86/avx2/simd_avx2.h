@@ -25,17 +25,6 @@ typedef __m256 mh_vf;
 #define MH_SOFTMAX_SKIP_DROPPED 0
 /* head_mix: the last, partial vector is masked (simd_neon.h). */
 #define MH_HEAD_MIX_SCALAR_TAIL 0
-/* The direct decode kernels (generic/attention_direct.c), sized for 16 ymm registers: Q.K^T keeps
- * R x MH_QK_KEYS(R) accumulators (at most 12) + 1 widened K vector; P.V keeps R x MH_PV_VECS(R)
- * accumulators + R broadcasts of P + 1 V vector (R <= 4: at most 13), or for R = 5 10
- * accumulators + 2 V vectors + 1 broadcast (V loaded first). Rows are prefetched 16 keys ahead,
- * inside the tile only (in token-major caches rows are far apart, and P.V walks each row in
- * several column chunks). */
-#define MH_QK_KEYS(R) ((R) <= 3 ? 4 : 2)
-#define MH_PV_VECS(R) ((R) == 1 ? 8 : (R) == 2 ? 4 : (R) == 3 ? 3 : 2)
-#define MH_PV_BCAST_FIRST(R) ((R) <= 4)
-#define MH_DIRECT_PREFETCH_KEYS 16
-#define MH_DIRECT_PREFETCH_IN_TILE 1
 
 /* Lanes of the 8-lane vector starting at element `start` that lie below `n`, 0..8. */
 MH_INLINE size_t mh_lanes8(size_t n, size_t start) {
@@ -84,8 +73,17 @@ MH_INLINE void mh_prefetch_bytes(const void* p, size_t bytes) {
     for (size_t off = 0; off < bytes; off += 64) _mm_prefetch((const char*)p + off, _MM_HINT_T0);
 }
 
-/* Horizontal sums of four vectors in the four lanes of the result. The reduction tree is fixed:
- * pairwise within 128-bit halves, then the two halves. */
+/* Horizontal sums of eight vectors: lane i of the result = sum of the lanes of a[i]. The
+ * reduction tree is fixed: pairwise within 128-bit halves, then the two halves. */
+MH_INLINE __m256 mh_hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5,
+                            __m256 a6, __m256 a7) {
+    const __m256 t0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    const __m256 t1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
+    /* t0 = [a0..a3 low-half sums | a0..a3 high-half sums], t1 the same for a4..a7 */
+    return _mm256_add_ps(_mm256_permute2f128_ps(t0, t1, 0x20), _mm256_permute2f128_ps(t0, t1, 0x31));
+}
+
+/* Horizontal sums of four vectors in the four lanes of the result (same tree as above). */
 MH_INLINE __m128 mh_hsum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
     const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
     return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
@@ -150,13 +148,5 @@ MH_INLINE void mh_vcvt_bf16(const float* x, uint16_t* y) {
 MH_INLINE void mh_vcvt_bf16_n(const float* x, uint16_t* y, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] = mh_f32_to_bf16_rne(x[i]);
 }
-
-
-/* The sums of four vectors into out[0..3] (Q.K^T's keys of a block) and of one key, all with
- * mh_hsum4x8's tree, so a score does not depend on the block it was summed in. */
-MH_INLINE void mh_vhsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3, float* out) {
-    _mm_storeu_ps(out, mh_hsum4x8(a0, a1, a2, a3));
-}
-MH_INLINE float mh_vhsum_key(__m256 v) { return _mm_cvtss_f32(mh_hsum4x8(v, v, v, v)); }
 
 #endif

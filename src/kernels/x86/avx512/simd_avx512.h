@@ -23,15 +23,6 @@ typedef __m512 mh_vf;
 #define MH_SOFTMAX_SKIP_DROPPED 0
 /* head_mix: the last, partial vector is masked (simd_neon.h). */
 #define MH_HEAD_MIX_SCALAR_TAIL 0
-/* The direct decode kernels (generic/attention_direct.c): 4 keys per Q.K^T block, 4 output
- * vectors (64 columns) per P.V chunk, V loaded before the probabilities are broadcast, and
- * rows prefetched 12 keys ahead (far enough to cover DRAM latency at the streaming rate, near
- * enough to stay in the tile's neighbourhood; past the tile too: a prefetch never faults). */
-#define MH_QK_KEYS(R) 4
-#define MH_PV_VECS(R) 4
-#define MH_PV_BCAST_FIRST(R) 0
-#define MH_DIRECT_PREFETCH_KEYS 12
-#define MH_DIRECT_PREFETCH_IN_TILE 0
 
 /* Lanes of the 16-lane vector starting at element `start` that lie below `n`. */
 MH_INLINE __mmask16 mh_mask16(size_t n, size_t start) {
@@ -50,6 +41,10 @@ MH_INLINE __m512 mh_load16(const void* p, mh_dtype dtype, __mmask16 mask) {
     default: return _mm512_maskz_loadu_ps(mask, p);
     }
 }
+
+/* Keys ahead to prefetch in the direct (decode) kernels: far enough to cover DRAM latency at
+ * the streaming rate, near enough to stay in the tile's neighbourhood. */
+#define MH_PREFETCH_ROWS 12
 
 /* Prefetches every cache line of one `bytes`-long row into L1. */
 MH_INLINE void mh_prefetch_bytes(const void* row, size_t bytes) {
@@ -99,23 +94,5 @@ MH_INLINE void mh_vcvt_bf16_n(const float* x, uint16_t* y, size_t n) {
 }
 MH_INLINE void mh_vcvt_f16(const float* x, uint16_t* y) { mh_vcvt_f16_n(x, y, 16); }
 MH_INLINE void mh_vcvt_bf16(const float* x, uint16_t* y) { mh_vcvt_bf16_n(x, y, 16); }
-
-
-/* The sums of four vectors into out[0..3] (Q.K^T's four keys of a block): 256-bit halves, then
- * 128-bit quarters across the four, then within each 128-bit lane. A key alone is summed by
- * _mm512_reduce_add_ps (mh_vhsum_key). */
-MH_INLINE void mh_vhsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3, float* out) {
-    const __m512 u0 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44), _mm512_shuffle_f32x4(a0, a1, 0xee));
-    const __m512 u1 = _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44), _mm512_shuffle_f32x4(a2, a3, 0xee));
-    /* u0 = [a0 q0+q2, a0 q1+q3, a1 q0+q2, a1 q1+q3]; same for u1 with a2, a3 */
-    __m512 w = _mm512_add_ps(_mm512_shuffle_f32x4(u0, u1, 0x88), _mm512_shuffle_f32x4(u0, u1, 0xdd));
-    /* w = [a0, a1, a2, a3] as 128-bit partial sums; finish inside each 128-bit lane */
-    w = _mm512_add_ps(w, _mm512_permute_ps(w, _MM_SHUFFLE(1, 0, 3, 2)));
-    w = _mm512_add_ps(w, _mm512_permute_ps(w, _MM_SHUFFLE(2, 3, 0, 1)));
-    float tmp[16];
-    _mm512_storeu_ps(tmp, w);
-    out[0] = tmp[0], out[1] = tmp[4], out[2] = tmp[8], out[3] = tmp[12];
-}
-MH_INLINE float mh_vhsum_key(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 #endif
