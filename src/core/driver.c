@@ -242,11 +242,12 @@ int mh_drv_v_nonfinite(const void* v, mh_dtype dt, ptrdiff_t stride_token, size_
  * them keeps, which leaves finite results bitwise unchanged (a P = 0 term adds an exact zero);
  * only when V is not finite on keys some of the rows drop do they go one by one. */
 static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const void* vsrc, const float* vt, size_t cols,
-                    size_t r, size_t m, size_t d0, size_t nw, int64_t j0, size_t nc, mh_drv_scratch* sc) {
+                    size_t r, size_t m, size_t d0, size_t nw, int64_t j0, size_t nc, int inside,
+                    mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const size_t dv = st->dv, tk = st->tk;
-    size_t lo = nc, hi = 0;
-    for (size_t i = r; i < r + m; i++) {
+    size_t lo = nc, hi = inside ? nc : 0; /* inside the band every row keeps all nc keys */
+    for (size_t i = r; !inside && i < r + m; i++) {
         const size_t n = mh_score_row_cols(&t->blk, i, j0, nc);
         lo = n < lo ? n : lo, hi = n > hi ? n : hi;
     }
@@ -270,12 +271,13 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
     const mh_kernels* k = st->k;
     const size_t dv = st->dv, mr = k->gemm_mr, nr = k->gemm_nr, dr = k->attn_direct_rows - 1;
     const size_t n_v = st->v_per_head ? st->hg : 1, per = t->rows / n_v;
+    const int inside = !mh_score_tile_partial(&t->blk, j0, nc); /* no per-row key counts needed */
     for (size_t hv = 0; hv < n_v; hv++) {
         const size_t r0 = hv * per, r1 = r0 + per;
         const size_t head = st->v_per_head ? t->h0 + hv : (size_t)t->s;
         const void* vsrc = kv_at(&st->value, st->v_dtype, t, head, j0);
         if (t->direct_pv) {
-            for (size_t r = r0; r < r1; r += dr) pv_rows(st, t, vsrc, NULL, 0, r, min_size(dr, r1 - r), 0, dv, j0, nc, sc);
+            for (size_t r = r0; r < r1; r += dr) pv_rows(st, t, vsrc, NULL, 0, r, min_size(dr, r1 - r), 0, dv, j0, nc, inside, sc);
             continue;
         }
         const float* vt = vt_pre;
@@ -286,7 +288,8 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
         }
         for (size_t d0 = 0; d0 < dv; d0 += nr)
             for (size_t r = r0; r < r1; r += mr)
-                pv_rows(st, t, vsrc, vt, cols, r, min_size(mr, r1 - r), d0, min_size(nr, dv - d0), j0, nc, sc);
+                pv_rows(st, t, vsrc, vt, cols, r, min_size(mr, r1 - r), d0, min_size(nr, dv - d0), j0, nc,
+                        inside, sc);
     }
 }
 
