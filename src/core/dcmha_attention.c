@@ -309,19 +309,21 @@ void* mh_dcmha_attention_carve_upto(const mh_kernels* k, int threads, const mh_d
     mh_dcmha_problem q = *p;
     const size_t full = min_size(MAX_ROW_BLOCKS * k->gemm_mr, (size_t)p->n_q);
     size_t most = 0;
-    for (size_t n = 1; n <= full; n++) {
+    q.n_q = 1;
+    mh_drv_stage last = make_stage(k, &q, 0); /* the stage at n - 1 */
+    for (size_t n = 2; n <= full + 1; n++) {
         q.n_q = (int)n;
-        const mh_drv_stage st = make_stage(k, &q, 0);
-        q.n_q = (int)n + 1;
-        if (n < full && make_stage(k, &q, 0).tk == st.tk) continue; /* a larger n of this tile */
-        mh_ws m = mh_ws_begin(NULL);
-        mh_drv_carve(&st, threads, &m);
-        if (m.overflow) ws->overflow = 1;
-        most = m.used > most ? m.used : most;
+        const mh_drv_stage st = n <= full ? make_stage(k, &q, 0) : make_stage(k, p, 0);
+        if (n > full || st.tk != last.tk) { /* n - 1 is the largest count of its key tile */
+            mh_ws m = mh_ws_begin(NULL);
+            mh_drv_carve(&last, threads, &m);
+            if (m.overflow) ws->overflow = 1;
+            most = m.used > most ? m.used : most;
+        }
+        last = st;
     }
-    const mh_drv_stage all = make_stage(k, p, 0);
-    mh_ws m = mh_ws_begin(NULL);
-    mh_drv_carve(&all, threads, &m);
+    mh_ws m = mh_ws_begin(NULL); /* last is now the stage at n_q */
+    mh_drv_carve(&last, threads, &m);
     if (m.overflow) ws->overflow = 1;
     return mh_ws_take(ws, m.used > most ? m.used : most, 1, 1);
 }
