@@ -106,9 +106,12 @@ void blas_layer_forward(const LayerWeights& w, int batch, int n_q, int n_kv, con
     mh_attn_problem p{};
     p.batch = batch, p.n_q = n_q, p.n_kv = n_kv, p.n_heads = H, p.n_kv_heads = Hkv;
     p.head_dim_qk = D, p.head_dim_v = Dv;
-    p.q = {Q, static_cast<ptrdiff_t>(n_q) * H * D, static_cast<ptrdiff_t>(H) * D, D};
-    p.k = {K, static_cast<ptrdiff_t>(n_kv) * Hkv * D, static_cast<ptrdiff_t>(Hkv) * D, D};
-    p.v = {V, static_cast<ptrdiff_t>(n_kv) * Hkv * Dv, static_cast<ptrdiff_t>(Hkv) * Dv, Dv};
+    p.q.data = Q, p.q.stride_batch = static_cast<ptrdiff_t>(n_q) * H * D;
+    p.q.stride_token = static_cast<ptrdiff_t>(H) * D, p.q.stride_head = D;
+    p.k.data = K, p.k.stride_batch = static_cast<ptrdiff_t>(n_kv) * Hkv * D;
+    p.k.stride_token = static_cast<ptrdiff_t>(Hkv) * D, p.k.stride_head = D;
+    p.v.data = V, p.v.stride_batch = static_cast<ptrdiff_t>(n_kv) * Hkv * Dv;
+    p.v.stride_token = static_cast<ptrdiff_t>(Hkv) * Dv, p.v.stride_head = Dv;
     p.k_dtype = p.v_dtype = MH_DTYPE_F32;
     p.o.data = A;
     p.o.stride_batch = static_cast<ptrdiff_t>(n_q) * H * Dv;

@@ -112,15 +112,26 @@ MH_API int mh_context_num_threads(const mh_context* ctx);
 typedef enum mh_dtype {
     MH_DTYPE_F32 = 0,
     MH_DTYPE_F16 = 1, /* IEEE binary16 */
-    MH_DTYPE_BF16 = 2
+    MH_DTYPE_BF16 = 2,
+    /* Symmetric int8 K/V: element value = scale * (int8_t)q, with one f32 scale per
+     * (batch, token, head) row in the view's `scale` (below). A KV cache of this dtype
+     * quantises each row when it is appended: scale = max|x| / 127, q = round(x / scale). */
+    MH_DTYPE_I8 = 3
 } mh_dtype;
 
-/* A strided 4-D view [batch, token, head, dim]; dim is contiguous. Strides in elements. */
+/* A strided 4-D view [batch, token, head, dim]; dim is contiguous. Strides in elements.
+ * MH_DTYPE_I8 views also give their rows' scales: scale[b * scale_stride_batch +
+ * t * scale_stride_token + h * scale_stride_head] is row (b, t, h)'s f32 scale. Other dtypes
+ * leave scale NULL (the scale fields are then not read). */
 typedef struct mh_tensor {
     const void* data;
     ptrdiff_t stride_batch;
     ptrdiff_t stride_token;
     ptrdiff_t stride_head;
+    const float* scale;            /* [B, tokens, heads] row scales (MH_DTYPE_I8 only) */
+    ptrdiff_t scale_stride_batch;  /* strides of scale, in floats */
+    ptrdiff_t scale_stride_token;
+    ptrdiff_t scale_stride_head;
 } mh_tensor;
 
 /* The same view of an f32 output, written. */

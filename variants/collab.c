@@ -103,7 +103,7 @@ static mh_shared_key_problem problem(const mh_layer* L, int B, int N, int M, con
     p.dim_qk = dim_of(c), p.head_dim_v = c->head_dim_v, p.scale = c->scale;
     p.q = b->q, p.mix = ((const collab_state*)L->ext)->mix;
     p.k = b->k, p.k_stride_batch = (ptrdiff_t)M * dim_of(c);
-    p.v = (mh_tensor){b->v, M * hdv, hdv, c->head_dim_v};
+    p.v = (mh_tensor){.data = b->v, .stride_batch = M * hdv, .stride_token = hdv, .stride_head = c->head_dim_v};
     p.k_dtype = p.v_dtype = MH_DTYPE_F32;
     p.bias = b->cb, p.bias_stride_batch = (ptrdiff_t)M * c->n_heads;
     p.o = b->o;

@@ -107,9 +107,9 @@ static mh_dcmha_problem problem(const mh_layer* L, int B, int N, int M, const bu
     memset(&p, 0, sizeof p);
     p.batch = B, p.n_q = N, p.n_kv = M, p.n_heads = c->n_heads, p.groups = d.G, p.rank = d.R;
     p.head_dim_qk = c->head_dim, p.head_dim_v = c->head_dim_v, p.scale = c->scale;
-    p.q = (mh_tensor){b->q, N * hd, hd, c->head_dim};
-    p.k = (mh_tensor){b->k, M * hd, hd, c->head_dim};
-    p.v = (mh_tensor){b->v, M * hdv, hdv, c->head_dim_v};
+    p.q = (mh_tensor){.data = b->q, .stride_batch = N * hd, .stride_token = hd, .stride_head = c->head_dim};
+    p.k = (mh_tensor){.data = b->k, .stride_batch = M * hd, .stride_token = hd, .stride_head = c->head_dim};
+    p.v = (mh_tensor){.data = b->v, .stride_batch = M * hdv, .stride_token = hdv, .stride_head = c->head_dim_v};
     p.k_dtype = p.v_dtype = MH_DTYPE_F32;
     p.o = b->o;
     p.qf = (mh_dcmha_factors){b->f, N * row, row, 0, 2 * br};

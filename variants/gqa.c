@@ -121,9 +121,9 @@ static mh_attn_problem problem(const mh_layer* L, int B, int N, int M, const buf
     memset(&p, 0, sizeof p);
     p.batch = B, p.n_q = N, p.n_kv = M, p.n_heads = c->n_heads, p.n_kv_heads = c->n_kv_heads;
     p.head_dim_qk = dqk, p.head_dim_v = dv, p.scale = c->scale;
-    p.q = (mh_tensor){b->q, N * qw, qw, c->head_dim};
-    p.k = (mh_tensor){b->k, M * kw, kw, c->head_dim};
-    p.v = (mh_tensor){b->v, M * vw, vw, c->head_dim_v};
+    p.q = (mh_tensor){.data = b->q, .stride_batch = N * qw, .stride_token = qw, .stride_head = c->head_dim};
+    p.k = (mh_tensor){.data = b->k, .stride_batch = M * kw, .stride_token = kw, .stride_head = c->head_dim};
+    p.v = (mh_tensor){.data = b->v, .stride_batch = M * vw, .stride_token = vw, .stride_head = c->head_dim_v};
     p.k_dtype = p.v_dtype = MH_DTYPE_F32;
     p.o = (mh_tensor_out){b->o, N * ow, ow, dv};
     return p;

@@ -181,9 +181,9 @@ static mh_attn_problem problem(const mh_layer* L, int B, int N, int M, int heads
     p.batch = B, p.n_q = N, p.n_kv = M, p.n_heads = heads;
     p.n_kv_heads = heads == 1 ? 1 : c->n_kv_heads;
     p.head_dim_qk = c->head_dim, p.head_dim_v = c->head_dim_v, p.scale = c->scale;
-    p.q = (mh_tensor){NULL, N * hd, hd, c->head_dim};
-    p.k = (mh_tensor){NULL, M * kvd, kvd, c->head_dim};
-    p.v = (mh_tensor){NULL, M * kvdv, kvdv, c->head_dim_v};
+    p.q = (mh_tensor){.data = NULL, .stride_batch = N * hd, .stride_token = hd, .stride_head = c->head_dim};
+    p.k = (mh_tensor){.data = NULL, .stride_batch = M * kvd, .stride_token = kvd, .stride_head = c->head_dim};
+    p.v = (mh_tensor){.data = NULL, .stride_batch = M * kvdv, .stride_token = kvdv, .stride_head = c->head_dim_v};
     p.k_dtype = p.v_dtype = MH_DTYPE_F32;
     p.o = (mh_tensor_out){NULL, N * hdv, hdv, c->head_dim_v};
     return p;

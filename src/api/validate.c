@@ -88,7 +88,7 @@ mh_status mh_validate_problem(const mh_attn_problem* p) {
     if ((st = check_view(&p->q, p->batch, p->n_q, p->n_heads, p->head_dim_qk)) != MH_OK) return st;
     if ((st = check_view(&p->k, p->batch, p->n_kv, p->n_kv_heads, p->head_dim_qk)) != MH_OK) return st;
     if ((st = check_view(&p->v, p->batch, p->n_kv, p->n_kv_heads, p->head_dim_v)) != MH_OK) return st;
-    mh_tensor o = {p->o.data, p->o.stride_batch, p->o.stride_token, p->o.stride_head};
+    mh_tensor o = {.data = p->o.data, .stride_batch = p->o.stride_batch, .stride_token = p->o.stride_token, .stride_head = p->o.stride_head};
     if ((st = check_view(&o, p->batch, p->n_q, p->n_heads, p->head_dim_v)) != MH_OK) return st;
     return view_disjoint(&o, p->batch, p->n_q, p->n_heads, p->head_dim_v) ? MH_OK
                                                                           : MH_ERR_INVALID_ARGUMENT;

@@ -8,7 +8,7 @@ static mh_attn_problem one_head(const mh_attn_problem* p, int n) {
     mh_attn_problem q = *p;
     const ptrdiff_t dqk = p->head_dim_qk, dv = p->head_dim_v;
     q.batch = 1, q.n_q = n, q.n_heads = 1, q.n_kv_heads = 1;
-    q.q = (mh_tensor){NULL, n * dqk, dqk, dqk};
+    q.q = (mh_tensor){.data = NULL, .stride_batch = n * dqk, .stride_token = dqk, .stride_head = dqk};
     q.o = (mh_tensor_out){NULL, n * dv, dv, dv};
     return q;
 }

@@ -58,7 +58,7 @@ static mh_drv_stage make_stage(const mh_kernels* k, const mh_shared_key_problem*
     st.batch = p->batch, st.streams = 1, st.n_q = p->n_q, st.n_kv = p->n_kv;
     st.hg = H, st.tq = min_size(per_head ? per_head : 1, (size_t)p->n_q), st.tk = k->attn_kv_tile;
     st.dqk = (size_t)dqk, st.dv = (size_t)dv, st.scale = p->scale;
-    st.key = (mh_tensor){p->k, p->k_stride_batch, dqk, 0};
+    st.key = (mh_tensor){.data = p->k, .stride_batch = p->k_stride_batch, .stride_token = dqk, .stride_head = 0};
     st.value = p->v, st.v_per_head = 1;
     st.k_dtype = p->k_dtype, st.v_dtype = p->v_dtype;
     st.o = (mh_tensor_out){p->o, (ptrdiff_t)p->n_q * (ptrdiff_t)H * dv, (ptrdiff_t)H * dv, dv};

@@ -7,8 +7,10 @@
 
 #include "multihead.h"
 
-/* Bytes of one element: f32 4, f16/bf16 2. */
-static inline size_t mh_dtype_size(mh_dtype t) { return t == MH_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t); }
+/* Bytes of one element: f32 4, f16/bf16 2, int8 1. */
+static inline size_t mh_dtype_size(mh_dtype t) {
+    return t == MH_DTYPE_F32 ? sizeof(float) : t == MH_DTYPE_I8 ? sizeof(int8_t) : sizeof(uint16_t);
+}
 
 /* Address of element `index` of an array of `t`. */
 static inline const void* mh_dtype_at(const void* base, mh_dtype t, ptrdiff_t index) {

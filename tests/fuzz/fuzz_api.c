@@ -307,9 +307,9 @@ static void fuzz_attention(input* in) {
     c.k = fill_kv(&r, c.vk.elems, p->k_dtype, amp_k);
     c.v = fill_kv(&r, c.vv.elems, p->v_dtype, amp_v);
     c.o = xalloc(c.vo.elems * sizeof(float));
-    p->q = (mh_tensor){c.q, c.vq.sb, c.vq.st, c.vq.sh};
-    p->k = (mh_tensor){c.k, c.vk.sb, c.vk.st, c.vk.sh};
-    p->v = (mh_tensor){c.v, c.vv.sb, c.vv.st, c.vv.sh};
+    p->q = (mh_tensor){.data = c.q, .stride_batch = c.vq.sb, .stride_token = c.vq.st, .stride_head = c.vq.sh};
+    p->k = (mh_tensor){.data = c.k, .stride_batch = c.vk.sb, .stride_token = c.vk.st, .stride_head = c.vk.sh};
+    p->v = (mh_tensor){.data = c.v, .stride_batch = c.vv.sb, .stride_token = c.vv.st, .stride_head = c.vv.sh};
     p->o.data = c.o, p->o.stride_batch = c.vo.sb, p->o.stride_token = c.vo.st, p->o.stride_head = c.vo.sh;
 
     /* options */

@@ -145,7 +145,7 @@ static void scaled_mha(const layer_fixture* b, const float* x, int N, int causal
     }
     mh_attn_problem pr = {.batch = 1, .n_q = N, .n_kv = N, .n_heads = H, .n_kv_heads = H, .head_dim_qk = D,
                           .head_dim_v = D, .scale = c->scale};
-    pr.q = (mh_tensor){q, N * hd, hd, D}, pr.k = (mh_tensor){k, N * hd, hd, D}, pr.v = (mh_tensor){v, N * hd, hd, D};
+    pr.q = (mh_tensor){.data = q, .stride_batch = N * hd, .stride_token = hd, .stride_head = D}, pr.k = (mh_tensor){.data = k, .stride_batch = N * hd, .stride_token = hd, .stride_head = D}, pr.v = (mh_tensor){.data = v, .stride_batch = N * hd, .stride_token = hd, .stride_head = D};
     mh_attn_options opt = mh_attn_options_default();
     opt.causal = causal;
     oracle_attention(&pr, &opt, o, NULL);

@@ -189,9 +189,9 @@ static void long_cache(const mh_context* ctx) {
     memset(&p, 0, sizeof p);
     p.batch = 1, p.n_q = 1, p.n_kv = g_long_keys, p.n_heads = LH, p.n_kv_heads = LH;
     p.head_dim_qk = p.head_dim_v = LDH;
-    p.q = (mh_tensor){qf, LH * LDH, LH * LDH, LDH};
-    p.k = (mh_tensor){k16, (ptrdiff_t)kv_elems, LH * LDH, LDH};
-    p.v = (mh_tensor){v16, (ptrdiff_t)kv_elems, LH * LDH, LDH};
+    p.q = (mh_tensor){.data = qf, .stride_batch = LH * LDH, .stride_token = LH * LDH, .stride_head = LDH};
+    p.k = (mh_tensor){.data = k16, .stride_batch = (ptrdiff_t)kv_elems, .stride_token = LH * LDH, .stride_head = LDH};
+    p.v = (mh_tensor){.data = v16, .stride_batch = (ptrdiff_t)kv_elems, .stride_token = LH * LDH, .stride_head = LDH};
     p.k_dtype = p.v_dtype = MH_DTYPE_F16;
     float o_lib[LH * LDH];
     p.o.data = o_lib, p.o.stride_batch = LH * LDH, p.o.stride_token = LH * LDH, p.o.stride_head = LDH;
@@ -419,29 +419,29 @@ static void impossible_requests(const mh_context* ctx) {
     mh_attn_problem p;
     memset(&p, 0, sizeof p);
     p.batch = 2, p.n_q = 2, p.n_kv = 2, p.n_heads = 1, p.n_kv_heads = 1, p.head_dim_qk = 4, p.head_dim_v = 4;
-    p.q = (mh_tensor){q, 8, 4, 4};
-    p.k = (mh_tensor){k, 8, 4, 4};
-    p.v = (mh_tensor){v, 8, 4, 4};
+    p.q = (mh_tensor){.data = q, .stride_batch = 8, .stride_token = 4, .stride_head = 4};
+    p.k = (mh_tensor){.data = k, .stride_batch = 8, .stride_token = 4, .stride_head = 4};
+    p.v = (mh_tensor){.data = v, .stride_batch = 8, .stride_token = 4, .stride_head = 4};
     p.o.data = out, p.o.stride_batch = 8, p.o.stride_token = 4, p.o.stride_head = 4;
     p.k.stride_batch = PTRDIFF_MAX / 2 + 1; /* (B - 1) * stride: fits; + the rest: does not */
     p.k.stride_token = PTRDIFF_MAX / 2;
     st = mh_attention_workspace_size(ctx, &p, NULL, &bytes);
     check_true("K view whose last index overflows ptrdiff_t: MH_ERR_SIZE_OVERFLOW", st == MH_ERR_SIZE_OVERFLOW);
-    p.k = (mh_tensor){k, 8, 4, 4};
+    p.k = (mh_tensor){.data = k, .stride_batch = 8, .stride_token = 4, .stride_head = 4};
     p.batch = INT_MAX, p.n_q = INT_MAX, p.n_kv = INT_MAX;
-    p.q = (mh_tensor){q, (ptrdiff_t)INT_MAX * 4, 4, 4};
+    p.q = (mh_tensor){.data = q, .stride_batch = (ptrdiff_t)INT_MAX * 4, .stride_token = 4, .stride_head = 4};
     p.k = p.v = p.q;
     p.o.stride_batch = (ptrdiff_t)INT_MAX * 4;
     st = mh_attention(ctx, &p, NULL, ws, 256);
     check_true("attention of INT_MAX^3 sizes: fails cleanly (overflow or workspace too small)",
                st == MH_ERR_SIZE_OVERFLOW || st == MH_ERR_WORKSPACE_TOO_SMALL);
     p.batch = 1, p.n_q = 1;
-    p.q = (mh_tensor){q, 4, 4, 4};
+    p.q = (mh_tensor){.data = q, .stride_batch = 4, .stride_token = 4, .stride_head = 4};
     p.o.stride_batch = 4;
     mh_attn_options mo = mh_attn_options_default();
     mo.mask = q, mo.mask_stride_row = PTRDIFF_MAX / 2;
-    p.n_q = 3, p.q = (mh_tensor){q, 12, 4, 4}, p.o.stride_batch = 12;
-    p.n_kv = 2, p.k = p.v = (mh_tensor){k, 8, 4, 4};
+    p.n_q = 3, p.q = (mh_tensor){.data = q, .stride_batch = 12, .stride_token = 4, .stride_head = 4}, p.o.stride_batch = 12;
+    p.n_kv = 2, p.k = p.v = (mh_tensor){.data = k, .stride_batch = 8, .stride_token = 4, .stride_head = 4};
     st = mh_attention(ctx, &p, &mo, ws, 256);
     check_true("mask whose last index overflows: MH_ERR_SIZE_OVERFLOW", st == MH_ERR_SIZE_OVERFLOW);
     check_true("failed attention calls wrote nothing", memcmp(out, poison, sizeof out) == 0);
@@ -455,7 +455,7 @@ static void impossible_requests(const mh_context* ctx) {
     check_true("context of INT_MAX threads: created or refused cleanly",
                st == MH_OK || (st == MH_ERR_INVALID_ARGUMENT && big == SENTINEL));
     if (st == MH_OK) {
-        p.n_q = 1, p.q = (mh_tensor){q, 4, 4, 4}, p.o.stride_batch = 4;
+        p.n_q = 1, p.q = (mh_tensor){.data = q, .stride_batch = 4, .stride_token = 4, .stride_head = 4}, p.o.stride_batch = 4;
         st = mh_attention_workspace_size(big, &p, NULL, &bytes);
         check_true("INT_MAX threads: workspace size overflows or is a number",
                    st == MH_OK || st == MH_ERR_SIZE_OVERFLOW);

@@ -149,9 +149,9 @@ void oracle_layer_heads(const mh_layer_config* cfg, const mh_layer_weights* w,
     memset(&p, 0, sizeof p);
     p.batch = B, p.n_q = N, p.n_kv = M, p.n_heads = H, p.n_kv_heads = Hkv;
     p.head_dim_qk = D, p.head_dim_v = Dv, p.scale = cfg->scale;
-    p.q = (mh_tensor){qf, (ptrdiff_t)N * H * D, (ptrdiff_t)H * D, D};
-    p.k = (mh_tensor){kf, (ptrdiff_t)M * Hkv * D, (ptrdiff_t)Hkv * D, D};
-    p.v = (mh_tensor){vf, (ptrdiff_t)M * Hkv * Dv, (ptrdiff_t)Hkv * Dv, Dv};
+    p.q = (mh_tensor){.data = qf, .stride_batch = (ptrdiff_t)N * H * D, .stride_token = (ptrdiff_t)H * D, .stride_head = D};
+    p.k = (mh_tensor){.data = kf, .stride_batch = (ptrdiff_t)M * Hkv * D, .stride_token = (ptrdiff_t)Hkv * D, .stride_head = D};
+    p.v = (mh_tensor){.data = vf, .stride_batch = (ptrdiff_t)M * Hkv * Dv, .stride_token = (ptrdiff_t)Hkv * Dv, .stride_head = Dv};
     mh_attn_options opt = a->opt ? *a->opt : mh_attn_options_default();
     opt.window = cfg->window, opt.softcap = cfg->softcap;
     opt.alibi_slopes = cfg->alibi_slopes, opt.sinks = cfg->sinks, opt.probs = NULL;

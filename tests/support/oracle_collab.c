@@ -56,9 +56,9 @@ void oracle_collab_forward(const mh_layer_config* cfg, const mh_layer_weights* w
     memset(&p, 0, sizeof p);
     p.batch = B, p.n_q = N, p.n_kv = M, p.n_heads = H, p.n_kv_heads = H;
     p.head_dim_qk = Da, p.head_dim_v = Dv, p.scale = cfg->scale;
-    p.q = (mh_tensor){qa, (ptrdiff_t)N * H * Da, (ptrdiff_t)H * Da, Da};
-    p.k = (mh_tensor){ka, (ptrdiff_t)M * H * Da, (ptrdiff_t)H * Da, Da};
-    p.v = (mh_tensor){vf, (ptrdiff_t)M * H * Dv, (ptrdiff_t)H * Dv, Dv};
+    p.q = (mh_tensor){.data = qa, .stride_batch = (ptrdiff_t)N * H * Da, .stride_token = (ptrdiff_t)H * Da, .stride_head = Da};
+    p.k = (mh_tensor){.data = ka, .stride_batch = (ptrdiff_t)M * H * Da, .stride_token = (ptrdiff_t)H * Da, .stride_head = Da};
+    p.v = (mh_tensor){.data = vf, .stride_batch = (ptrdiff_t)M * H * Dv, .stride_token = (ptrdiff_t)H * Dv, .stride_head = Dv};
     mh_attn_options opt = a->opt ? *a->opt : mh_attn_options_default();
     opt.window = cfg->window, opt.softcap = cfg->softcap;
     opt.alibi_slopes = cfg->alibi_slopes, opt.sinks = cfg->sinks, opt.probs = NULL;

@@ -38,9 +38,9 @@ void oracle_overlap_forward(const mh_layer_config* cfg, const mh_layer_weights* 
     memset(&p, 0, sizeof p);
     p.batch = B, p.n_q = N, p.n_kv = M, p.n_heads = p.n_kv_heads = H;
     p.head_dim_qk = p.head_dim_v = dw, p.scale = cfg->scale;
-    p.q = (mh_tensor){qw, (ptrdiff_t)N * H * dw, (ptrdiff_t)H * dw, dw};
-    p.k = (mh_tensor){kw, (ptrdiff_t)M * H * dw, (ptrdiff_t)H * dw, dw};
-    p.v = (mh_tensor){vw, (ptrdiff_t)M * H * dw, (ptrdiff_t)H * dw, dw};
+    p.q = (mh_tensor){.data = qw, .stride_batch = (ptrdiff_t)N * H * dw, .stride_token = (ptrdiff_t)H * dw, .stride_head = dw};
+    p.k = (mh_tensor){.data = kw, .stride_batch = (ptrdiff_t)M * H * dw, .stride_token = (ptrdiff_t)H * dw, .stride_head = dw};
+    p.v = (mh_tensor){.data = vw, .stride_batch = (ptrdiff_t)M * H * dw, .stride_token = (ptrdiff_t)H * dw, .stride_head = dw};
     mh_attn_options opt = a->opt ? *a->opt : mh_attn_options_default();
     opt.window = cfg->window, opt.softcap = cfg->softcap;
     opt.alibi_slopes = cfg->alibi_slopes, opt.sinks = cfg->sinks, opt.probs = NULL;
