@@ -56,6 +56,8 @@ static void carve_scratch(const mh_drv_stage* st, mh_ws* ws, mh_drv_scratch* sc)
         sc->vt = mh_ws_take(ws, v_panels(st), tk, sizeof(float));
     }
     if (st->mode == MH_DRV_ONE_PASS) sc->s = mh_ws_take(ws, rows, tk, sizeof(float));
+    if (st->mode == MH_DRV_ONE_PASS && mh_drv_query_tiles(st) == 1)
+        sc->lanes = mh_ws_take(ws, (size_t)st->streams, 1, sizeof(struct mh_drv_lane));
     if (st->mode == MH_DRV_MATERIALISED)
         sc->s = mh_ws_take(ws, n_kv_tiles(st), st->tile_floats + rows, sizeof(float));
     sc->o = mh_ws_take(ws, rows, st->dv, sizeof(float));
@@ -127,6 +129,7 @@ typedef struct call {
     size_t n_tasks;
     mh_split_kv split; /* key chunks per task and their partial states */
     int stored;        /* two-pass: pass 2 reads pass 1's tiles from cw.store */
+    int across;        /* one-pass decode on far-apart K/V rows: tiles outer, streams inner */
     long next[2];      /* the dynamic schedules (two-pass: one per pass) */
 } call;
 
@@ -172,10 +175,14 @@ static mh_drv_task make_task(const call* c, size_t ti) {
 }
 
 /* The stage's queries, then empty softmax states and accumulators for every row of a task. */
+static void empty_rows(const mh_drv_stage* st, size_t rows, float* m, float* l, float* o) {
+    for (size_t r = 0; r < rows; r++) m[r] = -INFINITY, l[r] = 0.0f;
+    memset(o, 0, rows * st->dv * sizeof(float));
+}
+
 static void start_rows(const mh_drv_stage* st, const mh_drv_task* t, size_t rows, mh_drv_scratch* sc) {
     st->load_q(st, t, sc);
-    for (size_t r = 0; r < rows; r++) sc->m[r] = -INFINITY, sc->l[r] = 0.0f;
-    memset(sc->o, 0, rows * st->dv * sizeof(float));
+    empty_rows(st, rows, sc->m, sc->l, sc->o);
 }
 
 /* K (or V) of the task's stream (or head h) at key j0, in the storage dtype. */
@@ -293,6 +300,16 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
     }
 }
 
+/* One key tile [j0, j0 + nc) of the online softmax: scores, softmax step, P.V. */
+static void attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, mh_drv_scratch* sc) {
+    const size_t tk = st->tk;
+    const float* kt = mh_drv_packed(st, 0, (size_t)t->b, (size_t)t->s, j0);
+    const float* vt = mh_drv_packed(st, 1, (size_t)t->b, (size_t)t->s, j0);
+    score_tile(st, t, kt, j0, nc, sc);
+    st->k->softmax_tile(t->rows, nc, sc->s, tk, sc->m, sc->l, sc->alpha);
+    accumulate_pv(st, t, vt, vt ? min_size(tk, (size_t)st->n_kv - (size_t)j0) : 0, j0, nc, sc);
+}
+
 /* Online softmax over keys [j_lo, j_hi) of the task into sc->m, sc->l, sc->o (unnormalised).
  * With prepacked tiles, tiles are the call's fixed grid of tk keys: the range starts at the
  * tile holding j_lo, and keys before j_lo in it are dropped by the score step. */
@@ -301,13 +318,37 @@ static void attend(const call* c, const mh_drv_task* t, int64_t j_lo, int64_t j_
     const size_t tk = st->tk;
     start_rows(st, t, t->rows, sc);
     if (c->cw.kt_all && j_lo > 0) j_lo -= j_lo % (int64_t)tk;
-    for (int64_t j0 = j_lo; j0 < j_hi; j0 += (int64_t)tk) {
-        const size_t nc = min_size(tk, (size_t)(j_hi - j0));
-        const float* kt = mh_drv_packed(st, 0, (size_t)t->b, (size_t)t->s, j0);
-        const float* vt = mh_drv_packed(st, 1, (size_t)t->b, (size_t)t->s, j0);
-        score_tile(st, t, kt, j0, nc, sc);
-        st->k->softmax_tile(t->rows, nc, sc->s, tk, sc->m, sc->l, sc->alpha);
-        accumulate_pv(st, t, vt, vt ? min_size(tk, (size_t)st->n_kv - (size_t)j0) : 0, j0, nc, sc);
+    for (int64_t j0 = j_lo; j0 < j_hi; j0 += (int64_t)tk) attend_tile(st, t, j0, min_size(tk, (size_t)(j_hi - j0)), sc);
+}
+
+/* Decode on K/V rows far apart (an engine's token-major cache): chunk ci of every stream of
+ * batch b, key tile by key tile, each tile for all streams in turn, so the rows of a tile
+ * (all heads of its keys, near each other) are read together instead of one head's rows at
+ * a time across the whole cache. Each stream's tiles, state and arithmetic are those of
+ * one_pass_item; its m, l, o live in its split partial. */
+static void attend_across(const call* c, size_t b, size_t ci, mh_drv_scratch* sc) {
+    const mh_drv_stage* st = &c->st;
+    const size_t n_s = (size_t)st->streams, tk = st->tk;
+    for (size_t s = 0; s < n_s; s++) {
+        struct mh_drv_lane* ln = &sc->lanes[s];
+        ln->t = make_task(c, b * n_s + s);
+        mh_split_chunk(&c->split, ci, ln->t.j_begin, ln->t.j_end, tk, &ln->lo, &ln->hi);
+        float* part = mh_split_partial(&c->split, b * n_s + s, ci);
+        empty_rows(st, ln->t.rows, part, part + ln->t.rows, part + 2 * ln->t.rows);
+    }
+    mh_drv_scratch v = *sc;
+    for (int64_t off = 0, more = 1; more; off += (int64_t)tk) {
+        more = 0;
+        for (size_t s = 0; s < n_s; s++) {
+            const struct mh_drv_lane* ln = &sc->lanes[s];
+            const int64_t j0 = ln->lo + off;
+            if (!ln->t.active || j0 >= ln->hi) continue;
+            more = 1;
+            float* part = mh_split_partial(&c->split, b * n_s + s, ci);
+            v.m = part, v.l = part + ln->t.rows, v.o = part + 2 * ln->t.rows;
+            st->load_q(st, &ln->t, &v);
+            attend_tile(st, &ln->t, j0, min_size(tk, (size_t)(ln->hi - j0)), &v);
+        }
     }
 }
 
@@ -535,8 +576,14 @@ static void worker(void* arg, int tid, int nth) {
     const long n_items = (long)(c->n_tasks * c->split.n_split);
     switch (c->st.mode) {
     case MH_DRV_ONE_PASS:
-        for (long item; (item = mh_next_item(&c->next[0])) < n_items;) one_pass_item(c, (size_t)item, &sc);
-        if (c->split.n_split == 1) return;
+        if (c->across) { /* items: (batch, chunk) */
+            const long n_across = (long)((size_t)c->st.batch * c->split.n_split);
+            for (long item; (item = mh_next_item(&c->next[0])) < n_across;)
+                attend_across(c, (size_t)item / c->split.n_split, (size_t)item % c->split.n_split, &sc);
+        } else {
+            for (long item; (item = mh_next_item(&c->next[0])) < n_items;) one_pass_item(c, (size_t)item, &sc);
+            if (c->split.n_split == 1) return;
+        }
         mh_barrier(nth);
         one_pass_merge(c, tid, nth);
         return;
@@ -561,6 +608,8 @@ void mh_drv_run(const mh_drv_stage* st, int threads, void* ws_base) {
     call_layout(st, threads, &layout, &c.cw);
     c.n_tasks = n_tasks(st);
     c.split = mh_split_plan(c.cw.partials, block_rows(st), st->dv, st->split_count);
+    c.across = st->mode == MH_DRV_ONE_PASS && mh_drv_query_tiles(st) == 1 && !st->opt->probs && !c.cw.kt_all &&
+               (st->key.stride_token != (ptrdiff_t)st->dqk || st->value.stride_token != (ptrdiff_t)st->dv);
     size_t unit = 0; /* store_floats, checked: M is unbounded here */
     c.stored = st->mode == MH_DRV_TWO_PASS &&
                mh_mul_size(n_kv_tiles(st), st->tile_floats + block_rows(st), &unit) &&

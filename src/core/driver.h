@@ -45,6 +45,12 @@ typedef struct mh_drv_task {
     const float* o_scale;      /* [nq] output multipliers (gates), or NULL */
 } mh_drv_task;
 
+/* One stream's task and key chunk in a decode across streams (driver-private). */
+struct mh_drv_lane {
+    mh_drv_task t;
+    int64_t lo, hi;
+};
+
 /* One worker's buffers (rows = hg * tq). NULL where the mode has none. */
 typedef struct mh_drv_scratch {
     float* q;     /* [rows][dqk]                the task's queries, pre-scaled */
@@ -55,6 +61,7 @@ typedef struct mh_drv_scratch {
     float* o;     /* [rows][dv]                 output accumulator */
     float *m, *l; /* [rows]                     softmax max and sum */
     float* alpha; /* [rows]                     softmax_tile's rescale */
+    struct mh_drv_lane* lanes; /* [streams] one-pass decode across streams */
     /* two-pass modes */
     float *t1, *t2;     /* [tile_floats] the stage's score tile; pass 1's tile when unstored */
     float *mrun, *lrun; /* [rows] pass 2's running statistics when it recomputes */

@@ -1,112 +1,214 @@
 /*
  * Direct Q.K^T and P.V for blocks of fewer than 6 query rows (decode): K/V rows are read in
- * place in their storage dtype and widened on load, so each byte of the cache is read once per
- * KV head, whatever the number of query heads sharing it.
+ * place in their storage dtype and widened in registers (int8 rows times their scale), so each
+ * byte of the cache is read once per KV head, whatever the number of query heads sharing it.
+ * Bodies are specialised on the row count R and the dtype: the inner loops hold no dtype
+ * branch and, on full vectors, no mask (each K/V vector is one widening load).
+ *
+ * What holds decode at the memory limit (docs/kernels.md, "Decode kernels"):
+ *  - every K/V row is read front to back and the rows in order, so the loads walk the cache
+ *    in address order and the hardware prefetchers stream it; with rows next to each other
+ *    (a head-major cache) there is no software prefetch, which only took miss slots from
+ *    them (measured on Zen 4: 1.6x slower with it);
+ *  - rows far apart (an engine's token-major cache) are prefetched one key tile ahead
+ *    (FAR_PREFETCH_KEYS), into L2: no hardware prefetcher follows a stride of kilobytes;
+ *  - qk keeps two FMA chains per row and key and reduces four keys of a row by one shuffle
+ *    tree (reduce4), the same tree for every score, so a score depends on neither R nor the
+ *    key's place in the tile; pv holds a 128-column row (R = 1, 2) or 64 columns (R = 3..5)
+ *    of every row in registers and widens each V vector once for all R rows.
  */
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/simd_avx512.h"
 
 #define MAXR 5 /* rows < attn_direct_rows = 6 */
+#define MAXJ 8
+#define FAR_PREFETCH_KEYS 64
 
-/* Sums of four 16-lane vectors, in out[0..3]. */
-MH_INLINE void reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3, float* out, size_t stride) {
+/* 16 elements of `dtype` at p, widened to f32 (int8 unscaled): all lanes (masked = 0) or the
+ * lanes of m. */
+MH_INLINE __m512 load16(const void* p, const mh_dtype dtype, const int masked, __mmask16 m) {
+    if (masked) return mh_load16(p, dtype, m);
+    switch (dtype) {
+    case MH_DTYPE_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p));
+    case MH_DTYPE_BF16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p)), 16));
+    case MH_DTYPE_I8: return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)));
+    default: return _mm512_loadu_ps(p);
+    }
+}
+
+/* Prefetches row c + FAR_PREFETCH_KEYS into L2 when rows are far apart (past the tile too: a
+ * prefetch never faults). */
+MH_INLINE void prefetch_far(const mh_rows* x, size_t c, size_t row_elems) {
+    if (x->ld == (ptrdiff_t)row_elems) return;
+    const char* row = mh_dtype_at(x->data, x->dtype, (ptrdiff_t)(c + FAR_PREFETCH_KEYS) * x->ld);
+    const size_t bytes = row_elems * mh_dtype_size(x->dtype);
+    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(row + off, _MM_HINT_T1);
+}
+
+/* The four sums of a0..a3 as one 128-bit vector. */
+MH_INLINE __m128 reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
     const __m512 u0 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44), _mm512_shuffle_f32x4(a0, a1, 0xee));
     const __m512 u1 = _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44), _mm512_shuffle_f32x4(a2, a3, 0xee));
-    /* u0 = [a0 q0+q2, a0 q1+q3, a1 q0+q2, a1 q1+q3]; same for u1 with a2, a3 */
+    /* u0 = [a0 q0+q2, a0 q1+q3, a1 q0+q2, a1 q1+q3]; the same for u1 with a2, a3 */
     __m512 w = _mm512_add_ps(_mm512_shuffle_f32x4(u0, u1, 0x88), _mm512_shuffle_f32x4(u0, u1, 0xdd));
     /* w = [a0, a1, a2, a3] as 128-bit partial sums; finish inside each 128-bit lane */
     w = _mm512_add_ps(w, _mm512_permute_ps(w, _MM_SHUFFLE(1, 0, 3, 2)));
     w = _mm512_add_ps(w, _mm512_permute_ps(w, _MM_SHUFFLE(2, 3, 0, 1)));
-    float tmp[16];
-    _mm512_storeu_ps(tmp, w);
-    out[0] = tmp[0], out[stride] = tmp[4], out[2 * stride] = tmp[8], out[3 * stride] = tmp[12];
+    const __m512i first = _mm512_setr_epi32(0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12);
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(first, w));
 }
 
-MH_INLINE void qk_rows(const int R, size_t cols, size_t d, const float* q, size_t ldq, const void* k,
-                       ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds) {
-    const size_t row_bytes = d * mh_dtype_size(dtype);
+/* q.k of one key row for R query rows, as R vectors of partial sums: two chains over d (even
+ * and odd 16-column steps), the same order for every key and every R. */
+MH_INLINE void dot_rows(const int R, const mh_dtype dtype, size_t d, const float* q, size_t ldq, const void* krow,
+                        __m512* out) {
+    __m512 a[MAXR], b[MAXR];
+    for (int r = 0; r < R; r++) a[r] = b[r] = _mm512_setzero_ps();
+    size_t d0 = 0;
+    for (; d0 + 32 <= d; d0 += 32) {
+        const __m512 k0 = load16(mh_dtype_at(krow, dtype, (ptrdiff_t)d0), dtype, 0, 0);
+        const __m512 k1 = load16(mh_dtype_at(krow, dtype, (ptrdiff_t)d0 + 16), dtype, 0, 0);
+        for (int r = 0; r < R; r++) {
+            a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)r * ldq + d0), k0, a[r]);
+            b[r] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)r * ldq + d0 + 16), k1, b[r]);
+        }
+    }
+    if (d0 + 16 <= d) {
+        const __m512 k0 = load16(mh_dtype_at(krow, dtype, (ptrdiff_t)d0), dtype, 0, 0);
+        for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)r * ldq + d0), k0, a[r]);
+        d0 += 16;
+    }
+    if (d0 < d) { /* d tail: zero lanes on both sides */
+        const __mmask16 m = mh_mask16(d, d0);
+        const __m512 k1 = load16(mh_dtype_at(krow, dtype, (ptrdiff_t)d0), dtype, 1, m);
+        for (int r = 0; r < R; r++)
+            b[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + (size_t)r * ldq + d0), k1, b[r]);
+    }
+    for (int r = 0; r < R; r++) out[r] = _mm512_add_ps(a[r], b[r]);
+}
+
+/* Scores of the `cols` keys of k for R rows, four keys at a time; a last one to three keys go
+ * one at a time through the same tree. int8 sums are then scaled by their rows' scales. */
+MH_INLINE void qk_rows(const int R, const mh_dtype dtype, size_t cols, size_t d, const float* q, size_t ldq,
+                       const mh_rows* k, float* s, size_t lds) {
+    const float* ks = k->scale;
+    const ptrdiff_t ldk = k->ld, lks = k->ld_scale;
     size_t c = 0;
     for (; c + 4 <= cols; c += 4) {
-        for (size_t j = 0; j < 4; j++) /* may run past the tile: a prefetch never faults */
-            mh_prefetch_bytes(mh_dtype_at(k, dtype, (ptrdiff_t)(c + MH_PREFETCH_ROWS + j) * ldk), row_bytes);
-        __m512 acc[MAXR][4];
-        for (int r = 0; r < R; r++)
-            for (int j = 0; j < 4; j++) acc[r][j] = _mm512_setzero_ps();
-        for (size_t d0 = 0; d0 < d; d0 += 16) {
-            const __mmask16 m = mh_mask16(d, d0);
-            __m512 kv[4];
-            for (int j = 0; j < 4; j++) kv[j] = mh_load16(mh_dtype_at(k, dtype, (ptrdiff_t)(c + (size_t)j) * ldk + (ptrdiff_t)d0), dtype, m);
-            for (int r = 0; r < R; r++) {
-                const __m512 qv = _mm512_maskz_loadu_ps(m, q + (size_t)r * ldq + d0);
-                for (int j = 0; j < 4; j++) acc[r][j] = _mm512_fmadd_ps(qv, kv[j], acc[r][j]);
-            }
+        for (size_t j = 0; j < 4; j++) prefetch_far(k, c + j, d);
+        __m512 a0[MAXR], a1[MAXR], a2[MAXR], a3[MAXR];
+        dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)c * ldk), a0);
+        dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)(c + 1) * ldk), a1);
+        dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)(c + 2) * ldk), a2);
+        dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)(c + 3) * ldk), a3);
+        __m128 sc = _mm_set1_ps(1.0f);
+        if (dtype == MH_DTYPE_I8)
+            sc = _mm_setr_ps(ks[(ptrdiff_t)c * lks], ks[(ptrdiff_t)(c + 1) * lks], ks[(ptrdiff_t)(c + 2) * lks],
+                             ks[(ptrdiff_t)(c + 3) * lks]);
+        for (int r = 0; r < R; r++) {
+            const __m128 sum = reduce4(a0[r], a1[r], a2[r], a3[r]);
+            _mm_storeu_ps(s + (size_t)r * lds + c, dtype == MH_DTYPE_I8 ? _mm_mul_ps(sum, sc) : sum);
         }
-        for (int r = 0; r < R; r++) reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3], s + (size_t)r * lds + c, 1);
     }
     for (; c < cols; c++) {
-        __m512 acc[MAXR];
-        for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
-        for (size_t d0 = 0; d0 < d; d0 += 16) {
-            const __mmask16 m = mh_mask16(d, d0);
-            const __m512 kv = mh_load16(mh_dtype_at(k, dtype, (ptrdiff_t)c * ldk + (ptrdiff_t)d0), dtype, m);
-            for (int r = 0; r < R; r++)
-                acc[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + (size_t)r * ldq + d0), kv, acc[r]);
+        __m512 a0[MAXR];
+        dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)c * ldk), a0);
+        const __m128 sc = _mm_set_ss(dtype == MH_DTYPE_I8 ? ks[(ptrdiff_t)c * lks] : 1.0f);
+        for (int r = 0; r < R; r++) {
+            const __m128 sum = reduce4(a0[r], a0[r], a0[r], a0[r]);
+            _mm_store_ss(s + (size_t)r * lds + c, dtype == MH_DTYPE_I8 ? _mm_mul_ss(sum, sc) : sum);
         }
-        for (int r = 0; r < R; r++) s[(size_t)r * lds + c] = _mm512_reduce_add_ps(acc[r]);
     }
 }
 
-void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
-                              const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds) {
+#define QK_DTYPES(R)                                                                 \
+    case R:                                                                          \
+        switch (k->dtype) {                                                          \
+        case MH_DTYPE_F16: qk_rows(R, MH_DTYPE_F16, cols, d, q, ldq, k, s, lds); break;   \
+        case MH_DTYPE_BF16: qk_rows(R, MH_DTYPE_BF16, cols, d, q, ldq, k, s, lds); break; \
+        case MH_DTYPE_I8: qk_rows(R, MH_DTYPE_I8, cols, d, q, ldq, k, s, lds); break;     \
+        default: qk_rows(R, MH_DTYPE_F32, cols, d, q, ldq, k, s, lds); break;             \
+        }                                                                            \
+        break;
+
+void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k,
+                         float* s, size_t lds) {
     switch (rows) {
-    case 1: qk_rows(1, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
-    case 2: qk_rows(2, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
-    case 3: qk_rows(3, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
-    case 4: qk_rows(4, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
-    case 5: qk_rows(5, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
+        QK_DTYPES(1)
+        QK_DTYPES(2)
+        QK_DTYPES(3)
+        QK_DTYPES(4)
+        QK_DTYPES(5)
     default: break;
     }
 }
 
-/* o (R rows x 64 columns starting at d0) = alpha * o + P.V: 4*R accumulators, 4 V vectors. */
-MH_INLINE void pv_rows(const int R, size_t cols, size_t dv, const float* p, size_t ldp, const void* v,
-                       ptrdiff_t ldv, mh_dtype dtype, const float* alpha, float* o, size_t ldo) {
-    for (size_t d0 = 0; d0 < dv; d0 += 64) {
-        __mmask16 m[4];
-        __m512 acc[MAXR][4];
-        for (int j = 0; j < 4; j++) m[j] = mh_mask16(dv, d0 + 16 * (size_t)j);
-        for (int r = 0; r < R; r++) {
-            const __m512 al = _mm512_set1_ps(alpha[r]);
-            for (int j = 0; j < 4; j++)
-                acc[r][j] = _mm512_mul_ps(al, _mm512_maskz_loadu_ps(m[j], o + (size_t)r * ldo + d0 + 16 * (size_t)j));
-        }
-        for (size_t c = 0; c < cols; c++) {
-            if (d0 == 0)
-                mh_prefetch_bytes(mh_dtype_at(v, dtype, (ptrdiff_t)(c + MH_PREFETCH_ROWS) * ldv),
-                                dv * mh_dtype_size(dtype));
-            __m512 vv[4];
-            const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
-            for (int j = 0; j < 4; j++) vv[j] = mh_load16(mh_dtype_at(row, dtype, 16 * j), dtype, m[j]);
-            for (int r = 0; r < R; r++) {
-                const __m512 pr = _mm512_set1_ps(p[(size_t)r * ldp + c]);
-                for (int j = 0; j < 4; j++) acc[r][j] = _mm512_fmadd_ps(pr, vv[j], acc[r][j]);
-            }
-        }
+/* o[r, d0 .. d0 + 16J) = alpha[r] * o + sum_c p[r, c] * V[c][d0 ..] (int8: p times the row's
+ * scale first); with masked, only the columns below dv are read and written. */
+MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, const int masked, size_t dv, int first,
+                       size_t cols, size_t d0, const float* p, size_t ldp, const mh_rows* v, const float* alpha,
+                       float* o, size_t ldo) {
+    __m512 acc[MAXR][MAXJ];
+    __mmask16 m[MAXJ];
+    for (int j = 0; j < J; j++) m[j] = mh_mask16(dv, d0 + 16 * (size_t)j);
+    for (int r = 0; r < R; r++) {
+        const __m512 al = _mm512_set1_ps(alpha[r]);
+        const float* orow = o + (size_t)r * ldo + d0;
+        for (int j = 0; j < J; j++)
+            acc[r][j] = _mm512_mul_ps(al, masked ? _mm512_maskz_loadu_ps(m[j], orow + 16 * j)
+                                                 : _mm512_loadu_ps(orow + 16 * j));
+    }
+    for (size_t c = 0; c < cols; c++) {
+        if (first) prefetch_far(v, c, dv); /* the whole row, for this and the later chunks */
+        const void* row = mh_dtype_at(v->data, dtype, (ptrdiff_t)c * v->ld + (ptrdiff_t)d0);
+        const float sc = dtype == MH_DTYPE_I8 ? v->scale[(ptrdiff_t)c * v->ld_scale] : 1.0f;
+        __m512 pr[MAXR];
         for (int r = 0; r < R; r++)
-            for (int j = 0; j < 4; j++)
-                _mm512_mask_storeu_ps(o + (size_t)r * ldo + d0 + 16 * (size_t)j, m[j], acc[r][j]);
+            pr[r] = _mm512_set1_ps(dtype == MH_DTYPE_I8 ? p[(size_t)r * ldp + c] * sc : p[(size_t)r * ldp + c]);
+        for (int j = 0; j < J; j++) {
+            const __m512 vj = load16(mh_dtype_at(row, dtype, 16 * j), dtype, masked, m[j]);
+            for (int r = 0; r < R; r++) acc[r][j] = _mm512_fmadd_ps(pr[r], vj, acc[r][j]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        float* orow = o + (size_t)r * ldo + d0;
+        for (int j = 0; j < J; j++) {
+            if (masked)
+                _mm512_mask_storeu_ps(orow + 16 * j, m[j], acc[r][j]);
+            else
+                _mm512_storeu_ps(orow + 16 * j, acc[r][j]);
+        }
     }
 }
 
-void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
-                              const void* v, ptrdiff_t ldv, mh_dtype dtype, const float* alpha,
-                              float* o, size_t ldo) {
+MH_INLINE void pv_rows(const int R, const int J, const mh_dtype dtype, size_t cols, size_t dv, const float* p,
+                       size_t ldp, const mh_rows* v, const float* alpha, float* o, size_t ldo) {
+    size_t d0 = 0;
+    for (; d0 + 16 * (size_t)J <= dv; d0 += 16 * (size_t)J)
+        pv_cols(R, J, dtype, 0, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo);
+    if (d0 < dv) /* the last, partial chunk */
+        pv_cols(R, J, dtype, 1, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo);
+}
+
+#define PV_DTYPES(R, J)                                                                          \
+    case R:                                                                                      \
+        switch (v->dtype) {                                                                      \
+        case MH_DTYPE_F16: pv_rows(R, J, MH_DTYPE_F16, cols, dv, p, ldp, v, alpha, o, ldo); break;   \
+        case MH_DTYPE_BF16: pv_rows(R, J, MH_DTYPE_BF16, cols, dv, p, ldp, v, alpha, o, ldo); break; \
+        case MH_DTYPE_I8: pv_rows(R, J, MH_DTYPE_I8, cols, dv, p, ldp, v, alpha, o, ldo); break;     \
+        default: pv_rows(R, J, MH_DTYPE_F32, cols, dv, p, ldp, v, alpha, o, ldo); break;             \
+        }                                                                                        \
+        break;
+
+void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
+                         const float* alpha, float* o, size_t ldo) {
     switch (rows) {
-    case 1: pv_rows(1, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo); break;
-    case 2: pv_rows(2, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo); break;
-    case 3: pv_rows(3, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo); break;
-    case 4: pv_rows(4, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo); break;
-    case 5: pv_rows(5, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo); break;
+        PV_DTYPES(1, 8)
+        PV_DTYPES(2, 8)
+        PV_DTYPES(3, 4)
+        PV_DTYPES(4, 4)
+        PV_DTYPES(5, 4)
     default: break;
     }
 }

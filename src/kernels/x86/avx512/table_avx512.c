@@ -8,5 +8,8 @@ void MH_KNAME(kernels_init)(mh_kernels* k) {
     k->gemm_nr = MH_GEMM_NR;
     k->attn_direct_rows = MH_GEMM_MR;
     k->attn_block_rows = 96;
-    k->attn_kv_tile = 64;
+#ifndef KVT
+#define KVT 64
+#endif
+    k->attn_kv_tile = KVT;
 }
