@@ -8,6 +8,7 @@
  *  - K int8 with V f16, K bf16 with V int8, both int8; causal, windows and key lengths;
  *  - the gated path (head_gates: MoH's per-head gathered rows);
  *  - thread counts 1 and 2 give the same bits;
+ *  - a NaN row scale (an int8 cache's non-finite row) makes NaN exactly the rows keeping it;
  *  - bad views: int8 with scale NULL or a negative scale stride is MH_ERR_INVALID_ARGUMENT, a
  *    scale span past PTRDIFF_MAX is MH_ERR_SIZE_OVERFLOW, and the output stays untouched.
  *
@@ -168,6 +169,39 @@ static void bad_views(test_rng* r) {
     problem_free(&t);
 }
 
+/* A NaN row scale (what an int8 cache keeps for a row that held a NaN or an inf) poisons
+ * exactly the query rows that keep that key: causal rows before it stay finite and match the
+ * oracle, in the packed (prefill-shaped) and the direct (decode-shaped) P.V. */
+static void nan_scale(test_rng* r) {
+    static const int ns[2] = {40, 3};
+    for (int i = 0; i < 2; i++) {
+        const int N = ns[i], M = 40, bad = 20;
+        test_problem t;
+        problem_make(&t, r, 1, N, M, 4, 2, 16, 16, MH_DTYPE_I8, LAYOUT_HEAD_MAJOR, 1.0f);
+        for (int h = 0; h < 2; h++) t.v_scale[bad * t.p.v.scale_stride_token + h * t.p.v.scale_stride_head] = NAN;
+        mh_attn_options opt = mh_attn_options_default();
+        opt.causal = 1, opt.q_offset = i ? bad - 1 : 0; /* decode-shaped: rows at 19, 20, 21 */
+        const size_t n = (size_t)N * 4 * 16;
+        float* got = malloc(n * sizeof(float));
+        double* want = malloc(n * sizeof(double));
+        check_status("NaN scale call", run_attention(ctx1, &t.p, &opt), MH_OK);
+        problem_gather_o(&t, got);
+        oracle_attention(&t.p, &opt, want, NULL);
+        int same_nan = 1, some_nan = 0, some_finite = 0;
+        for (size_t e = 0; e < n; e++) {
+            same_nan &= (isnan(got[e]) != 0) == (isnan(want[e]) != 0);
+            some_nan |= isnan(want[e]) != 0, some_finite |= !isnan(want[e]);
+            if (isnan(want[e])) got[e] = 0.0f, want[e] = 0.0;
+        }
+        char what[96];
+        snprintf(what, sizeof what, "NaN V scale, %s: NaN exactly in the rows keeping the key", i ? "direct" : "packed");
+        check_true(what, same_nan && some_nan && some_finite);
+        check_close(what, got, want, n, 4.0 * FLT_EPSILON * (16 + M + 16), 1e-6);
+        free(got), free(want);
+        problem_free(&t);
+    }
+}
+
 int main(void) {
     ctx1 = test_context(1);
     ctx2 = test_context(2);
@@ -205,6 +239,7 @@ int main(void) {
     run_case(&r, &longs[0], MH_DTYPE_I8, MH_DTYPE_I8, LAYOUT_HEAD_MAJOR, 0, "long");
     run_case(&r, &longs[1], MH_DTYPE_I8, MH_DTYPE_F16, LAYOUT_TOKEN_MAJOR, 0, "long");
     bad_views(&r);
+    nan_scale(&r);
     printf("worst rel_l2 %.3g (worst f32 floor of the same values %.3g)\n", worst_rel, worst_floor);
     mh_context_destroy(ctx1);
     mh_context_destroy(ctx2);
