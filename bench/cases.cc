@@ -83,6 +83,7 @@
 
 #include "bench_util.h"
 #include "blas_baseline.h"
+#include "core_kv.h"
 #include "machine_limits.h"
 #include "model.h"
 #include "oracle_moh.h"
@@ -100,7 +101,6 @@ std::function<void(const std::string&)> g_start_hook;
 // The oracle evaluates everything when it costs at most this many multiply-adds.
 constexpr double kOracleBudgetMacs = 1.5e8;
 constexpr size_t kBaseDistanceSamples = size_t{1} << 20;
-constexpr int kHeadPad = 32;  // elements between head streams, as the library's KV cache does
 
 // Seeds of the counter-based inputs (any fixed values).
 constexpr uint64_t kSeedQ = 0x51, kSeedK = 0x4b, kSeedV = 0x56, kSeedX = 0x58, kSeedKV = 0x4b56;
@@ -184,9 +184,10 @@ std::string base_variant(const CaseSpec& c) {
     return "";
 }
 
-// The key the base output is stored under: mode, shape and K/V dtype (not the ISA,
-// threads or implementation, which must not change the output beyond rounding).
-std::string base_output_key(const CaseSpec& c) {
+// The key the base output is stored under: mode, shape and K/V dtype (not the ISA, threads,
+// implementation or K/V layout, which must not change the output beyond rounding).
+std::string base_output_key(CaseSpec c) {
+    c.token_major = false;
     const std::string n = case_name(c);
     // mode/variant/shape/dtype/isa/threads:T -> mode/shape/dtype
     std::vector<std::string> parts;
@@ -242,8 +243,13 @@ public:
 protected:
     virtual bool do_setup() = 0;
 
+    // A library error. An int8 case on a library that refuses int8 K/V altogether
+    // (int8_refusal) is reported as skipped, with the reason, never as a result.
     bool fail(const char* what, mh_status s) {
         error_ = std::string(what) + ": " + mh_status_string(s);
+        if (c_.kv_dtype == MH_DTYPE_I8 && !int8_refusal().empty())
+            error_ = "skipped: this library does not accept int8 K/V (" + int8_refusal() + ")" +
+                     (error_ == int8_refusal() ? "" : "; here " + error_);
         return false;
     }
     bool fail(const std::string& what) {
@@ -304,6 +310,9 @@ protected:
         st.counters["pct_peak"] = Counter(peak > 0 ? 100.0 * flops * 1e-9 / peak : 0.0, Counter::kIsRate);
         st.counters["gbps"] = Counter(bytes * 1e-9, Counter::kIsRate);
         st.counters["pct_bw"] = Counter(bw > 0 ? 100.0 * bytes * 1e-9 / bw : 0.0, Counter::kIsRate);
+        // the time over its bound max(bytes / bandwidth, FLOPs / peak): rate then inverted
+        const double bound_s = std::max(bw > 0 ? bytes * 1e-9 / bw : 0.0, peak > 0 ? flops * 1e-9 / peak : 0.0);
+        st.counters["x_bound"] = bound_s > 0 ? Counter(bound_s, Counter::kIsRate | Counter::kInvert) : Counter(0.0);
         st.counters["tokens_per_s"] = Counter(tokens, Counter::kIsRate);
         st.counters["weights_bytes"] = static_cast<double>(weights_bytes_);
         st.counters["kv_bytes_per_token"] = static_cast<double>(kv_bytes_per_token_);
@@ -315,6 +324,7 @@ protected:
         st.counters["rel_l2_err"] = err_.rel_l2;
         st.counters["ref_checked_fraction"] = checked_fraction_;
         st.counters["dist_from_base"] = dist_from_base_;
+        st.counters["q_err"] = q_err_;
         st.counters["working_set_bytes"] = working_set_bytes_;
         st.counters["cold"] = cold_ ? 1.0 : 0.0;
         st.counters["setup_s"] = setup_s_;
@@ -328,6 +338,7 @@ protected:
     ErrorStats err_;
     bool nested_ = false, cold_ = false;
     double setup_s_ = 0, checked_fraction_ = 0, dist_from_base_ = -1, working_set_bytes_ = 0;
+    double q_err_ = -1;  // int8: rel-L2 of the output against the same call on f32 K/V; else -1
     size_t rss0_ = 0, pool0_ = 0;
     size_t workspace_bytes_ = 0, weights_bytes_ = 0, kv_bytes_per_token_ = 0;
 };
@@ -375,17 +386,10 @@ private:
     bool do_setup() override {
         if (c_.impl == Impl::Library && !make_context()) return false;
         const int B = c_.batch, N = c_.n_q, M = c_.n_kv, H = c_.n_heads, Hkv = kv_, D = c_.head_dim;
-        const int g = H / Hkv, o = case_halo(c_), Dw = D + 2 * o;  // Dw: the head width the core sees
-        const bool decode = c_.mode == Mode::Decode;
-        const size_t es = dtype_size(c_.kv_dtype);
-        // K/V views (o > 0: one padded stream per token, windows at head stride D).
-        const ptrdiff_t kvw = static_cast<ptrdiff_t>(Hkv) * D + 2 * o;  // a K/V row
-        const ptrdiff_t streams = o > 0 ? 1 : Hkv, sdim = o > 0 ? kvw : D;
-        const ptrdiff_t hs = static_cast<ptrdiff_t>(M) * sdim + kHeadPad;  // decode stream stride
-        const ptrdiff_t kv_sb = decode ? streams * hs : M * kvw, kv_st = decode ? sdim : kvw;
-        const ptrdiff_t kv_sh = decode && o == 0 ? hs : D;
-        const size_t kv_elems = static_cast<size_t>(B) * static_cast<size_t>(kv_sb);
-        const size_t copy_bytes = kv_elems * es;  // one of K or V
+        const int o = case_halo(c_), Dw = D + 2 * o;  // Dw: the head width the core sees
+        const bool decode = c_.mode == Mode::Decode, i8 = c_.kv_dtype == MH_DTYPE_I8;
+        const CoreKvLayout lay = core_kv_layout(decode && !c_.token_major, B, M, Hkv, D, o, c_.kv_dtype);
+        const size_t copy_bytes = lay.bytes;  // one of K or V
         size_t ncopies = 1;
         const double llc = static_cast<double>(machine_limits().llc_bytes);
         // Interleaved cases are all alive at once: no shared rotation pool, one copy each.
@@ -405,24 +409,34 @@ private:
             if (ci == 0) return static_cast<uint8_t*>(t == 0 ? k_.data() : v_.data());
             return pool + (ci - 1) * 2 * stride + static_cast<size_t>(t) * stride;
         };
+        // int8: the same values unquantised, in f32, for the quantisation error (q_err)
+        const CoreKvLayout lay_f = core_kv_layout(decode && !c_.token_major, B, M, Hkv, D, o, MH_DTYPE_F32);
+        AlignedBuffer kf(i8 ? lay_f.bytes : 0), vf(i8 ? lay_f.bytes : 0);
 
-        // K/V: the mean of each group's MHA heads (g = 1: the MHA heads themselves).
-        std::vector<float> row(static_cast<size_t>(D));
+        // K/V: the mean of each group's MHA heads (g = 1: the MHA heads themselves), token by
+        // token: row [Hkv*D + 2o], head kvh's values at o + kvh*D.
+        const int grp = H / Hkv;
+        const bool gaps = lay.elems != static_cast<size_t>(B) * M * lay.streams * static_cast<size_t>(lay.row_len);
+        std::vector<float> row(static_cast<size_t>(Hkv) * D + 2 * o, 0.0f);
         for (int t = 0; t < 2; t++) {
-            uint8_t* dst = static_cast<uint8_t*>(t == 0 ? k_.data() : v_.data());
+            void* dst = t == 0 ? k_.data() : v_.data();
+            void* dst_f = t == 0 ? kf.data() : vf.data();
             const uint64_t seed = t == 0 ? kSeedK : kSeedV;
-            if (decode || o > 0) std::memset(dst, 0, copy_bytes);  // the pads and halos
+            if (gaps) std::memset(dst, 0, copy_bytes);  // the pads between streams
+            if (i8 && gaps) std::memset(dst_f, 0, lay_f.bytes);
             for (int b = 0; b < B; b++)
-                for (int j = 0; j < M; j++)
+                for (int j = 0; j < M; j++) {
                     for (int kvh = 0; kvh < Hkv; kvh++) {
-                        std::fill(row.begin(), row.end(), 0.0f);
-                        for (int h = kvh * g; h < (kvh + 1) * g; h++)
-                            hash_fill(row.data(), static_cast<size_t>(D), seed, ((static_cast<uint64_t>(b) * M + j) * H + h) * D, true);
-                        if (g > 1)
-                            for (float& x : row) x /= static_cast<float>(g);
-                        const ptrdiff_t off = b * kv_sb + j * kv_st + kvh * kv_sh + o;
-                        store_as(c_.kv_dtype, row.data(), dst + static_cast<size_t>(off) * es, static_cast<size_t>(D));
+                        float* r = &row[static_cast<size_t>(o + kvh * D)];
+                        std::fill(r, r + D, 0.0f);
+                        for (int h = kvh * grp; h < (kvh + 1) * grp; h++)
+                            hash_fill(r, static_cast<size_t>(D), seed, ((static_cast<uint64_t>(b) * M + j) * H + h) * D, true);
+                        if (grp > 1)
+                            for (int d = 0; d < D; d++) r[d] /= static_cast<float>(grp);
                     }
+                    store_token(lay, dst, b, j, row.data());
+                    if (i8) store_token(lay_f, dst_f, b, j, row.data());
+                }
             for (size_t ci = 1; ci < ncopies; ci++) std::memcpy(copy_at(t, ci), dst, copy_bytes);
         }
         // Q rows [B*N, H*D + 2o] (MHA's values at offset o), O [B, N, H, Dw]
@@ -440,9 +454,9 @@ private:
             p = mh_attn_problem{};
             p.batch = B, p.n_q = N, p.n_kv = M, p.n_heads = H, p.n_kv_heads = Hkv;
             p.head_dim_qk = p.head_dim_v = Dw;
-            p.q = {q_.data(), N * qw, qw, D};
-            p.k = {copy_at(0, ci), kv_sb, kv_st, kv_sh};
-            p.v = {copy_at(1, ci), kv_sb, kv_st, kv_sh};
+            p.q = tensor_view(q_.data(), N * qw, qw, D);
+            p.k = core_kv_view(lay, copy_at(0, ci));
+            p.v = core_kv_view(lay, copy_at(1, ci));
             p.k_dtype = p.v_dtype = c_.kv_dtype;
             p.o.data = o_.as<float>();
             p.o.stride_batch = static_cast<ptrdiff_t>(N) * H * Dw;
@@ -463,13 +477,18 @@ private:
             workspace_bytes_ = n * sizeof(float);
             blas_set_threads(c_.threads);
         } else {
-            size_t ws = 0;
-            const mh_status s = mh_attention_workspace_size(ctx_.get(), &problems_[0], &opt_, &ws);
+            size_t ws = 0, ws_f = 0;
+            mh_status s = mh_attention_workspace_size(ctx_.get(), &problems_[0], &opt_, &ws);
             if (s != MH_OK) return fail("mh_attention_workspace_size", s);
+            if (i8) {
+                const mh_attn_problem pf = f32_problem(problems_[0], lay_f, kf, vf);
+                s = mh_attention_workspace_size(ctx_.get(), &pf, &opt_, &ws_f);
+                if (s != MH_OK) return fail("mh_attention_workspace_size (f32 K/V)", s);
+            }
             workspace_bytes_ = ws;
-            ws_ = AlignedBuffer(ws);
+            ws_ = AlignedBuffer(std::max(ws, ws_f));
         }
-        kv_bytes_per_token_ = 2 * static_cast<size_t>(kvw) * es;  // o > 0: with the 4o halo zeros
+        kv_bytes_per_token_ = 2 * lay.token_bytes;  // o > 0: with the 4o halo zeros; int8: with the scales
         const double pairs = causal_pairs(N, M) * B;
         flops_ = pairs * H * active() * 4.0 * Dw;
         const double kv_read = static_cast<double>(B) * M * static_cast<double>(kv_bytes_per_token_);
@@ -510,6 +529,28 @@ private:
             for (size_t r = 0; r < rows_q * H; r++) std::copy_n(out + r * Dw + o, D, &mid[r * D]);
             set_base_distance(mid.data(), mid.size());
         }
+        if (i8) return quantisation_error(f32_problem(problems_[0], lay_f, kf, vf), nout);
+        return true;
+    }
+
+    // The problem p on f32 K/V of the same layout (the unquantised values of an int8 case).
+    static mh_attn_problem f32_problem(mh_attn_problem p, const CoreKvLayout& lay_f, const AlignedBuffer& kf,
+                                       const AlignedBuffer& vf) {
+        p.k = core_kv_view(lay_f, kf.data());
+        p.v = core_kv_view(lay_f, vf.data());
+        p.k_dtype = p.v_dtype = MH_DTYPE_F32;
+        return p;
+    }
+
+    // q_err: the int8 call's output (in o_) against the same call on f32 K/V, over all of it.
+    bool quantisation_error(mh_attn_problem pf, size_t nout) {
+        std::vector<float> of(nout);
+        pf.o.data = of.data();
+        const mh_status s = mh_attention(ctx_.get(), &pf, &opt_, ws_.data(), ws_.size());
+        if (s != MH_OK) return fail("mh_attention (f32 K/V)", s);
+        ErrorAccumulator acc;
+        for (size_t i = 0; i < nout; i++) acc.add(o_.as<float>()[i], of[i]);
+        q_err_ = acc.result().rel_l2;
         return true;
     }
 
@@ -731,7 +772,7 @@ public:
 
     void run(benchmark::State& st) override {
         if (mh_kv_cache_length(cache_.get()) + st.max_iterations > mh_kv_cache_capacity(cache_.get())) {
-            if (!fill()) {
+            if (!fill(cache_.get())) {
                 st.SkipWithError(error_.c_str());
                 return;
             }
@@ -784,7 +825,7 @@ private:
         hash_fill(xtok_.data(), xtok_.size(), kSeedQ, 0);
         xchunk_.resize(static_cast<size_t>(B) * chunk_ * dm);
         out_ = AlignedBuffer(static_cast<size_t>(B) * chunk_ * dm * sizeof(float));
-        if (!fill()) return false;
+        if (!fill(cache_.get())) return false;
         working_set_bytes_ = static_cast<double>(weights_bytes_) +
                              static_cast<double>(B) * (M + c_.iterations * repetitions(g_opt)) * static_cast<double>(kv_bytes_per_token_);
 
@@ -796,13 +837,30 @@ private:
         err_ = acc.result();
         checked_fraction_ = 1.0 / B;  // of the checked token's outputs
         set_base_distance(out_.as<float>(), static_cast<size_t>(B) * dm);
+        return c_.kv_dtype != MH_DTYPE_I8 || quantisation_error();
+    }
+
+    // q_err: the last prompt token's output (in out_) against the same decode on an f32 cache
+    // filled with the same tokens (a second cache, freed after).
+    bool quantisation_error() {
+        const size_t n = static_cast<size_t>(c_.batch) * w_.d_model;
+        const std::vector<float> out_i8(out_.as<float>(), out_.as<float>() + n);
+        mh_kv_cache* cache = nullptr;
+        const mh_status s = mh_kv_cache_create(layer_.get(), c_.batch, c_.n_kv, MH_DTYPE_F32, &cache);
+        if (s != MH_OK) return fail("mh_kv_cache_create (f32)", s);
+        const CachePtr f32_cache(cache);
+        if (!fill(cache)) return false;
+        ErrorAccumulator acc;
+        for (size_t i = 0; i < n; i++) acc.add(out_i8[i], out_.as<float>()[i]);
+        q_err_ = acc.result().rel_l2;
+        std::copy(out_i8.begin(), out_i8.end(), out_.as<float>());
         return true;
     }
 
     // Reset, then decode the M prompt tokens: M - 1 in chunks, the last one alone.
-    bool fill() {
+    bool fill(mh_kv_cache* cache) {
         const int B = c_.batch, M = c_.n_kv, dm = w_.d_model;
-        mh_kv_cache_reset(cache_.get());
+        mh_kv_cache_reset(cache);
         int t = 0;
         while (t < M) {
             const int n = t < M - 1 ? std::min(chunk_, M - 1 - t) : 1;
@@ -810,12 +868,12 @@ private:
                 std::copy_n(&x_[(static_cast<size_t>(b) * M + t) * dm], static_cast<size_t>(n) * dm,
                             &xchunk_[static_cast<size_t>(b) * n * dm]);
             const mh_decode_args args = {B, n, xchunk_.data(), out_.as<float>(), nullptr};
-            const mh_status s = mh_layer_decode(layer_.get(), cache_.get(), &args, ws_.data(), ws_.size());
+            const mh_status s = mh_layer_decode(layer_.get(), cache, &args, ws_.data(), ws_.size());
             if (s != MH_OK) return fail("mh_layer_decode (filling the cache)", s);
             t += n;
         }
-        if (mh_kv_cache_length(cache_.get()) != M)
-            return fail("the KV cache length after filling is " + std::to_string(mh_kv_cache_length(cache_.get())) +
+        if (mh_kv_cache_length(cache) != M)
+            return fail("the KV cache length after filling is " + std::to_string(mh_kv_cache_length(cache)) +
                         ", expected " + std::to_string(M));
         return true;
     }
@@ -946,7 +1004,15 @@ private:
 };
 
 const Mode P = Mode::Prefill, DEC = Mode::Decode, L = Mode::Layer, X = Mode::Cross;
-const mh_dtype F32 = MH_DTYPE_F32, F16 = MH_DTYPE_F16, BF16 = MH_DTYPE_BF16;
+const mh_dtype F32 = MH_DTYPE_F32, F16 = MH_DTYPE_F16, BF16 = MH_DTYPE_BF16, I8 = MH_DTYPE_I8;
+// The rows whose caches hold plain K/V, the ones int8 K/V apply to (one overlapping-heads row).
+const std::vector<std::string> kInt8Rows = {"mha", "gqa8", "mqa", "moh50", "overlap25"};
+
+// A decode core case on a token-major cache (an engine's own [token][kv heads][D]).
+CaseSpec token_major(CaseSpec c) {
+    c.token_major = true;
+    return c;
+}
 
 // The layer-API shape: the loaded layer, or the seeded one.
 Shape layer_shape(const SuiteOptions& o, Shape seeded) {
@@ -962,10 +1028,13 @@ std::vector<CaseSpec> quick_suite(const SuiteOptions& o) {
     s.variants(make(P, "", core, 64, 64, F32, false));
     s.variants(make(DEC, "", core, 1, 256, F16, false));
     s.add(make(DEC, "gqa8", core, 1, 256, F32, false));
+    s.variants(make(DEC, "", core, 1, 256, I8, false), kInt8Rows);
+    s.add(token_major(make(DEC, "mha", core, 1, 256, F16, false)));
     if (self_ok) s.variants(make(L, "", enc, 64, 64, F32, true));
     if (!o.file_layer || o.file_layer->kdim == o.file_layer->vdim) s.variants(make(X, "", enc, 16, 48, F32, true));
     if (self_ok) {
         s.add(make(DEC, "mha", enc, 1, 64, F16, true));
+        s.add(make(DEC, "mha", enc, 1, 64, I8, true));
         s.add(make(DEC, "gqa4", enc, 1, 64, F16, true));
     }
     // baselines and ISAs
@@ -974,7 +1043,10 @@ std::vector<CaseSpec> quick_suite(const SuiteOptions& o) {
     s.add(make(P, "mha", core, 64, 64, F32, false), MH_ISA_AUTO, 0, Impl::Blas);
     s.add(make(DEC, "gqa8", core, 1, 256, F32, false), MH_ISA_AUTO, 0, Impl::Blas);
     if (self_ok) s.add(make(L, "mha", enc, 64, 64, F32, true), MH_ISA_AUTO, 0, Impl::Blas);
-    for (mh_isa isa : s.other_simd_isas()) s.add(make(P, "gqa8", core, 64, 64, F32, false), isa);
+    for (mh_isa isa : s.other_simd_isas()) {
+        s.add(make(P, "gqa8", core, 64, 64, F32, false), isa);
+        s.add(make(DEC, "mha", core, 1, 256, I8, false), isa);
+    }
     if (s.scaling()) {
         s.add(make(P, "gqa8", core, 64, 64, F32, false), MH_ISA_AUTO, s.tall());
         s.add(make(DEC, "gqa8", core, 1, 256, F16, false), MH_ISA_AUTO, s.tall());
@@ -1015,6 +1087,11 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
         c.batch = 4;
         s.add(c);
     }
+    // int8 K/V beside f16 (the rows whose caches hold plain K/V), and token-major caches (an
+    // engine's own layout read in place) beside the head-major ones above
+    for (int m : {4096, 32768}) s.variants(make(DEC, "", llm, 1, m, I8, false), kInt8Rows);
+    for (int m : {4096, 32768}) s.add(token_major(make(DEC, "mha", llm, 1, m, F16, false)));
+    s.add(token_major(make(DEC, "gqa8", llm, 1, 32768, F16, false)));
 
     // 3. encoder layers at equal model size (d_model = H*D), N = M
     if (self_ok) {
@@ -1034,6 +1111,7 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
         if (o.long_tails) s.variants(make(DEC, "", enc, 1, 4096, F16, true));
         else s.variants(make(DEC, "", enc, 1, 4096, F16, true), {"mha", "gqa8", "gqa4", "mqa"});
         s.add(make(DEC, "gqa4", enc, 1, 4096, F32, true));
+        for (int m : {1024, 4096}) s.add(make(DEC, "mha", enc, 1, m, I8, true));
     }
 
     // 5. cross-attention: decoder queries over an encoder output of another length
@@ -1058,6 +1136,10 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
     for (mh_isa isa : s.other_simd_isas()) {  // e.g. avx2 on an AVX-512 machine, neon beside sve
         s.add(make(P, "gqa8", llm, 2048, 2048, F32, false), isa);
         s.add(make(DEC, "gqa8", llm, 1, 32768, F16, false), isa);
+        for (int m : {4096, 32768}) {  // int8 and its f16 reference (MHA) on this ISA too
+            s.add(make(DEC, "mha", llm, 1, m, F16, false), isa);
+            for (const std::string& v : kInt8Rows) s.add(make(DEC, v, llm, 1, m, I8, false), isa);
+        }
         if (self_ok) s.add(make(L, "gqa4", enc, 512, 512, F32, true), isa);
     }
 
@@ -1076,14 +1158,17 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
     }
     // CollabHead's shared keys at length
     if (o.long_tails && self_ok)
-        for (int m : {16384, 32768})
+        for (int m : {16384, 32768}) {
             for (const char* v : {"mha", "collab"}) s.add(make(DEC, v, enc, 1, m, F16, true));
+            s.add(make(DEC, "mha", enc, 1, m, I8, true));
+        }
 
     // 7. thread scaling (every processor), unless --threads fixed one count for everything
     if (s.scaling()) {
         const int t = s.tall();
         for (const char* v : {"mha", "gqa8"}) s.add(make(P, v, llm, 2048, 2048, F32, false), MH_ISA_AUTO, t);
         for (const char* v : {"mha", "gqa8"}) s.add(make(DEC, v, llm, 1, 32768, F16, false), MH_ISA_AUTO, t);
+        s.add(make(DEC, "mha", llm, 1, 32768, I8, false), MH_ISA_AUTO, t);
         if (self_ok) {
             for (const char* v : {"mha", "gqa4"}) s.add(make(L, v, enc, 1024, 1024, F32, true), MH_ISA_AUTO, t);
             s.add(make(DEC, "gqa8", enc, 1, 4096, F16, true), MH_ISA_AUTO, t);
@@ -1119,6 +1204,7 @@ std::string case_name(const CaseSpec& c) {
     if (c.mode != Mode::Decode) shape += "N" + std::to_string(c.n_q) + "_";
     shape += "M" + std::to_string(c.n_kv) + "_H" + std::to_string(c.n_heads) + "_D" + std::to_string(c.head_dim);
     if (c.d_model > 0) shape += "_dm" + std::to_string(c.d_model);
+    if (c.token_major) shape += "_tokmajor";
     const std::string isa = c.impl == Impl::Blas ? "openblas" : mh_isa_name(c.isa);
     return std::string(mode_name(c.mode)) + "/" + c.variant + "/" + shape + "/" + dtype_name(c.kv_dtype) + "/" + isa +
            "/threads:" + std::to_string(c.threads);
