@@ -25,7 +25,7 @@
 //   pct_peak      gflops as % of the measured multiply-add peak for the case's ISA and thread
 //                 count (machine_limits.cc); the openblas baseline against the best ISA's peak.
 //   gbps          bytes / s. decode: the bytes a token must read, K/V of every cached key
-//                 (B*M*Hkv*(Dqk+Dv)*sizeof(kvdtype)), plus the packed weights
+//                 (B*M*kv_bytes_per_token: int8 counts its values and its scales), plus the packed weights
 //                 (mh_layer_weights_bytes) for decode through the layer. Other modes: the bytes
 //                 the call must move at least once, inputs read plus output written (prefill:
 //                 Q, K, V, O; layer/cross: the four weight matrices in float, the inputs and the
@@ -39,9 +39,18 @@
 //   tokens_per_s  query tokens / s (B*N per call; decode: B per call).
 //   weights_bytes mh_layer_weights_bytes (the openblas baseline: its float weights); 0 on the
 //                 attention core, which has no weights.
-//   kv_bytes_per_token  K+V bytes one token adds to a cache: Hkv*(Dqk+Dv)*sizeof(kvdtype)
+//   kv_bytes_per_token  K+V bytes one token adds to a cache: Hkv*(Dqk+Dv)*sizeof(kvdtype), int8
+//                 plus 4 bytes per (K or V) row for its f32 scale: Hkv*(Dqk+Dv) + 8*Hkv
 //                 (mh_kv_cache_bytes_per_token for decode through the layer; overlapping
-//                 heads: 2*(H*D + 2o)*sizeof(kvdtype), the padded rows the cache holds).
+//                 heads: 2*(H*D + 2o)*sizeof(kvdtype), the padded rows the cache holds, int8
+//                 with one scale per row: + 8).
+//   x_bound       the time over the case's bound max(bytes / bandwidth, FLOPs / peak), with the
+//                 bytes of gbps and the FLOPs of gflops against the ceilings of pct_bw and
+//                 pct_peak: 1 = at the limit (0 when a ceiling was not measured).
+//   q_err         int8 K/V only (else -1): the relative L2 distance of the output from the same
+//                 call on f32 K/V of the same unquantised values (the core: mh_attention on f32
+//                 K/V in the same layout; through the layer: the checked token's decode on an f32
+//                 cache filled with the same prompt), the error the quantisation adds.
 //   workspace_bytes  what the *_workspace_size call asked for (openblas: its scratch).
 //   peak_rss_bytes  RSS growth of the case: the peak resident set (VmHWM, reset through
 //                 /proc/self/clear_refs when the case starts) minus the resident set before its
@@ -49,7 +58,8 @@
 //                 oracle's temporaries. Without clear_refs it is the process peak (ru_maxrss)
 //                 minus that start value (context peak_rss_method says which).
 //   max_abs_err, rel_l2_err  vs the double oracle on the same inputs, over the checked part of
-//                 the output: all of it when the oracle is cheap, else a sub-slice (4 heads
+//                 the output (the core reads int8 as its dequantised values, scale * q): all of it
+//                 when the oracle is cheap, else a sub-slice (4 heads
 //                 spread over H and/or 32 query rows spread over N, first and last included);
 //                 ref_checked_fraction is the fraction checked. Decode through the layer checks
 //                 the output of the last prompt token after the cache is filled, against the

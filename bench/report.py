@@ -37,6 +37,8 @@ def registry_isas():
 
 
 _UNIT_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+DTYPE_ORDER = {"f32": 0, "f16": 1, "bf16": 2, "i8": 3}
+GROUPED = re.compile(r"gqa\d+|mqa")  # the variants whose query heads share K/V heads
 MODES = ["prefill", "decode", "layer", "cross"]
 MODE_TITLES = {
     "prefill": "Causal LLM prefill (attention core, `mh_attention`)",
@@ -71,7 +73,10 @@ class Case:
             self.threads = 0
         self.dims = parse_shape(self.shape) if self.ok else {}
         self.layer_api = "dm" in self.dims
+        self.token_major = self.shape.endswith("_tokmajor")  # a decode core case on a token-major cache
         self.error = b.get("error_message") if b.get("error_occurred") else None
+        # a case the library cannot run for a reason outside the harness (mh_bench prints SKIPPED)
+        self.skipped = bool(self.error and self.error.startswith("skipped: "))
         unit = _UNIT_TO_MS.get(b.get("time_unit", "ns"), 1e-6)
         self.ms = b.get("real_time", 0.0) * unit
         self.cv = None  # coefficient of variation of the time over the repetitions
@@ -168,6 +173,15 @@ def fmt_err(v):
     return "-" if v is None else f"{v:.1e}"
 
 
+def fmt_x(v):
+    return "-" if not v or v <= 0 else f"{v:.2f}x"
+
+
+def fmt_err_opt(v):
+    """An error that only some cases measure (q_err: -1 when not measured)."""
+    return "-" if v is None or v < 0 else f"{v:.1e}"
+
+
 def fmt_dist(v):
     if v is None or v < 0:
         return "-"
@@ -244,7 +258,8 @@ class Report:
     def __init__(self, ctx, cases):
         self.ctx = ctx
         self.cases = [c for c in cases if c.ok]
-        self.bad = [c for c in cases if not c.ok or c.error]
+        self.bad = [c for c in cases if not c.ok or (c.error and not c.skipped)]
+        self.skipped = [c for c in cases if c.ok and c.skipped]
         self.by_key = {c.key(): c for c in self.cases if not c.error}
         self.best_isa = ctx.get("mh_isa_default", "the default ISA")
         ts = [c.threads for c in self.cases]
@@ -277,24 +292,79 @@ class Report:
     def mode_rows(self, mode):
         cs = self.grid(mode)
         order = {v: i for i, v in enumerate(self.variants)}
-        dorder = {"f32": 0, "f16": 1, "bf16": 2}
         cs.sort(key=lambda c: (c.api(), c.dims.get("dm", 0), c.dims.get("H", 0), c.dims.get("D", 0),
-                               c.dims.get("B", 1), dorder.get(c.dtype, 9), c.dims.get("N", 0), c.dims.get("M", 0),
-                               order.get(c.variant, 99)))
+                               c.dims.get("B", 1), c.token_major, DTYPE_ORDER.get(c.dtype, 9), c.dims.get("N", 0),
+                               c.dims.get("M", 0), order.get(c.variant, 99)))
         rows = []
         for c in cs:
             base = self.base_of(c)
             speed = f"{base.ms / c.ms:.2f}x" if base is not None and c.ms > 0 else "-"
-            rows.append([
+            row = [
                 f"`{c.shape}`", c.variant, c.dtype, fmt_ms(c.ms), fmt_cv(c.cv), fmt_si(c.c("tokens_per_s")),
                 fmt_num(c.c("gflops"), ".1f"), fmt_num(c.c("pct_peak"), ".0f"), fmt_num(c.c("gbps"), ".2f"),
                 fmt_num(c.c("pct_bw"), ".0f") + self.bw_note(c),
                 fmt_bytes(c.c("weights_bytes")), fmt_bytes(c.c("kv_bytes_per_token")), fmt_bytes(c.c("workspace_bytes")),
                 fmt_bytes(c.c("peak_rss_bytes")), fmt_err(c.c("rel_l2_err")), fmt_dist(c.c("dist_from_base")), speed,
-            ])
+            ]
+            if mode == "decode":
+                row += [fmt_x(c.c("x_bound")), fmt_err_opt(c.c("q_err")), self.i8_over_f16(c)]
+            rows.append(row)
         header = ["shape", "variant", "K/V", "ms/call", "cv", "tokens/s", "GFLOP/s", "%peak", "GB/s", "%bw", "weights",
                   "KV/token", "workspace", "peak RSS", "rel_l2_err", "dist. from base", "speed vs base"]
+        if mode == "decode":
+            header += ["x_bound", "q_err", "i8/f16 time"]
         return header, rows
+
+    def i8_over_f16(self, c):
+        """An int8 case's time over the same case's on an f16 cache ('-' for other dtypes)."""
+        f16 = self.by_key.get(c.key(dtype="f16")) if c.dtype == "i8" and not c.error else None
+        return f"{c.ms / f16.ms:.2f}x" if f16 is not None and f16.ms > 0 else "-"
+
+    # ------------------------------------------------------------ decode against the limits
+    def int8_rows(self):
+        """Every int8 decode case (any ISA, thread count) beside the same case on an f16 cache."""
+        rows = []
+        for c in self.cases:
+            if c.mode != "decode" or c.dtype != "i8" or c.error:
+                continue
+            f16 = self.by_key.get(c.key(dtype="f16"))
+            rows.append([f"{c.variant}/`{c.shape}`", c.isa + (f", {c.threads} threads" if c.threads > 1 else ""),
+                         fmt_ms(f16.ms) if f16 else "-", fmt_ms(c.ms), self.i8_over_f16(c),
+                         fmt_num(f16.c("pct_bw"), ".0f") if f16 else "-", fmt_num(c.c("gbps"), ".2f"),
+                         fmt_num(c.c("pct_bw"), ".0f") + self.bw_note(c),
+                         fmt_bytes(f16.c("kv_bytes_per_token")) if f16 else "-", fmt_bytes(c.c("kv_bytes_per_token")),
+                         fmt_err_opt(c.c("q_err")), fmt_err(c.c("rel_l2_err"))])
+        header = ["case", "run as", "f16 ms", "i8 ms", "i8/f16 time", "f16 %bw", "i8 GB/s", "i8 %bw", "f16 KV/token",
+                  "i8 KV/token", "q_err", "rel_l2_err"]
+        return header, rows
+
+    def token_major_rows(self):
+        """Each token-major decode case beside the same case on the head-major cache."""
+        rows = []
+        for c in self.cases:
+            if not c.token_major or c.error:
+                continue
+            hm = self.by_key.get(c.key(shape=c.shape[:-len("_tokmajor")]))
+            rows.append([f"{c.variant}/`{c.shape[:-len('_tokmajor')]}`/{c.dtype}", c.isa, fmt_ms(hm.ms) if hm else "-",
+                         fmt_ms(c.ms), f"{c.ms / hm.ms:.2f}x" if hm and hm.ms > 0 else "-",
+                         fmt_num(hm.c("pct_bw"), ".0f") if hm else "-", fmt_num(c.c("pct_bw"), ".0f")])
+        return ["case", "run as", "head-major ms", "token-major ms", "token-/head-major time", "head-major %bw",
+                "token-major %bw"], rows
+
+    def bound_rows(self):
+        """GQA/MQA decode on the core against max(K/V bytes / bandwidth, FLOPs / FMA peak)."""
+        rows = []
+        for c in self.cases:
+            if c.mode != "decode" or c.layer_api or c.error or not GROUPED.fullmatch(c.variant):
+                continue
+            x = c.c("x_bound") or 0
+            if x <= 0:
+                continue
+            limit = "bandwidth" if (c.c("pct_bw") or 0) >= (c.c("pct_peak") or 0) else "FMA peak"
+            rows.append([f"{c.variant}/`{c.shape}`/{c.dtype}", c.isa + (f", {c.threads} threads" if c.threads > 1 else ""),
+                         fmt_ms(c.ms), fmt_ms(c.ms / x), limit, fmt_x(x), fmt_num(c.c("pct_bw"), ".0f") + self.bw_note(c),
+                         fmt_num(c.c("pct_peak"), ".0f")])
+        return ["case", "run as", "ms/call", "bound ms", "bound by", "x_bound", "%bw", "%peak"], rows
 
     def bw_note(self, c):
         """(cold): K/V read from DRAM; (in LLC): the call's data fits in the last-level cache,
@@ -451,6 +521,27 @@ class Report:
                    "real model's layer.\n")
         header, rows = self.distance_rows()
         out.append(md_table(header, rows, skeleton=not self.cases))
+        out.append("\n## Decode against the limits: int8 K/V, token-major caches, grouped heads\n")
+        out.append("int8 rows store K and V as symmetric int8 with one f32 scale per (token, K/V head) row "
+                   "(scale = max|x|/127, round to nearest even), as the library's int8 KV cache quantises on "
+                   "append; their `GB/s`, `%bw` and `KV/token` count the int8 values plus the 4 scale bytes per row. "
+                   "`q_err` is the relative L2 distance of the int8 output from the same call on an f32 cache of "
+                   "the same unquantised K/V (through the layer: the same decode on an f32 cache filled with the "
+                   "same tokens); `rel_l2_err` stays against the double oracle on the values the call read (for "
+                   "int8 on the core: the dequantised values). `i8/f16 time` is the int8 case's time over the same "
+                   "case's on an f16 cache.\n")
+        header, rows = self.int8_rows()
+        out.append(md_table(header, rows, skeleton=not self.cases))
+        out.append("\nToken-major caches (`_tokmajor`: an engine's own `[token][kv heads][D]` cache read in place "
+                   "through `mh_attention`, stride_token = Hkv*D, stride_head = D) against the library's "
+                   "head-major layout, same values:\n")
+        header, rows = self.token_major_rows()
+        out.append(md_table(header, rows, skeleton=not self.cases))
+        out.append("\nGrouped heads (GQA/MQA) on the core against their bound: the larger of the K/V bytes over the "
+                   "measured read bandwidth and the FLOPs over the measured multiply-add peak (both for the case's "
+                   "ISA and threads); `x_bound` is the time as a multiple of it (1.00x = at the limit).\n")
+        header, rows = self.bound_rows()
+        out.append(md_table(header, rows, skeleton=not self.cases))
         out.append("\n## Baselines, other ISAs, thread scaling\n")
         out.append("Each case next to a reference run of the same case: `scalar` (the library's portable path, "
                    "`MH_ISA=scalar`), `openblas` (the attention a C user writes without this library: per-head "
@@ -463,7 +554,8 @@ class Report:
         out.append("\n## Plots\n")
         if not self.cases:
             out.append("_Throughput against sequence length per variant (`throughput_vs_seqlen.png`), decode time "
-                       "against cache length (`decode_time_vs_cache.png`), KV cache per token and weights per variant "
+                       "against cache length (`decode_time_vs_cache.png`), int8 against f16 in decode "
+                       "(`decode_int8.png`), KV cache per token and weights per variant "
                        "(`memory_per_variant.png`), oracle error and distance from the base per variant (`error_per_variant.png`), "
                        "and a roofline with the measured ceilings (`roofline.png`)._\n")
         elif plots:
@@ -472,6 +564,10 @@ class Report:
         else:
             out.append("_(plots skipped: matplotlib is not installed; Debian: python3-matplotlib)_\n")
         out.append(WEIGHTS_MD)
+        if self.skipped:
+            out.append("\n## Skipped cases\n")
+            out.append("The library could not run these for a reason outside the harness (no result is claimed):\n")
+            out.append(md_table(["case", "reason"], [[c.name, c.error[len("skipped: "):]] for c in self.skipped]))
         if self.bad:
             out.append("\n## Cases with errors\n")
             out.append(md_table(["case", "error"], [[c.name, c.error or "unparsable name"] for c in self.bad]))
@@ -484,15 +580,26 @@ class Report:
             header, full = self.mode_rows(mode)
             keep = ["shape", "variant", "K/V", "ms/call", "cv", "tokens/s", "GFLOP/s", "%peak", "GB/s", "%bw", "KV/token",
                     "rel_l2_err", "dist. from base", "speed vs base"]
+            if mode == "decode":
+                keep += ["x_bound", "q_err", "i8/f16 time"]
             idx = [header.index(k) for k in keep]
             for r in full:
                 rows.append([str(r[i]).replace("`", "") for i in idx])
             print(f"== {MODE_TITLES[mode]} ({self.best_isa}, {self.t1} thread)")
             print(text_table(keep, rows))
+        for title, (header, rows) in (("int8 K/V against f16", self.int8_rows()),
+                                      ("token-major caches against head-major", self.token_major_rows()),
+                                      ("GQA/MQA decode against max(K/V bytes / bandwidth, FLOPs / peak)", self.bound_rows())):
+            print(f"== decode: {title}")
+            print(text_table(header, [[str(x).replace("`", "") for x in r] for r in rows]))
         header, rows = self.baseline_rows()
         print("== baselines, other ISAs, thread scaling (time ratio = this run's time / the reference's)")
         print(text_table(["case", "run as", "ms/call", "reference", "ref ms", "ratio", "GFLOP/s", "%peak", "rel_l2_err"],
                          [[str(x).replace("`", "") for x in r] for r in rows]))
+        if self.skipped:
+            print(f"{len(self.skipped)} case(s) skipped:")
+            for c in self.skipped:
+                print(f"  {c.name}: {c.error[len('skipped: '):]}")
         if self.bad:
             print(f"{len(self.bad)} case(s) with errors:")
             for c in self.bad:
@@ -582,15 +689,17 @@ def make_plots(rep, outdir):
     core = [c for c in rep.grid("decode") if not c.layer_api and c.dims.get("B", 1) == 1]
     groups = defaultdict(list)
     for c in core:
-        groups[(c.variant, c.dtype)].append(c)
+        groups[(c.variant, c.dtype, c.token_major)].append(c)
     lines = {k: cs for k, cs in groups.items() if len(cs) >= 2}  # one point is no line (the quick suite)
     if lines:
         fig, ax = plt.subplots(figsize=(7.5, 4.5))
-        styles = {"f32": "-", "f16": "--", "bf16": ":"}
-        for (v, dt), cs in sorted(lines.items(), key=lambda kv: (rep.variants.index(kv[0][0]), kv[0][1])):
+        styles = {"f32": "-", "f16": "--", "bf16": ":", "i8": "-."}
+        for (v, dt, tm), cs in sorted(lines.items(), key=lambda kv: (rep.variants.index(kv[0][0]), kv[0][2],
+                                                                     DTYPE_ORDER.get(kv[0][1], 9))):
             cs.sort(key=lambda c: c.dims["M"])
-            ax.plot([c.dims["M"] for c in cs], [c.ms for c in cs], styles.get(dt, "-"), marker=marks[v],
-                    color=colors[v], label=f"{v} {dt}")
+            ax.plot([c.dims["M"] for c in cs], [c.ms for c in cs], linestyle=(0, (1, 1)) if tm else styles.get(dt, "-"),
+                    marker=marks[v], color=colors[v], label=f"{v} {dt}" + (" token-major" if tm else ""),
+                    markerfacecolor="none" if tm else colors[v])
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("cached tokens M")
@@ -616,7 +725,7 @@ def make_plots(rep, outdir):
         if mem:
             (h, dd), per = next(iter(mem.items()))
             vs = [v for v in rep.variants if v in per]
-            dts = [dt for dt in ("f32", "f16", "bf16") if any(dt in per[v] for v in vs)]
+            dts = [dt for dt in DTYPE_ORDER if any(dt in per[v] for v in vs)]
             width = 0.8 / max(1, len(dts))
             for i, dt in enumerate(dts):
                 axes[0].bar([j + i * width for j in range(len(vs))], [per[v].get(dt, 0) / 1024 for v in vs], width,
@@ -639,7 +748,40 @@ def make_plots(rep, outdir):
             axes[1].set_visible(False)
         save(fig, "memory_per_variant.png", "Memory per token and weights, per variant")
 
-    # 4. error per variant: oracle error (all grid cases) and distance from the base (layer modes)
+    # 4. int8 against f16 on the core at the longest cache both ran: %bw (int8 counted in int8 +
+    # scale bytes) and the quantisation error against the f32 cache
+    pairs = []
+    for c in core:
+        f16 = rep.by_key.get(c.key(dtype="f16"))
+        if c.dtype == "i8" and not c.token_major and f16 is not None:
+            pairs.append((c, f16))
+    if pairs:
+        m = max(c.dims["M"] for c, _ in pairs)
+        at = [(c, f) for c, f in pairs if c.dims["M"] == m]
+        vs = [v for v in rep.variants if any(c.variant == v for c, _ in at)]
+        by_v = {c.variant: (c, f) for c, f in at}
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+        for i, (dt, pick) in enumerate((("f16", 1), ("i8", 0))):
+            axes[0].bar([j + i * 0.4 for j in range(len(vs))], [by_v[v][pick].c("pct_bw") or 0 for v in vs], 0.4,
+                        label=dt)
+        for j, v in enumerate(vs):
+            c, f = by_v[v]
+            if c.ms > 0 and f.ms > 0:
+                axes[0].text(j + 0.4, c.c("pct_bw") or 0, f"{c.ms / f.ms:.2f}x", ha="center", va="bottom", fontsize=7)
+        axes[0].set_xticks([j + 0.2 for j in range(len(vs))], vs)
+        rotate_crowded(axes[0], len(vs))
+        axes[0].set_ylabel("% of measured read bandwidth")
+        axes[0].set_title(f"decode at M={m}: %bw (labels: i8/f16 time)")
+        axes[0].legend()
+        axes[1].bar(vs, [max(by_v[v][0].c("q_err") or 0, 1e-12) for v in vs], color=[colors[v] for v in vs])
+        rotate_crowded(axes[1], len(vs))
+        axes[1].set_yscale("log")
+        axes[1].set_ylabel("q_err: rel. L2 vs the f32 cache")
+        axes[1].set_title("int8 quantisation error")
+        axes[1].grid(True, which="both", alpha=0.3)
+        save(fig, "decode_int8.png", "int8 K/V against f16 in decode")
+
+    # 5. error per variant: oracle error (all grid cases) and distance from the base (layer modes)
     errs = defaultdict(list)
     dists = defaultdict(list)
     for mode in MODES:
@@ -668,7 +810,7 @@ def make_plots(rep, outdir):
             axes[1].set_visible(False)
         save(fig, "error_per_variant.png", "Error per variant")
 
-    # 5. roofline
+    # 6. roofline
     peaks, bws = rep.limits()
     pts = [c for c in rep.cases if not c.error and c.threads == rep.t1 and (c.c("gbps") or 0) > 0
            and (c.c("gflops") or 0) > 0]
