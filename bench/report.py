@@ -351,6 +351,10 @@ class Report:
         return ["case", "run as", "head-major ms", "token-major ms", "token-/head-major time", "head-major %bw",
                 "token-major %bw"], rows
 
+    def decode_limit_tables(self):
+        """(header, rows) of the three decode-against-the-limits tables, in report order."""
+        return [self.int8_rows(), self.token_major_rows(), self.bound_rows()]
+
     def bound_rows(self):
         """GQA/MQA decode on the core against max(K/V bytes / bandwidth, FLOPs / FMA peak)."""
         rows = []
@@ -522,26 +526,25 @@ class Report:
         header, rows = self.distance_rows()
         out.append(md_table(header, rows, skeleton=not self.cases))
         out.append("\n## Decode against the limits: int8 K/V, token-major caches, grouped heads\n")
-        out.append("int8 rows store K and V as symmetric int8 with one f32 scale per (token, K/V head) row "
-                   "(scale = max|x|/127, round to nearest even), as the library's int8 KV cache quantises on "
-                   "append; their `GB/s`, `%bw` and `KV/token` count the int8 values plus the 4 scale bytes per row. "
-                   "`q_err` is the relative L2 distance of the int8 output from the same call on an f32 cache of "
-                   "the same unquantised K/V (through the layer: the same decode on an f32 cache filled with the "
-                   "same tokens); `rel_l2_err` stays against the double oracle on the values the call read (for "
-                   "int8 on the core: the dequantised values). `i8/f16 time` is the int8 case's time over the same "
-                   "case's on an f16 cache.\n")
-        header, rows = self.int8_rows()
-        out.append(md_table(header, rows, skeleton=not self.cases))
-        out.append("\nToken-major caches (`_tokmajor`: an engine's own `[token][kv heads][D]` cache read in place "
-                   "through `mh_attention`, stride_token = Hkv*D, stride_head = D) against the library's "
-                   "head-major layout, same values:\n")
-        header, rows = self.token_major_rows()
-        out.append(md_table(header, rows, skeleton=not self.cases))
-        out.append("\nGrouped heads (GQA/MQA) on the core against their bound: the larger of the K/V bytes over the "
-                   "measured read bandwidth and the FLOPs over the measured multiply-add peak (both for the case's "
-                   "ISA and threads); `x_bound` is the time as a multiple of it (1.00x = at the limit).\n")
-        header, rows = self.bound_rows()
-        out.append(md_table(header, rows, skeleton=not self.cases))
+        intros = [
+            "int8 rows store K and V as symmetric int8 with one f32 scale per (token, K/V head) row "
+            "(scale = max|x|/127, round to nearest even), as the library's int8 KV cache quantises on "
+            "append; their `GB/s`, `%bw` and `KV/token` count the int8 values plus the 4 scale bytes per row. "
+            "`q_err` is the relative L2 distance of the int8 output from the same call on an f32 cache of "
+            "the same unquantised K/V (through the layer: the same decode on an f32 cache filled with the "
+            "same tokens); `rel_l2_err` stays against the double oracle on the values the call read (for "
+            "int8 on the core: the dequantised values). `i8/f16 time` is the int8 case's time over the same "
+            "case's on an f16 cache.\n",
+            "\nToken-major caches (`_tokmajor`: an engine's own `[token][kv heads][D]` cache read in place "
+            "through `mh_attention`, stride_token = Hkv*D, stride_head = D) against the library's "
+            "head-major layout, same values:\n",
+            "\nGrouped heads (GQA/MQA) on the core against their bound: the larger of the K/V bytes over the "
+            "measured read bandwidth and the FLOPs over the measured multiply-add peak (both for the case's "
+            "ISA and threads); `x_bound` is the time as a multiple of it (1.00x = at the limit).\n",
+        ]
+        for intro, (header, rows) in zip(intros, self.decode_limit_tables()):
+            out.append(intro)
+            out.append(md_table(header, rows, skeleton=not self.cases))
         out.append("\n## Baselines, other ISAs, thread scaling\n")
         out.append("Each case next to a reference run of the same case: `scalar` (the library's portable path, "
                    "`MH_ISA=scalar`), `openblas` (the attention a C user writes without this library: per-head "
@@ -587,9 +590,9 @@ class Report:
                 rows.append([str(r[i]).replace("`", "") for i in idx])
             print(f"== {MODE_TITLES[mode]} ({self.best_isa}, {self.t1} thread)")
             print(text_table(keep, rows))
-        for title, (header, rows) in (("int8 K/V against f16", self.int8_rows()),
-                                      ("token-major caches against head-major", self.token_major_rows()),
-                                      ("GQA/MQA decode against max(K/V bytes / bandwidth, FLOPs / peak)", self.bound_rows())):
+        titles = ["int8 K/V against f16", "token-major caches against head-major",
+                  "GQA/MQA decode against max(K/V bytes / bandwidth, FLOPs / peak)"]
+        for title, (header, rows) in zip(titles, self.decode_limit_tables()):
             print(f"== decode: {title}")
             print(text_table(header, [[str(x).replace("`", "") for x in r] for r in rows]))
         header, rows = self.baseline_rows()

@@ -153,17 +153,21 @@ void check_pooling() {
           "variant applicability");
 }
 
-// The oracle against the library on small layers (self and cross, bias, GQA) and the attention
-// core, and the OpenBLAS baseline against the oracle.
-void check_oracle() {
+// A context of one thread on the default ISA; empty (a failed check) if it cannot be made.
+ContextPtr one_thread_context() {
     mh_context_config cc = mh_context_config_default();
     cc.num_threads = 1;
     mh_context* ctx = nullptr;
-    if (mh_context_create(&cc, &ctx) != MH_OK) {
-        check(false, "mh_context_create");
-        return;
-    }
-    ContextPtr hold(ctx);
+    check(mh_context_create(&cc, &ctx) == MH_OK, "mh_context_create");
+    return ContextPtr(ctx);
+}
+
+// The oracle against the library on small layers (self and cross, bias, GQA) and the attention
+// core, and the OpenBLAS baseline against the oracle.
+void check_oracle() {
+    const ContextPtr hold = one_thread_context();
+    mh_context* ctx = hold.get();
+    if (!ctx) return;
     const LayerWeights base = random_mha_layer(32, 4, 8, 24, true, 31);
     for (int kv : {4, 2}) {
         for (bool cross : {false, true}) {
@@ -303,14 +307,9 @@ void check_int8() {
         return;
     }
     // the oracle on the dequantised values against the library, int8 decode on head-major K/V
-    mh_context_config cc = mh_context_config_default();
-    cc.num_threads = 1;
-    mh_context* ctx = nullptr;
-    if (mh_context_create(&cc, &ctx) != MH_OK) {
-        check(false, "mh_context_create");
-        return;
-    }
-    ContextPtr hold(ctx);
+    const ContextPtr hold = one_thread_context();
+    mh_context* ctx = hold.get();
+    if (!ctx) return;
     const int H = 6, N = 1, Mk = 37;
     const CoreKvLayout g = core_kv_layout(true, 1, Mk, Hkv, D, 0, MH_DTYPE_I8);
     AlignedBuffer kb(g.bytes), vb(g.bytes);
