@@ -199,8 +199,8 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     const int total = mh_kv_cache_length(cache) + n;
     mh_attn_problem p = problem(L, B, n, total, &b);
     mh_kv_cache_views(cache, &p.k, &p.v);
-    if (overlap_of(c) > 0) /* windows within the one padded stream per token */
-        p.k.stride_head = c->head_dim, p.v.stride_head = c->head_dim_v;
+    if (overlap_of(c) > 0) /* windows within the one padded stream per token (one int8 scale) */
+        p.k.stride_head = c->head_dim, p.v.stride_head = c->head_dim_v, p.k.scale_stride_head = p.v.scale_stride_head = 0;
     p.k_dtype = p.v_dtype = mh_kv_cache_dtype(cache);
     mh_attn_options opt = mh_variant_options(L, NULL);
     opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
@@ -208,15 +208,15 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     mh_variant_out_projection(L, rows, b.o, a->out);
 }
 
-const mh_variant_ops mh_variant_mha = {"mha", 0, NULL, 0, 0, resolve_mha, NULL, create,
+const mh_variant_ops mh_variant_mha = {"mha", 0, NULL, 0, MH_CAP_I8_CACHE, resolve_mha, NULL, create,
                                        mh_variant_free_projections, cache_layout, forward_carve,
                                        decode_carve, forward, decode};
-const mh_variant_ops mh_variant_gqa = {"gqa", 0, NULL, 0, 0, resolve_gqa, NULL, create,
+const mh_variant_ops mh_variant_gqa = {"gqa", 0, NULL, 0, MH_CAP_I8_CACHE, resolve_gqa, NULL, create,
                                        mh_variant_free_projections, cache_layout, forward_carve,
                                        decode_carve, forward, decode};
-const mh_variant_ops mh_variant_mqa = {"mqa", 0, NULL, 0, 0, resolve_mqa, NULL, create,
+const mh_variant_ops mh_variant_mqa = {"mqa", 0, NULL, 0, MH_CAP_I8_CACHE, resolve_mqa, NULL, create,
                                        mh_variant_free_projections, cache_layout, forward_carve,
                                        decode_carve, forward, decode};
 const mh_variant_ops mh_variant_overlap = {"overlap", sizeof(mh_overlap_config), &overlap_defaults,
-                                           0, 0, resolve_overlap, NULL, create, mh_variant_free_projections, cache_layout,
+                                           0, MH_CAP_I8_CACHE, resolve_overlap, NULL, create, mh_variant_free_projections, cache_layout,
                                            forward_carve, decode_carve, forward, decode};

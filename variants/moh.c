@@ -373,6 +373,6 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
 }
 
 /* Every KV head is cached: MoH does not shrink the cache. */
-const mh_variant_ops mh_variant_moh = {"moh", sizeof(mh_moh_config), &defaults, 1, MH_CAP_ROUTING,
+const mh_variant_ops mh_variant_moh = {"moh", sizeof(mh_moh_config), &defaults, 1, MH_CAP_ROUTING | MH_CAP_I8_CACHE,
                                        resolve, check_forward, create, destroy, mh_variant_kv_heads_layout,
                                        forward_carve, decode_carve, forward, decode};

@@ -36,7 +36,8 @@ struct mh_layer {
 /* What a variant serves beyond the common calls (mh_variant_ops.caps). */
 enum {
     MH_CAP_ROUTING = 1,   /* fills a mh_routing_record (forward and decode) */
-    MH_CAP_QK_NO_BIAS = 2 /* b_q and b_k stay NULL even with config.bias (shared Q/K) */
+    MH_CAP_QK_NO_BIAS = 2, /* b_q and b_k stay NULL even with config.bias (shared Q/K) */
+    MH_CAP_I8_CACHE = 4    /* its decode reads an MH_DTYPE_I8 cache (plain per-head K/V rows) */
 };
 
 typedef struct mh_variant_ops {

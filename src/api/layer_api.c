@@ -218,8 +218,9 @@ mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache, const mh_de
 mh_status mh_kv_cache_create(const mh_layer* layer, int batch, int capacity, mh_dtype dtype,
                              mh_kv_cache** out) {
     if (!layer || !out || batch <= 0 || capacity <= 0) return MH_ERR_INVALID_ARGUMENT;
-    if (dtype != MH_DTYPE_F32 && dtype != MH_DTYPE_F16 && dtype != MH_DTYPE_BF16)
+    if (dtype != MH_DTYPE_F32 && dtype != MH_DTYPE_F16 && dtype != MH_DTYPE_BF16 && dtype != MH_DTYPE_I8)
         return MH_ERR_INVALID_ARGUMENT;
+    if (dtype == MH_DTYPE_I8 && !(layer->ops->caps & MH_CAP_I8_CACHE)) return MH_ERR_UNSUPPORTED;
     const mh_layer_config* cfg = &layer->cfg;
     if (cfg->kdim != cfg->d_model || cfg->vdim != cfg->d_model) return MH_ERR_UNSUPPORTED;
     mh_cache_layout layout;

@@ -5,7 +5,7 @@
 #include "util/checked.h"
 
 static int valid_dtype(mh_dtype t) {
-    return t == MH_DTYPE_F32 || t == MH_DTYPE_F16 || t == MH_DTYPE_BF16;
+    return t == MH_DTYPE_F32 || t == MH_DTYPE_F16 || t == MH_DTYPE_BF16 || t == MH_DTYPE_I8;
 }
 
 /* (n - 1) * stride, accumulated into *sum; 0 on overflow. */
@@ -56,6 +56,21 @@ static mh_status check_view(const mh_tensor* t, int batch, int tokens, int heads
     return MH_OK;
 }
 
+/* A K or V view of storage dtype dt: the data as any view; int8 also needs its row scales, one
+ * per (batch, token, head), whose largest index must fit like the data's. Other dtypes' scale
+ * fields are not read. */
+static mh_status check_kv_view(const mh_tensor* t, mh_dtype dt, int batch, int tokens, int heads, int dim) {
+    const mh_status st = check_view(t, batch, tokens, heads, dim);
+    if (st != MH_OK || dt != MH_DTYPE_I8) return st;
+    if (!t->scale || t->scale_stride_batch < 0 || t->scale_stride_token < 0 || t->scale_stride_head < 0)
+        return MH_ERR_INVALID_ARGUMENT;
+    size_t last = 1;
+    if (!add_span(batch, t->scale_stride_batch, &last) || !add_span(tokens, t->scale_stride_token, &last) ||
+        !add_span(heads, t->scale_stride_head, &last) || last > PTRDIFF_MAX / 4)
+        return MH_ERR_SIZE_OVERFLOW;
+    return MH_OK;
+}
+
 /* 1 if no two elements of a written view share an address: ordered by stride, each dimension
  * (of extent > 1) must step past everything the inner ones span. */
 static int view_disjoint(const mh_tensor* t, int batch, int tokens, int heads, int dim) {
@@ -86,8 +101,10 @@ mh_status mh_validate_problem(const mh_attn_problem* p) {
     if (!isfinite(p->scale) || !p->o.data) return MH_ERR_INVALID_ARGUMENT;
     mh_status st;
     if ((st = check_view(&p->q, p->batch, p->n_q, p->n_heads, p->head_dim_qk)) != MH_OK) return st;
-    if ((st = check_view(&p->k, p->batch, p->n_kv, p->n_kv_heads, p->head_dim_qk)) != MH_OK) return st;
-    if ((st = check_view(&p->v, p->batch, p->n_kv, p->n_kv_heads, p->head_dim_v)) != MH_OK) return st;
+    if ((st = check_kv_view(&p->k, p->k_dtype, p->batch, p->n_kv, p->n_kv_heads, p->head_dim_qk)) != MH_OK)
+        return st;
+    if ((st = check_kv_view(&p->v, p->v_dtype, p->batch, p->n_kv, p->n_kv_heads, p->head_dim_v)) != MH_OK)
+        return st;
     mh_tensor o = {.data = p->o.data, .stride_batch = p->o.stride_batch, .stride_token = p->o.stride_token, .stride_head = p->o.stride_head};
     if ((st = check_view(&o, p->batch, p->n_q, p->n_heads, p->head_dim_v)) != MH_OK) return st;
     return view_disjoint(&o, p->batch, p->n_q, p->n_heads, p->head_dim_v) ? MH_OK

@@ -112,9 +112,8 @@ static void load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch*
 }
 
 /* K (or V) rows of head h of the task from key j0, in the storage dtype. */
-static const void* kv_rows(const mh_tensor* x, mh_dtype dt, const mh_drv_task* t, size_t h, int64_t j0) {
-    return mh_dtype_at(x->data, dt, (ptrdiff_t)t->b * x->stride_batch + (ptrdiff_t)j0 * x->stride_token +
-                                        (ptrdiff_t)(t->h0 + h) * x->stride_head);
+static mh_rows kv_rows(const mh_tensor* x, mh_dtype dt, const mh_drv_task* t, size_t h, int64_t j0) {
+    return mh_drv_rows(x, dt, (size_t)t->b, t->h0 + h, j0);
 }
 
 /* Packed tiles (prepacked per call, or packed here per head for a two-pass task of enough
@@ -143,11 +142,11 @@ static void qk_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
     for (size_t h = 0; h < st->hg; h++) {
         const float* qh = sc->q + h * tq * d;
         float* s = sc->t1 + h * head_stride(st);
-        const void* ks = kv_rows(&p->k, p->k_dtype, t, h, j0);
+        const mh_rows ks = kv_rows(&p->k, p->k_dtype, t, h, j0);
         if (use_gemm(st, t)) {
             const float* kt = mh_drv_packed(st, 0, (size_t)t->b, t->h0 + h, j0);
             if (!kt) {
-                k->pack_kt(nc, d, ks, p->k.stride_token, p->k_dtype, sc->kt);
+                k->pack_kt(nc, d, &ks, sc->kt);
                 kt = sc->kt;
             }
             for (size_t c0 = 0; c0 < nc; c0 += nr)
@@ -160,8 +159,7 @@ static void qk_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
         } else {
             const size_t step = k->attn_direct_rows - 1;
             for (size_t r = 0; r < t->nq; r += step)
-                k->qk_direct(min_size(step, t->nq - r), nc, d, qh + r * d, d, ks, p->k.stride_token, p->k_dtype,
-                             s + r * tk, tk);
+                k->qk_direct(min_size(step, t->nq - r), nc, d, qh + r * d, d, &ks, s + r * tk, tk);
         }
     }
 }
@@ -178,14 +176,14 @@ static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
     for (size_t h = 0; h < st->hg; h++) {
         const float* ph = sc->t1 + h * head_stride(st);
         float* oh = sc->o + h * tq * dv;
-        const void* vs = kv_rows(&p->v, p->v_dtype, t, h, j0);
+        const mh_rows vs = kv_rows(&p->v, p->v_dtype, t, h, j0);
         const float* vt = NULL;
         size_t vt_cols = 0;
         if (gemm) {
             vt = mh_drv_packed(st, 1, (size_t)t->b, t->h0 + h, j0);
             vt_cols = min_size(tk, (size_t)p->n_kv - (size_t)j0); /* keys the packed tile holds */
             if (!vt) {
-                k->pack_v(nc, dv, vs, p->v.stride_token, p->v_dtype, sc->vt);
+                k->pack_v(nc, dv, &vs, sc->vt);
                 vt = sc->vt, vt_cols = nc;
             }
         }
@@ -196,7 +194,7 @@ static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
                     const size_t m = min_size(mr, t->nq - r), kb = kept(st, t, r + m - 1, j0, nc);
                     const size_t ka = kept(st, t, r, j0, nc);
                     const int by_row =
-                        ka < kb && mh_drv_v_nonfinite(vs, p->v_dtype, p->v.stride_token, ka, kb, d0, d0 + nw);
+                        ka < kb && mh_drv_v_nonfinite(&vs, ka, kb, d0, d0 + nw);
                     for (size_t i = r; i < r + m; i += by_row ? 1 : m) {
                         const size_t rows = by_row ? 1 : m, ki = by_row ? kept(st, t, i, j0, nc) : kb;
                         if (k0 >= ki) continue; /* P' is 0 past ki */
@@ -204,8 +202,7 @@ static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
                             k->gemm_acc(rows, nw, min_size(PV_KEYS, ki - k0), ph + i * tk + k0, tk,
                                         vt + ((d0 / nr) * vt_cols + k0) * nr, sc->ones, oh + i * dv + d0, dv);
                         else
-                            k->pv_direct(rows, ki, dv, ph + i * tk, tk, vs, p->v.stride_token, p->v_dtype, sc->ones,
-                                         oh + i * dv, dv);
+                            k->pv_direct(rows, ki, dv, ph + i * tk, tk, &vs, sc->ones, oh + i * dv, dv);
                     }
                 }
         }

@@ -178,10 +178,16 @@ static void start_rows(const mh_drv_stage* st, const mh_drv_task* t, size_t rows
     memset(sc->o, 0, rows * st->dv * sizeof(float));
 }
 
-/* K (or V) of the task's stream (or head h) at key j0, in the storage dtype. */
-static const void* kv_at(const mh_tensor* x, mh_dtype dt, const mh_drv_task* t, size_t h, int64_t j0) {
-    return mh_dtype_at(x->data, dt, t->b * x->stride_batch + (ptrdiff_t)h * x->stride_head +
-                                        (ptrdiff_t)j0 * x->stride_token);
+mh_rows mh_drv_rows(const mh_tensor* x, mh_dtype dt, size_t b, size_t h, int64_t j0) {
+    mh_rows r = {.data = mh_dtype_at(x->data, dt, (ptrdiff_t)b * x->stride_batch + (ptrdiff_t)h * x->stride_head +
+                                                      (ptrdiff_t)j0 * x->stride_token),
+                 .ld = x->stride_token,
+                 .dtype = dt};
+    if (dt == MH_DTYPE_I8)
+        r.scale = x->scale + (ptrdiff_t)b * x->scale_stride_batch + (ptrdiff_t)h * x->scale_stride_head +
+                  (ptrdiff_t)j0 * x->scale_stride_token,
+        r.ld_scale = x->scale_stride_token;
+    return r;
 }
 
 /* ---- one-pass mode ---- */
@@ -192,15 +198,15 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
                        size_t nc, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const size_t dqk = st->dqk, tk = st->tk, mr = k->gemm_mr, nr = k->gemm_nr, rows = t->rows;
-    const void* ksrc = kv_at(&st->key, st->k_dtype, t, (size_t)t->s, j0);
+    const mh_rows ksrc = mh_drv_rows(&st->key, st->k_dtype, (size_t)t->b, (size_t)t->s, j0);
     if (t->direct_qk) { /* chunks the kernel takes; the K tile stays in cache */
         for (size_t r = 0; r < rows; r += k->attn_direct_rows - 1)
-            k->qk_direct(min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk, ksrc,
-                         st->key.stride_token, st->k_dtype, sc->s + r * tk, tk);
+            k->qk_direct(min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk, &ksrc,
+                         sc->s + r * tk, tk);
     } else {
         const float* kt = kt_pre;
         if (!kt) {
-            k->pack_kt(nc, dqk, ksrc, st->key.stride_token, st->k_dtype, sc->kt);
+            k->pack_kt(nc, dqk, &ksrc, sc->kt);
             kt = sc->kt;
         }
         for (size_t c0 = 0; c0 < nc; c0 += nr) {
@@ -221,11 +227,16 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
     mh_score_tile(&t->blk, sc->s, tk, j0, nc);
 }
 
-int mh_drv_v_nonfinite(const void* v, mh_dtype dt, ptrdiff_t stride_token, size_t c_lo, size_t c_hi, size_t d_lo,
-                       size_t d_hi) {
+int mh_drv_v_nonfinite(const mh_rows* v, size_t c_lo, size_t c_hi, size_t d_lo, size_t d_hi) {
+    const mh_dtype dt = v->dtype;
+    if (dt == MH_DTYPE_I8) { /* int8 values are finite: only a scale can be NaN or inf */
+        for (size_t c = c_lo; c < c_hi; c++)
+            if (v->scale[(ptrdiff_t)c * v->ld_scale] * 0.0f != 0.0f) return 1;
+        return 0;
+    }
     const uint16_t exp16 = dt == MH_DTYPE_F16 ? 0x7c00u : 0x7f80u; /* f16 / bf16 exponent bits */
     for (size_t c = c_lo; c < c_hi; c++) {
-        const void* row = mh_dtype_at(v, dt, (ptrdiff_t)c * stride_token);
+        const void* row = mh_dtype_at(v->data, dt, (ptrdiff_t)c * v->ld);
         for (size_t d = d_lo; d < d_hi; d++) {
             if (dt == MH_DTYPE_F32 ? ((const float*)row)[d] * 0.0f != 0.0f
                                    : (((const uint16_t*)row)[d] & exp16) == exp16)
@@ -241,7 +252,7 @@ int mh_drv_v_nonfinite(const void* v, mh_dtype dt, ptrdiff_t stride_token, size_
  * nothing (its P is 0, but 0 * NaN = NaN). The rows share one call over the keys the last of
  * them keeps, which leaves finite results bitwise unchanged (a P = 0 term adds an exact zero);
  * only when V is not finite on keys some of the rows drop do they go one by one. */
-static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const void* vsrc, const float* vt, size_t cols,
+static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows* vsrc, const float* vt, size_t cols,
                     size_t r, size_t m, size_t d0, size_t nw, int64_t j0, size_t nc, int inside,
                     mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
@@ -252,15 +263,14 @@ static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const void* vs
         lo = n < lo ? n : lo, hi = n > hi ? n : hi;
     }
     if (hi == 0) return; /* every key dropped: P = 0 and alpha = 1 */
-    const int by_row = lo < hi && mh_drv_v_nonfinite(vsrc, st->v_dtype, st->value.stride_token, lo, hi, d0, d0 + nw);
+    const int by_row = lo < hi && mh_drv_v_nonfinite(vsrc, lo, hi, d0, d0 + nw);
     for (size_t i = r; i < r + m; i += by_row ? 1 : m) {
         const size_t rows = by_row ? 1 : m, n = by_row ? mh_score_row_cols(&t->blk, i, j0, nc) : hi;
         if (vt)
             k->gemm_acc(rows, nw, n, sc->s + i * tk, tk, vt + (d0 / k->gemm_nr) * cols * k->gemm_nr, sc->alpha + i,
                         sc->o + i * dv + d0, dv);
         else
-            k->pv_direct(rows, n, dv, sc->s + i * tk, tk, vsrc, st->value.stride_token, st->v_dtype, sc->alpha + i,
-                         sc->o + i * dv, dv);
+            k->pv_direct(rows, n, dv, sc->s + i * tk, tk, vsrc, sc->alpha + i, sc->o + i * dv, dv);
     }
 }
 
@@ -275,20 +285,20 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
     for (size_t hv = 0; hv < n_v; hv++) {
         const size_t r0 = hv * per, r1 = r0 + per;
         const size_t head = st->v_per_head ? t->h0 + hv : (size_t)t->s;
-        const void* vsrc = kv_at(&st->value, st->v_dtype, t, head, j0);
+        const mh_rows vsrc = mh_drv_rows(&st->value, st->v_dtype, (size_t)t->b, head, j0);
         if (t->direct_pv) {
-            for (size_t r = r0; r < r1; r += dr) pv_rows(st, t, vsrc, NULL, 0, r, min_size(dr, r1 - r), 0, dv, j0, nc, inside, sc);
+            for (size_t r = r0; r < r1; r += dr) pv_rows(st, t, &vsrc, NULL, 0, r, min_size(dr, r1 - r), 0, dv, j0, nc, inside, sc);
             continue;
         }
         const float* vt = vt_pre;
         size_t cols = vt_cols;
         if (!vt) {
-            k->pack_v(nc, dv, vsrc, st->value.stride_token, st->v_dtype, sc->vt);
+            k->pack_v(nc, dv, &vsrc, sc->vt);
             vt = sc->vt, cols = nc;
         }
         for (size_t d0 = 0; d0 < dv; d0 += nr)
             for (size_t r = r0; r < r1; r += mr)
-                pv_rows(st, t, vsrc, vt, cols, r, min_size(mr, r1 - r), d0, min_size(nr, dv - d0), j0, nc,
+                pv_rows(st, t, &vsrc, vt, cols, r, min_size(mr, r1 - r), d0, min_size(nr, dv - d0), j0, nc,
                         inside, sc);
     }
 }
@@ -510,14 +520,10 @@ static void prepack_tile(const call* c, size_t item) {
     const size_t n_tiles = n_kv_tiles(st), head = item / n_tiles, j0 = (item % n_tiles) * st->tk;
     const size_t b = head / (size_t)st->pack_heads, h = head % (size_t)st->pack_heads;
     const size_t nc = min_size(st->tk, (size_t)st->n_kv - j0);
-    const ptrdiff_t kat = (ptrdiff_t)b * st->key.stride_batch + (ptrdiff_t)h * st->key.stride_head +
-                          (ptrdiff_t)j0 * st->key.stride_token;
-    const ptrdiff_t vat = (ptrdiff_t)b * st->value.stride_batch + (ptrdiff_t)h * st->value.stride_head +
-                          (ptrdiff_t)j0 * st->value.stride_token;
-    st->k->pack_kt(nc, st->dqk, mh_dtype_at(st->key.data, st->k_dtype, kat), st->key.stride_token,
-                   st->k_dtype, c->cw.kt_all + item * kt_floats(st));
-    st->k->pack_v(nc, st->dv, mh_dtype_at(st->value.data, st->v_dtype, vat), st->value.stride_token,
-                  st->v_dtype, c->cw.vt_all + item * vt_floats(st));
+    const mh_rows kr = mh_drv_rows(&st->key, st->k_dtype, b, h, (int64_t)j0);
+    const mh_rows vr = mh_drv_rows(&st->value, st->v_dtype, b, h, (int64_t)j0);
+    st->k->pack_kt(nc, st->dqk, &kr, c->cw.kt_all + item * kt_floats(st));
+    st->k->pack_v(nc, st->dv, &vr, c->cw.vt_all + item * vt_floats(st));
 }
 
 /* One worker: its share of the prepack, then items until none is left (dynamic: tasks differ

@@ -127,10 +127,13 @@ void mh_drv_block(const mh_drv_stage* st, const mh_attn_options* opt, const int6
  * then the driver's copy of the stage). */
 const float* mh_drv_packed(const mh_drv_stage* st, int kv, size_t b, size_t h, int64_t j0);
 
-/* 1 if some element of columns [d_lo, d_hi) of V's keys [c_lo, c_hi) (dtype dt, keys
- * stride_token elements apart) is NaN or inf: P.V then runs row by row over the keys each row
- * keeps, since a dropped key's P = 0 times NaN would still give NaN. */
-int mh_drv_v_nonfinite(const void* v, mh_dtype dt, ptrdiff_t stride_token, size_t c_lo, size_t c_hi, size_t d_lo,
-                       size_t d_hi);
+/* The rows of x (K or V, storage dtype dt) of batch b and head h from key j0, as the kernels
+ * read them: rows stride_token apart and, for MH_DTYPE_I8, the scales of the same rows. */
+mh_rows mh_drv_rows(const mh_tensor* x, mh_dtype dt, size_t b, size_t h, int64_t j0);
+
+/* 1 if some value of columns [d_lo, d_hi) of V's rows [c_lo, c_hi) is NaN or inf (for int8,
+ * whose values are finite, if some of those rows' scales is): P.V then runs row by row over
+ * the keys each row keeps, since a dropped key's P = 0 times NaN would still give NaN. */
+int mh_drv_v_nonfinite(const mh_rows* v, size_t c_lo, size_t c_hi, size_t d_lo, size_t d_hi);
 
 #endif

@@ -13,6 +13,12 @@ static mh_attn_problem one_head(const mh_attn_problem* p, int n) {
     return q;
 }
 
+/* x (K or V, storage dtype dt) moved to batch s, head h: its data and, for int8, its scales. */
+static void move_to_head(mh_tensor* x, mh_dtype dt, ptrdiff_t s, ptrdiff_t h) {
+    x->data = mh_dtype_at(x->data, dt, s * x->stride_batch + h * x->stride_head);
+    if (dt == MH_DTYPE_I8) x->scale += s * x->scale_stride_batch + h * x->scale_stride_head;
+}
+
 void mh_gathered_carve_plan(const mh_attn_problem* p, mh_ws* ws, mh_gathered* g) {
     const size_t B = (size_t)p->batch, H = (size_t)p->n_heads;
     size_t rows = 0;
@@ -66,8 +72,8 @@ void mh_gathered_attend(const mh_kernels* k, int threads, const mh_attn_problem*
             if (n == 0) continue;
             const ptrdiff_t kvh = h / group;
             mh_attn_problem q = one_head(p, (int)n);
-            q.k.data = mh_dtype_at(p->k.data, p->k_dtype, s * p->k.stride_batch + kvh * p->k.stride_head);
-            q.v.data = mh_dtype_at(p->v.data, p->v_dtype, s * p->v.stride_batch + kvh * p->v.stride_head);
+            move_to_head(&q.k, p->k_dtype, s, kvh);
+            move_to_head(&q.v, p->v_dtype, s, kvh);
             if (qg) {
                 q.q.data = qg + (size_t)e0 * dqk;
                 q.o.data = og + (size_t)e0 * dv;

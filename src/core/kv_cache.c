@@ -9,7 +9,8 @@
 
 /* K is [B][k_heads][capacity][k_dim] with a padded head stride, so each head's keys are one
  * stream and no two streams start a power of two apart (they would alias in the caches); V
- * likewise. aux is [B][capacity][aux_dim] f32. */
+ * likewise. An MH_DTYPE_I8 cache also keeps each row's f32 scale, [B][heads][capacity] per
+ * tensor (k_scale, v_scale; NULL for other dtypes). aux is [B][capacity][aux_dim] f32. */
 struct mh_kv_cache {
     uint64_t magic; /* CACHE_MAGIC while alive; cleared by destroy */
     int batch, capacity, length;
@@ -17,6 +18,7 @@ struct mh_kv_cache {
     mh_dtype dtype;
     void* k;
     void* v;
+    float *k_scale, *v_scale;                /* MH_DTYPE_I8 only: [B][heads][capacity] */
     float* aux;                              /* NULL when layout.aux_dim == 0 */
     ptrdiff_t k_stride_head, k_stride_batch; /* elements */
     ptrdiff_t v_stride_head, v_stride_batch;
@@ -47,7 +49,7 @@ mh_status mh_kv_cache_alloc(const mh_cache_layout* layout, int batch, int capaci
                             mh_dtype dtype, mh_kv_cache** out) {
     mh_kv_cache c = {0};
     c.magic = CACHE_MAGIC;
-    size_t nk, nv, bk, bv, na = 0;
+    size_t nk, nv, bk, bv, na = 0, sk = 0, sv = 0;
     c.batch = batch, c.capacity = capacity, c.dtype = dtype, c.layout = *layout;
     const mh_cache_layout* l = &c.layout;
     if (!cache_strides(batch, capacity, l->k_heads, l->k_dim, &c.k_stride_head, &c.k_stride_batch,
@@ -58,15 +60,24 @@ mh_status mh_kv_cache_alloc(const mh_cache_layout* layout, int batch, int capaci
         !mh_mul3_size((size_t)batch, (size_t)capacity, (size_t)l->aux_dim, &na) ||
         !mh_mul_size(na, sizeof(float), &na))
         return MH_ERR_SIZE_OVERFLOW;
+    if (dtype == MH_DTYPE_I8 && (!mh_mul3_size((size_t)batch, (size_t)capacity, (size_t)l->k_heads, &sk) ||
+                                 !mh_mul_size(sk, sizeof(float), &sk) ||
+                                 !mh_mul3_size((size_t)batch, (size_t)capacity, (size_t)l->v_heads, &sv) ||
+                                 !mh_mul_size(sv, sizeof(float), &sv)))
+        return MH_ERR_SIZE_OVERFLOW;
     mh_kv_cache* cache = malloc(sizeof *cache);
     c.k = mh_alloc(bk);
     c.v = mh_alloc(bv);
     c.aux = na ? mh_alloc(na) : NULL;
-    if (!cache || !c.k || !c.v || (na && !c.aux)) {
+    c.k_scale = sk ? mh_alloc(sk) : NULL;
+    c.v_scale = sv ? mh_alloc(sv) : NULL;
+    if (!cache || !c.k || !c.v || (na && !c.aux) || (sk && !c.k_scale) || (sv && !c.v_scale)) {
         free(cache);
         mh_free(c.k);
         mh_free(c.v);
         mh_free(c.aux);
+        mh_free(c.k_scale);
+        mh_free(c.v_scale);
         return MH_ERR_OUT_OF_MEMORY;
     }
     *cache = c;
@@ -80,6 +91,8 @@ void mh_kv_cache_destroy(mh_kv_cache* cache) {
     mh_free(cache->k);
     mh_free(cache->v);
     mh_free(cache->aux);
+    mh_free(cache->k_scale);
+    mh_free(cache->v_scale);
     free(cache);
 }
 
@@ -95,37 +108,49 @@ size_t mh_kv_cache_bytes_per_token(const mh_kv_cache* c) {
     if (!mh_kv_cache_valid(c)) return 0;
     const mh_cache_layout* l = &c->layout;
     const size_t kv = (size_t)l->k_heads * (size_t)l->k_dim + (size_t)l->v_heads * (size_t)l->v_dim;
-    return kv * mh_dtype_size(c->dtype) + (size_t)l->aux_dim * sizeof(float);
+    const size_t scales = c->dtype == MH_DTYPE_I8 ? (size_t)(l->k_heads + l->v_heads) * sizeof(float) : 0;
+    return kv * mh_dtype_size(c->dtype) + scales + (size_t)l->aux_dim * sizeof(float);
 }
 
-/* dst row of `dim` elements of the cache dtype from an f32 row. */
-static void store_row(const mh_kernels* k, mh_dtype dtype, void* dst, const float* src, size_t dim) {
+/* dst row of `dim` elements of the cache dtype from an f32 row; int8 rows also set *scale. */
+static void store_row(const mh_kernels* k, mh_dtype dtype, void* dst, float* scale, const float* src, size_t dim) {
     switch (dtype) {
     case MH_DTYPE_F16: k->f32_to_f16(dim, src, dst); break;
     case MH_DTYPE_BF16: k->f32_to_bf16(dim, src, dst); break;
+    case MH_DTYPE_I8: k->f32_to_i8(dim, src, dst, scale); break;
     default: memcpy(dst, src, dim * sizeof(float)); break;
     }
 }
 
-static void write_tensor(const mh_kv_cache* c, const mh_kernels* k, int n, const float* rows,
-                         void* base, int heads, int dim, ptrdiff_t stride_head,
-                         ptrdiff_t stride_batch) {
-    const size_t es = mh_dtype_size(c->dtype), width = (size_t)heads * (size_t)dim;
+/* One tensor (K or V) of the cache: storage, its element strides and, for int8, its scales. */
+typedef struct tensor_at {
+    void* base;
+    float* scale; /* [B][heads][capacity], or NULL */
+    int heads, dim;
+    ptrdiff_t stride_head, stride_batch;
+} tensor_at;
+
+static void write_tensor(const mh_kv_cache* c, const mh_kernels* k, int n, const float* rows, const tensor_at* x) {
+    const size_t es = mh_dtype_size(c->dtype), width = (size_t)x->heads * (size_t)x->dim;
     for (int b = 0; b < c->batch; b++)
         for (int t = 0; t < n; t++)
-            for (int h = 0; h < heads; h++) {
-                const ptrdiff_t idx = b * stride_batch + h * stride_head +
-                                      (ptrdiff_t)(c->length + t) * dim;
-                const float* src = rows + ((size_t)b * (size_t)n + (size_t)t) * width + (size_t)h * (size_t)dim;
-                store_row(k, c->dtype, (unsigned char*)base + (size_t)idx * es, src, (size_t)dim);
+            for (int h = 0; h < x->heads; h++) {
+                const int at = c->length + t;
+                const ptrdiff_t idx = b * x->stride_batch + h * x->stride_head + (ptrdiff_t)at * x->dim;
+                const float* src = rows + ((size_t)b * (size_t)n + (size_t)t) * width + (size_t)h * (size_t)x->dim;
+                float* scale = x->scale ? x->scale + ((size_t)b * (size_t)x->heads + (size_t)h) * (size_t)c->capacity + (size_t)at
+                                        : NULL;
+                store_row(k, c->dtype, (unsigned char*)x->base + (size_t)idx * es, scale, src, (size_t)x->dim);
             }
 }
 
 void mh_kv_cache_write(mh_kv_cache* c, const mh_kernels* k, int n, const float* k_rows,
                        const float* v_rows) {
     const mh_cache_layout* l = &c->layout;
-    write_tensor(c, k, n, k_rows, c->k, l->k_heads, l->k_dim, c->k_stride_head, c->k_stride_batch);
-    write_tensor(c, k, n, v_rows, c->v, l->v_heads, l->v_dim, c->v_stride_head, c->v_stride_batch);
+    const tensor_at kt = {c->k, c->k_scale, l->k_heads, l->k_dim, c->k_stride_head, c->k_stride_batch};
+    const tensor_at vt = {c->v, c->v_scale, l->v_heads, l->v_dim, c->v_stride_head, c->v_stride_batch};
+    write_tensor(c, k, n, k_rows, &kt);
+    write_tensor(c, k, n, v_rows, &vt);
 }
 
 void mh_kv_cache_write_aux(mh_kv_cache* c, int n, const float* aux_rows) {
@@ -136,10 +161,23 @@ void mh_kv_cache_write_aux(mh_kv_cache* c, int n, const float* aux_rows) {
 }
 
 void mh_kv_cache_views(const mh_kv_cache* c, mh_tensor* k, mh_tensor* v) {
-    k->data = c->k, k->stride_batch = c->k_stride_batch, k->stride_head = c->k_stride_head;
-    k->stride_token = c->layout.k_dim;
-    v->data = c->v, v->stride_batch = c->v_stride_batch, v->stride_head = c->v_stride_head;
-    v->stride_token = c->layout.v_dim;
+    const ptrdiff_t cap = c->capacity;
+    *k = (mh_tensor){.data = c->k,
+                     .stride_batch = c->k_stride_batch,
+                     .stride_token = c->layout.k_dim,
+                     .stride_head = c->k_stride_head,
+                     .scale = c->k_scale,
+                     .scale_stride_batch = c->k_scale ? cap * c->layout.k_heads : 0,
+                     .scale_stride_token = c->k_scale ? 1 : 0,
+                     .scale_stride_head = c->k_scale ? cap : 0};
+    *v = (mh_tensor){.data = c->v,
+                     .stride_batch = c->v_stride_batch,
+                     .stride_token = c->layout.v_dim,
+                     .stride_head = c->v_stride_head,
+                     .scale = c->v_scale,
+                     .scale_stride_batch = c->v_scale ? cap * c->layout.v_heads : 0,
+                     .scale_stride_token = c->v_scale ? 1 : 0,
+                     .scale_stride_head = c->v_scale ? cap : 0};
 }
 
 mh_status mh_kv_cache_check(const mh_kv_cache* c, const mh_cache_layout* layout, int batch,

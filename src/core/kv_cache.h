@@ -34,7 +34,8 @@ mh_status mh_kv_cache_check(const struct mh_kv_cache* c, const mh_cache_layout* 
 void mh_kv_cache_advance(struct mh_kv_cache* c, int n);
 
 /* Stores n tokens per sequence at positions length .. length + n - 1 (converting to the
- * cache dtype); does not change the length.
+ * cache dtype; an int8 cache quantises each (token, head) row with f32_to_i8 and keeps its
+ * scale); does not change the length.
  *   k_rows [B, n, k_heads*k_dim]   v_rows [B, n, v_heads*v_dim]   (f32, contiguous) */
 void mh_kv_cache_write(struct mh_kv_cache* c, const mh_kernels* k, int n, const float* k_rows,
                        const float* v_rows);
@@ -43,7 +44,8 @@ void mh_kv_cache_write(struct mh_kv_cache* c, const mh_kernels* k, int n, const 
  *   aux_rows [B, n, aux_dim] (f32, contiguous) */
 void mh_kv_cache_write_aux(struct mh_kv_cache* c, int n, const float* aux_rows);
 
-/* Strided views of the cached K and V ([B, tokens, heads, dim] in the core's terms). */
+/* Strided views of the cached K and V ([B, tokens, heads, dim] in the core's terms), with
+ * their row scales for an int8 cache (scale NULL otherwise). */
 void mh_kv_cache_views(const struct mh_kv_cache* c, mh_tensor* k, mh_tensor* v);
 
 /* The side stream [B][capacity][aux_dim] f32 (NULL when aux_dim is 0); *stride_batch gets

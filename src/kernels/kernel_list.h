@@ -13,20 +13,18 @@
                    const float* bias, float* c, size_t ldc)) \
     K(gemm_acc, void, (size_t m, size_t n, size_t k, const float* a, size_t lda, \
                        const float* panel, const float* alpha, float* c, size_t ldc)) \
-    K(pack_kt, void, (size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype, \
-                      float* dst)) \
-    K(pack_v, void, (size_t cols, size_t dv, const void* v, ptrdiff_t ldv, mh_dtype dtype, \
-                     float* dst)) \
+    K(pack_kt, void, (size_t cols, size_t d, const mh_rows* k, float* dst)) \
+    K(pack_v, void, (size_t cols, size_t dv, const mh_rows* v, float* dst)) \
     K(qk_direct, void, (size_t rows, size_t cols, size_t d, const float* q, size_t ldq, \
-                        const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds)) \
+                        const mh_rows* k, float* s, size_t lds)) \
     K(pv_direct, void, (size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, \
-                        const void* v, ptrdiff_t ldv, mh_dtype dtype, const float* alpha, \
-                        float* o, size_t ldo)) \
+                        const mh_rows* v, const float* alpha, float* o, size_t ldo)) \
     K(softmax_tile, void, (size_t rows, size_t cols, float* s, size_t lds, float* m, float* l, \
                            float* alpha)) \
     K(head_mix, void, (const struct mh_head_mix_factors* f, size_t cols, const float* a, \
                        size_t lda, const float* ascale, float* out, size_t ldo)) \
     K(f32_to_f16, void, (size_t n, const float* x, uint16_t* y)) \
-    K(f32_to_bf16, void, (size_t n, const float* x, uint16_t* y))
+    K(f32_to_bf16, void, (size_t n, const float* x, uint16_t* y)) \
+    K(f32_to_i8, void, (size_t n, const float* x, int8_t* q, float* scale))
 
 #endif

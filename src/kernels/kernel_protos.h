@@ -30,6 +30,7 @@ MH_KERNEL_LIST(MH_KERNEL_PROTO_SCALAR)
     switch (dtype) { \
     case MH_DTYPE_F16: fn(MH_DTYPE_F16, __VA_ARGS__); break; \
     case MH_DTYPE_BF16: fn(MH_DTYPE_BF16, __VA_ARGS__); break; \
+    case MH_DTYPE_I8: fn(MH_DTYPE_I8, __VA_ARGS__); break; \
     default: fn(MH_DTYPE_F32, __VA_ARGS__); break; \
     }
 

@@ -36,6 +36,17 @@ typedef struct mh_head_mix_factors {
     size_t ldk;
 } mh_head_mix_factors;
 
+/* Rows of a K or V tile as the kernels read them: row c (0 <= c < cols) holds its elements
+ * at data + c * ld (elements of dtype); an MH_DTYPE_I8 row's values are
+ * scale[c * ld_scale] * (int8_t)q. */
+typedef struct mh_rows {
+    const void* data;
+    ptrdiff_t ld;        /* elements between rows */
+    mh_dtype dtype;
+    const float* scale;  /* [cols] row scales, ld_scale apart (MH_DTYPE_I8 only, else NULL) */
+    ptrdiff_t ld_scale;
+} mh_rows;
+
 /*
  * The slots (generated from kernel_list.h; contracts):
  *
@@ -46,16 +57,19 @@ typedef struct mh_head_mix_factors {
  *   gemm:     c[r * ldc + j] = sum_kk a[r * lda + kk] * panel[kk * NR + j] + (bias ? bias[j] : 0)
  *   gemm_acc: c[r * ldc + j] = alpha[r] * c[r * ldc + j] + sum_kk a[r * lda + kk] * panel[kk * NR + j]
  *
- * ---- packing K/V tiles (any storage dtype) into f32 panels of gemm_nr columns.
+ * ---- packing K/V tiles (mh_rows of any storage dtype) into f32 panels of gemm_nr columns;
+ * values are widened exactly, int8 ones then multiplied by their row's scale (scale * q).
  *   pack_kt: Q.K^T operand: panel p holds keys [p*NR, p*NR + NR): dst[(p * d + dd) * NR + j] =
- *            K[p*NR + j][dd]; keys past `cols` are zero. K rows are ldk elements apart.
+ *            K[p*NR + j][dd]; keys past `cols` are zero.
  *   pack_v:  P.V operand: panel p holds V columns [p*NR, p*NR + NR): dst[(p * cols + c) * NR + j] =
  *            V[c][p*NR + j]; columns past dv are zero.
  *
  * ---- direct kernels for few query rows (decode): read K/V rows in place, no packing;
- * rows < attn_direct_rows.
- *   qk_direct: s[r * lds + c] = sum_dd q[r * ldq + dd] * K[c][dd]
- *   pv_direct: o[r * ldo + :] = alpha[r] * o[r * ldo + :] + sum_c p[r * ldp + c] * V[c][:]
+ * rows < attn_direct_rows. For int8 rows (scale_c = the row's scale):
+ *   qk_direct: s[r * lds + c] = scale_c * sum_dd q[r * ldq + dd] * K[c][dd]
+ *              (the dot on the int8 values, then times scale_c; other dtypes: no scale)
+ *   pv_direct: o[r * ldo + :] = alpha[r] * o[r * ldo + :] + sum_c (p[r * ldp + c] * scale_c) * V[c][:]
+ *              (p times the scale first)
  *
  * ---- online softmax over a score tile (-INFINITY = dropped key). Per row r:
  *   m_new = max(m[r], max_c s); if m_new = -inf: s[r, :] = 0, alpha[r] = 1, m/l unchanged;
@@ -66,6 +80,11 @@ typedef struct mh_head_mix_factors {
  * "DCMHA"): see mh_head_mix_factors. out must not overlap a.
  *
  * ---- f32_to_f16 / f32_to_bf16: storage conversions (round to nearest even).
+ * ---- f32_to_i8: one row of n floats to symmetric int8: *scale = max|x| / 127 (f32
+ *   division), q[i] = x[i] / *scale (f32 division) rounded to nearest even, clamped to
+ *   [-127, 127]. A row whose max|x| / 127 is 0 (all zero, or only the tiniest subnormals)
+ *   gets scale 0 and q 0; a row holding a NaN or an infinity
+ *   gets scale NaN and q 0, so every value of it reads back as NaN (never a finite lie).
  */
 typedef struct mh_kernels {
     mh_isa isa;

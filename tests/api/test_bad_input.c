@@ -220,7 +220,7 @@ static void test_attention_sizes(attn_env* e) {
     p = e->t.p, p.n_heads = 3;
     expect_attn(e, "attention: n_heads 3 % n_kv_heads 2", e->ctx, &p, &e->opt, MH_ERR_INVALID_ARGUMENT);
 
-    static const int bad_dtypes[] = {3, 99, -1};
+    static const int bad_dtypes[] = {4, 99, -1}; /* 3 is MH_DTYPE_I8 (test_int8) */
     for (size_t i = 0; i < sizeof bad_dtypes / sizeof bad_dtypes[0]; i++) {
         char what[96];
         p = e->t.p, p.k_dtype = (mh_dtype)bad_dtypes[i];
@@ -948,7 +948,7 @@ static void test_cache_create(const mh_context* ctx, wbufs* wb) {
         snprintf(what, sizeof what, "cache: capacity %d", bad[i]);
         expect_cache_create(what, L, 2, bad[i], MH_DTYPE_F32, MH_ERR_INVALID_ARGUMENT);
     }
-    static const int dts[] = {3, 99, -1};
+    static const int dts[] = {4, 99, -1}; /* 3 is MH_DTYPE_I8 (test_int8_cache) */
     for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
         snprintf(what, sizeof what, "cache: dtype %d", dts[i]);
         expect_cache_create(what, L, 2, 4, (mh_dtype)dts[i], MH_ERR_INVALID_ARGUMENT);

@@ -3,7 +3,9 @@
  * selects it) against naive references, on shapes generated from that table's own tile sizes:
  * 1, tile - 1, tile, tile + 1, primes.
  *  - pack_kt / pack_v: pure data movement, so bitwise equal to a naive layout, zero padding
- *    included; f16/bf16 sources widened exactly;
+ *    included; f16/bf16 sources widened exactly, int8 ones to scale * q (one f32 rounding);
+ *  - every K/V slot on every storage dtype, int8 included (rows with scales ld_scale apart),
+ *    against the dequantised values;
  *  - qk_direct / pv_direct: against double dot products, tolerance eps32 * reduction length;
  *  - gemm / gemm_acc: with and without a bias / the rescale-and-accumulate epilogue, against
  *    double; write nothing outside the m x n corner;
@@ -14,7 +16,10 @@
  *    scale and the static matrix; an all-zero key column (masked probabilities) composes to
  *    exactly 0; nothing is written past `cols`;
  *  - f32_to_f16 / f32_to_bf16: bitwise equal to the scalar round-to-nearest-even, including
- *    ties, subnormals, overflow, infinities and NaN.
+ *    ties, subnormals, overflow, infinities and NaN;
+ *  - f32_to_i8: scale = max|x| / 127 and q = x / scale rounded to nearest even, bitwise; the
+ *    round trip |x - scale * q| <= scale / 2; zero rows, rows with NaN / inf at any position;
+ *    nothing written past n.
  */
 #include <float.h>
 #include <math.h>
@@ -31,18 +36,30 @@
 static const mh_kernels* K;
 static test_rng R;
 
-/* A K/V-like source [rows][ld] in dtype, with its exact f32 values in `exact`. */
-static void* source(mh_dtype dt, size_t rows, size_t ld, float* exact) {
-    void* buf = malloc((rows * ld + 1) * 4);
+#define LD_SCALE 3 /* floats between int8 row scales, so ld_scale is honoured */
+
+/* A K/V-like source [rows][ld] in dtype, with its exact (dequantised) f32 values in `exact`
+ * and its rows as the kernels read them in *rows_out (int8: scales in [0.005, 0.02], LD_SCALE
+ * apart, whose buffer the caller frees with the source: it follows the data). */
+static void* source(mh_dtype dt, size_t rows, size_t ld, float* exact, mh_rows* rows_out) {
+    const size_t data_bytes = (rows * ld + 1) * 4;
+    unsigned char* buf = malloc(data_bytes + rows * LD_SCALE * sizeof(float));
+    float* scale = dt == MH_DTYPE_I8 ? (float*)(void*)(buf + data_bytes) : NULL;
+    for (size_t r = 0; scale && r < rows; r++) scale[r * LD_SCALE] = rng_uniform(&R, 0.005f, 0.02f);
     for (size_t i = 0; i < rows * ld; i++) {
         const float x = rng_uniform(&R, -2, 2);
-        if (dt == MH_DTYPE_F32) ((float*)buf)[i] = x, exact[i] = x;
-        else {
+        if (dt == MH_DTYPE_F32) ((float*)(void*)buf)[i] = x, exact[i] = x;
+        else if (dt == MH_DTYPE_I8) {
+            const int8_t q = (int8_t)rng_int(&R, -127, 127);
+            ((int8_t*)buf)[i] = q;
+            exact[i] = (float)((double)scale[i / ld * LD_SCALE] * q); /* exact in double, one rounding */
+        } else {
             const uint16_t h = dt == MH_DTYPE_F16 ? mh_f32_to_f16_rne(x) : mh_f32_to_bf16_rne(x);
-            ((uint16_t*)buf)[i] = h;
+            ((uint16_t*)(void*)buf)[i] = h;
             exact[i] = (float)oracle_load(buf, dt, (ptrdiff_t)i);
         }
     }
+    *rows_out = (mh_rows){.data = buf, .ld = (ptrdiff_t)ld, .dtype = dt, .scale = scale, .ld_scale = LD_SCALE};
     return buf;
 }
 
@@ -51,15 +68,16 @@ static void pack(int v, size_t cols, size_t d, mh_dtype dt) {
     const size_t nr = K->gemm_nr, ld = d + 3;
     const size_t n = v ? (d + nr - 1) / nr * cols * nr : (cols + nr - 1) / nr * d * nr;
     float* exact = malloc(sizeof(float) * cols * ld);
-    void* src = source(dt, cols, ld, exact);
+    mh_rows rows;
+    void* src = source(dt, cols, ld, exact, &rows);
     float *got = malloc(sizeof(float) * (n + 16)), *want = calloc(n + 16, sizeof(float));
     for (size_t i = 0; i < n + 16; i++) got[i] = 1234.5f;
     for (size_t c = 0; c < cols; c++)
         for (size_t dd = 0; dd < d; dd++)
             want[v ? ((dd / nr) * cols + c) * nr + dd % nr : ((c / nr) * d + dd) * nr + c % nr] = exact[c * ld + dd];
     for (size_t i = n; i < n + 16; i++) want[i] = 1234.5f; /* must stay untouched */
-    if (v) K->pack_v(cols, d, src, (ptrdiff_t)ld, dt, got);
-    else K->pack_kt(cols, d, src, (ptrdiff_t)ld, dt, got);
+    if (v) K->pack_v(cols, d, &rows, got);
+    else K->pack_kt(cols, d, &rows, got);
     char what[96];
     snprintf(what, sizeof what, "%s cols %zu d %zu dtype %d", v ? "pack_v" : "pack_kt", cols, d, (int)dt);
     check_bitwise(what, got, want, n + 16);
@@ -69,13 +87,14 @@ static void pack(int v, size_t cols, size_t d, mh_dtype dt) {
 static void qk_direct(size_t rows, size_t cols, size_t d, mh_dtype dt) {
     const size_t ld = d + 1, lds = cols + 2;
     float* exact = malloc(sizeof(float) * cols * ld);
-    void* src = source(dt, cols, ld, exact);
+    mh_rows kr;
+    void* src = source(dt, cols, ld, exact, &kr);
     float* q = malloc(sizeof(float) * rows * d);
     rng_fill(&R, q, rows * d, -1, 1);
     float* s = malloc(sizeof(float) * rows * lds);
     double* want = malloc(sizeof(double) * rows * cols);
     float* got = malloc(sizeof(float) * rows * cols);
-    K->qk_direct(rows, cols, d, q, d, src, (ptrdiff_t)ld, dt, s, lds);
+    K->qk_direct(rows, cols, d, q, d, &kr, s, lds);
     for (size_t r = 0; r < rows; r++)
         for (size_t c = 0; c < cols; c++) {
             double acc = 0;
@@ -92,7 +111,8 @@ static void qk_direct(size_t rows, size_t cols, size_t d, mh_dtype dt) {
 static void pv_direct(size_t rows, size_t cols, size_t d, mh_dtype dt) {
     const size_t ld = d + 1, lds = cols + 2, ldo = d + 5;
     float* exact = malloc(sizeof(float) * cols * ld);
-    void* src = source(dt, cols, ld, exact);
+    mh_rows vr;
+    void* src = source(dt, cols, ld, exact, &vr);
     float* p = malloc(sizeof(float) * rows * lds);
     float* o = malloc(sizeof(float) * rows * ldo);
     float alpha[8];
@@ -109,7 +129,7 @@ static void pv_direct(size_t rows, size_t cols, size_t d, mh_dtype dt) {
             }
             wo[r * ldo + j] = acc; /* columns past d must be untouched */
         }
-    K->pv_direct(rows, cols, d, p, lds, src, (ptrdiff_t)ld, dt, alpha, o, ldo);
+    K->pv_direct(rows, cols, d, p, lds, &vr, alpha, o, ldo);
     char what[96];
     snprintf(what, sizeof what, "pv_direct rows %zu cols %zu dv %zu dtype %d", rows, cols, d, (int)dt);
     check_close(what, o, wo, rows * ldo, 4 * FLT_EPSILON * 2 * (double)(cols + 1), INFINITY);
@@ -217,6 +237,55 @@ static void conversions(int bf16) {
     free(x), free(h), free(wh);
 }
 
+/* f32_to_i8 of one row of n against the contract computed here (f32 divisions, nearest
+ * even), bitwise; the round trip bound; nothing written past n. */
+static int quantise_row(size_t n, const float* x) {
+    int8_t q[300];
+    float scale = -1.0f;
+    memset(q, 0x5a, sizeof q);
+    K->f32_to_i8(n, x, q, &scale);
+    float mx = 0.0f;
+    int finite = 1;
+    for (size_t i = 0; i < n; i++) finite &= isfinite(x[i]) != 0, mx = fmaxf(mx, fabsf(x[i]));
+    const float want = finite ? mx / 127.0f : NAN;
+    int ok = finite ? scale == want : isnan(scale) != 0;
+    for (size_t i = 0; i < n; i++) {
+        const float r = finite && want > 0.0f ? fminf(fmaxf(nearbyintf(x[i] / want), -127.0f), 127.0f) : 0.0f;
+        ok &= q[i] == (int8_t)r;
+        /* the round trip, in double: half a step, and the f32 division's rounding of x / scale */
+        if (finite) ok &= fabs((double)x[i] - (double)scale * q[i]) <= (double)scale * (0.5 + 128 * FLT_EPSILON);
+    }
+    for (size_t i = n; i < sizeof q; i++) ok &= q[i] == 0x5a;
+    return ok;
+}
+
+static void test_f32_to_i8(void) {
+    float x[256];
+    const size_t ns[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 131, 256};
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+        const size_t n = ns[k];
+        char what[64];
+        int ok = 1;
+        for (int rep = 0; rep < 20; rep++) { /* random magnitudes, values on exact ties included */
+            const float amp = ldexpf(1.0f, rng_int(&R, -20, 20));
+            for (size_t i = 0; i < n; i++) x[i] = rng_uniform(&R, -amp, amp);
+            if (rep % 4 == 1) /* the max is 127 steps of a power of two, the others half-steps: ties */
+                for (size_t i = 0; i < n; i++) x[i] = ldexpf(i == n / 2 ? 127.0f : (float)rng_int(&R, -126, 126) + 0.5f, -3);
+            ok &= quantise_row(n, x);
+        }
+        memset(x, 0, sizeof x);
+        ok &= quantise_row(n, x); /* all zero: scale 0, q 0 */
+        for (size_t at = 0; at < n; at++) /* one NaN or inf anywhere: scale NaN, q 0 */
+            for (int kind = 0; kind < 3; kind++) {
+                for (size_t i = 0; i < n; i++) x[i] = rng_uniform(&R, -1, 1);
+                x[at] = kind == 0 ? NAN : kind == 1 ? INFINITY : -INFINITY;
+                ok &= quantise_row(n, x);
+            }
+        snprintf(what, sizeof what, "f32_to_i8 n %zu: contract, round trip, bounds", n);
+        check_true(what, ok);
+    }
+}
+
 static float* randoms(size_t n) {
     float* x = malloc(n * sizeof(float));
     rng_fill(&R, x, n, -1, 1);
@@ -272,9 +341,9 @@ static const size_t dims[] = {1, 7, 15, 16, 17, 31, 64, 65, 128, 131};
 static void kv_shapes(void (*fn)(size_t rows, size_t cols, size_t d, mh_dtype dt), int per_row) {
     const size_t nr = K->gemm_nr, tk = K->attn_kv_tile;
     const size_t cols[] = {1, nr - 1, nr, nr + 1, tk - 1, tk, 13};
-    for (int dt = 0; dt < 3; dt++)
+    for (int dt = 0; dt <= MH_DTYPE_I8; dt++)
         for (size_t i = 0; i < sizeof cols / sizeof *cols; i++)
-            for (size_t j = 0; j < sizeof dims / sizeof *dims; j += 1 + (size_t)dt)
+            for (size_t j = 0; j < sizeof dims / sizeof *dims; j += dt == MH_DTYPE_I8 ? 1 : 1 + (size_t)dt)
                 for (size_t rows = 1; rows < (per_row ? K->attn_direct_rows : 2); rows++)
                     fn(rows, cols[i], dims[j], (mh_dtype)dt);
 }

@@ -362,7 +362,8 @@ static void impossible_requests(const mh_context* ctx) {
         {4096, 1 << 20, MH_DTYPE_BF16, S(MH_ERR_OUT_OF_MEMORY) | S(MH_ERR_SIZE_OVERFLOW), "cache 4096 x 2^20, 2^12 heads x 16 (2^61 bytes)"},
         {0, 16, MH_DTYPE_F16, S(MH_ERR_INVALID_ARGUMENT), "cache batch 0"},
         {1, INT_MIN, MH_DTYPE_F16, S(MH_ERR_INVALID_ARGUMENT), "cache capacity INT_MIN"},
-        {1, 16, (mh_dtype)3, S(MH_ERR_INVALID_ARGUMENT), "cache dtype 3"},
+        {1, INT_MAX, MH_DTYPE_I8, S(MH_ERR_OUT_OF_MEMORY) | S(MH_ERR_SIZE_OVERFLOW), "cache 1 x INT_MAX, 2^12 heads x 16, int8"},
+        {1, 16, (mh_dtype)4, S(MH_ERR_INVALID_ARGUMENT), "cache dtype 4"},
     };
     for (size_t i = 0; i < sizeof caches / sizeof caches[0]; i++) {
         mh_kv_cache* kv = SENTINEL;

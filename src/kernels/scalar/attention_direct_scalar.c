@@ -1,15 +1,18 @@
 /* Direct Q.K^T and P.V for a few query rows (decode): K/V rows are read in place, widened a
- * chunk at a time, and each is used by every query row of the block. */
+ * chunk at a time, and each is used by every query row of the block. int8 rows take their
+ * scales through kernels/i8_rows.h. */
+#include "kernels/i8_rows.h"
 #include "kernels/kernel_protos.h"
 #include "kernels/scalar/simd_scalar.h"
 
 #define CHUNK 64
 
-void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
-                              const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds) {
+void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k,
+                         float* s, size_t lds) {
     float buf[CHUNK];
+    const mh_dtype dtype = k->dtype;
     for (size_t c = 0; c < cols; c++) {
-        const void* krow = mh_dtype_at(k, dtype, (ptrdiff_t)c * ldk);
+        const void* krow = mh_dtype_at(k->data, dtype, (ptrdiff_t)c * k->ld);
         for (size_t r = 0; r < rows; r++) s[r * lds + c] = 0.0f;
         for (size_t d0 = 0; d0 < d; d0 += CHUNK) {
             const size_t n = d - d0 < CHUNK ? d - d0 : CHUNK;
@@ -21,11 +24,11 @@ void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, siz
             }
         }
     }
+    if (dtype == MH_DTYPE_I8) mh_i8_scale_scores(rows, cols, k, s, lds);
 }
 
-void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
-                              const void* v, ptrdiff_t ldv, mh_dtype dtype, const float* alpha,
-                              float* o, size_t ldo) {
+static void pv_rows(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const void* v, ptrdiff_t ldv,
+                    mh_dtype dtype, const float* alpha, float* o, size_t ldo) {
     float buf[CHUNK];
     for (size_t r = 0; r < rows; r++)
         if (alpha[r] != 1.0f)
@@ -42,4 +45,10 @@ void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, si
             }
         }
     }
+}
+
+void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
+                         const float* alpha, float* o, size_t ldo) {
+    if (v->dtype == MH_DTYPE_I8) mh_i8_pv(pv_rows, rows, cols, dv, p, ldp, v, alpha, o, ldo);
+    else pv_rows(rows, cols, dv, p, ldp, v->data, v->ld, v->dtype, alpha, o, ldo);
 }

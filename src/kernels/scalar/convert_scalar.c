@@ -35,6 +35,9 @@ void mh_load_row_f32__scalar(const void* row, mh_dtype dtype, size_t n, float* d
     case MH_DTYPE_BF16:
         for (size_t i = 0; i < n; i++) dst[i] = mh_bf16_to_f32(((const uint16_t*)row)[i]);
         break;
+    case MH_DTYPE_I8:
+        for (size_t i = 0; i < n; i++) dst[i] = (float)((const int8_t*)row)[i];
+        break;
     default:
         for (size_t i = 0; i < n; i++) dst[i] = ((const float*)row)[i];
     }

@@ -36,6 +36,7 @@ MH_INLINE float mh_vload_dt(const void* p, mh_dtype dtype) {
     switch (dtype) {
     case MH_DTYPE_F16: return mh_f16_to_f32(*(const uint16_t*)p);
     case MH_DTYPE_BF16: return mh_bf16_to_f32(*(const uint16_t*)p);
+    case MH_DTYPE_I8: return (float)*(const int8_t*)p;
     default: return *(const float*)p;
     }
 }
@@ -59,6 +60,18 @@ MH_INLINE void mh_vcvt_f16_n(const float* x, uint16_t* y, size_t n) {
 }
 MH_INLINE void mh_vcvt_bf16_n(const float* x, uint16_t* y, size_t n) {
     if (n) mh_vcvt_bf16(x, y);
+}
+
+/* int8 quantisation (generic/convert.c): |v|, a / b, and v rounded to nearest even, clamped to
+ * [-127, 127], stored as int8 (a full vector / the first n lanes). */
+MH_INLINE float mh_vabs(float v) { return fabsf(v); }
+MH_INLINE float mh_vdiv(float a, float b) { return a / b; }
+MH_INLINE void mh_vstore_i8(int8_t* y, float v) {
+    const float r = nearbyintf(v); /* the default rounding mode: nearest even */
+    *y = (int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
+}
+MH_INLINE void mh_vstore_i8_n(int8_t* y, float v, size_t n) {
+    if (n) mh_vstore_i8(y, v);
 }
 
 #endif

@@ -7,6 +7,7 @@
  * vectors and 1 broadcast probability (<= 25).
  * Tails: the last d (or dv) chunk of fewer than 4 elements is read and written lane-exactly.
  */
+#include "kernels/i8_rows.h"
 #include "kernels/kernel_protos.h"
 #include "kernels/arm/neon/simd_neon.h"
 
@@ -48,8 +49,11 @@ MH_INLINE void qk_rows(const int R, size_t cols, size_t d, const float* q, size_
     }
 }
 
-void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
-                            const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds) {
+void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* kr,
+                         float* s, size_t lds) {
+    const void* k = kr->data;
+    const ptrdiff_t ldk = kr->ld;
+    const mh_dtype dtype = kr->dtype;
     switch (rows) {
     case 1: qk_rows(1, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
     case 2: qk_rows(2, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
@@ -58,6 +62,7 @@ void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, siz
     case 5: qk_rows(5, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
     default: break;
     }
+    if (dtype == MH_DTYPE_I8) mh_i8_scale_scores(rows, cols, kr, s, lds);
 }
 
 /* o (R rows x up to 16 columns starting at d0) = alpha * o + P.V. FULL: all 16 columns exist. */
@@ -96,9 +101,8 @@ MH_INLINE void pv_rows(const int R, size_t cols, size_t dv, const float* p, size
     if (d0 < dv) pv_chunk(R, 0, d0, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo);
 }
 
-void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
-                            const void* v, ptrdiff_t ldv, mh_dtype dtype, const float* alpha,
-                            float* o, size_t ldo) {
+static void pv_any(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const void* v,
+                   ptrdiff_t ldv, mh_dtype dtype, const float* alpha, float* o, size_t ldo) {
     switch (rows) {
     case 1: pv_rows(1, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo); break;
     case 2: pv_rows(2, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo); break;
@@ -107,4 +111,10 @@ void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, si
     case 5: pv_rows(5, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo); break;
     default: break;
     }
+}
+
+void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
+                         const float* alpha, float* o, size_t ldo) {
+    if (v->dtype == MH_DTYPE_I8) mh_i8_pv(pv_any, rows, cols, dv, p, ldp, v, alpha, o, ldo);
+    else pv_any(rows, cols, dv, p, ldp, v->data, v->ld, v->dtype, alpha, o, ldo);
 }

@@ -1,4 +1,5 @@
 /* Packing K/V tiles of any storage dtype into f32 panels of 16 columns (4 q registers). */
+#include "kernels/i8_rows.h"
 #include "kernels/kernel_protos.h"
 #include "kernels/arm/neon/simd_neon.h"
 
@@ -16,8 +17,7 @@ MH_INLINE void transpose4(float32x4_t r[4]) {
 
 /* Groups of 4 keys: each 4 keys x 4 dims block is loaded (widened), transposed and stored as
  * 4 panel rows of 4 columns. Keys past `cols` and the rest of the last panel are zero. */
-void MH_KNAME(pack_kt)(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
-                         float* dst) {
+static void pack_any(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype, float* dst) {
     const size_t groups = (cols + 3) / 4, padded = (cols + NR - 1) / NR * NR;
     for (size_t c0 = 0; c0 < groups * 4; c0 += 4) {
         float* panel = dst + (c0 / NR) * d * NR + c0 % NR;
@@ -36,4 +36,9 @@ void MH_KNAME(pack_kt)(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_d
         float* panel = dst + (c0 / NR) * d * NR + c0 % NR;
         for (size_t dd = 0; dd < d; dd++) vst1q_f32(panel + dd * NR, vdupq_n_f32(0.0f));
     }
+}
+
+void MH_KNAME(pack_kt)(size_t cols, size_t d, const mh_rows* k, float* dst) {
+    pack_any(cols, d, k->data, k->ld, k->dtype, dst);
+    if (k->dtype == MH_DTYPE_I8) mh_i8_scale_kt(cols, d, NR, k, dst);
 }

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <sleef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "multihead.h"
 #include "util/dtype.h"
@@ -42,9 +43,17 @@ MH_INLINE float32x4_t mh_widen4(uint16x4_t h, mh_dtype dtype) {
     return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
 }
 
+/* The low 4 int8 lanes of b sign-extended to f32 (exact). */
+MH_INLINE float32x4_t mh_widen4_i8(int8x8_t b) { return vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(b)))); }
+
 /* 4 elements of a `dtype` array at `p`. */
 MH_INLINE float32x4_t mh_vload_dt(const void* p, mh_dtype dtype) {
     if (dtype == MH_DTYPE_F32) return vld1q_f32((const float*)p);
+    if (dtype == MH_DTYPE_I8) { /* 4 bytes, no over-read */
+        int32_t w;
+        memcpy(&w, p, sizeof w);
+        return mh_widen4_i8(vreinterpret_s8_s32(vdup_n_s32(w)));
+    }
     return mh_widen4(vld1_u16((const uint16_t*)p), dtype);
 }
 
@@ -59,6 +68,14 @@ MH_INLINE float32x4_t mh_vload_dt_n(const void* p, mh_dtype dtype, size_t n) {
         if (n > 1) v = vld1q_lane_f32(f + 1, v, 1);
         if (n > 2) v = vld1q_lane_f32(f + 2, v, 2);
         return v;
+    }
+    if (dtype == MH_DTYPE_I8) {
+        const int8_t* b = (const int8_t*)p;
+        int8x8_t v = vdup_n_s8(0);
+        if (n > 0) v = vld1_lane_s8(b, v, 0);
+        if (n > 1) v = vld1_lane_s8(b + 1, v, 1);
+        if (n > 2) v = vld1_lane_s8(b + 2, v, 2);
+        return mh_widen4_i8(v);
     }
     const uint16_t* h = (const uint16_t*)p;
     uint16x4_t v = vdup_n_u16(0);
@@ -146,5 +163,20 @@ MH_INLINE void mh_vcvt_f16_n(const float* x, uint16_t* y, size_t n) {
 MH_INLINE void mh_vcvt_bf16_n(const float* x, uint16_t* y, size_t n) {
     mh_store_u16_n(y, mh_to_bf16(mh_vload_n(x, n, 0.0f)), n);
 }
+
+/* int8 quantisation (generic/convert.c): |v|, a / b, and v clamped to [-127, 127], rounded to
+ * nearest even (FCVTNS) and stored as int8, n (0..4) lanes / a full vector. */
+MH_INLINE float32x4_t mh_vabs(float32x4_t v) { return vabsq_f32(v); }
+MH_INLINE float32x4_t mh_vdiv(float32x4_t a, float32x4_t b) { return vdivq_f32(a, b); }
+MH_INLINE void mh_vstore_i8_n(int8_t* y, float32x4_t v, size_t n) {
+    const float32x4_t c = vminq_f32(vmaxq_f32(v, vdupq_n_f32(-127.0f)), vdupq_n_f32(127.0f));
+    const int16x4_t h = vmovn_s32(vcvtnq_s32_f32(c));
+    const int8x8_t b = vmovn_s16(vcombine_s16(h, h));
+    if (n > 0) vst1_lane_s8(y, b, 0);
+    if (n > 1) vst1_lane_s8(y + 1, b, 1);
+    if (n > 2) vst1_lane_s8(y + 2, b, 2);
+    if (n > 3) vst1_lane_s8(y + 3, b, 3);
+}
+MH_INLINE void mh_vstore_i8(int8_t* y, float32x4_t v) { mh_vstore_i8_n(y, v, 4); }
 
 #endif

@@ -8,6 +8,7 @@
  */
 #include <stdint.h>
 
+#include "kernels/i8_rows.h"
 #include "kernels/kernel_protos.h"
 #include "kernels/arm/sve/simd_sve.h"
 #include "kernels/scalar/convert_scalar.h"
@@ -17,12 +18,12 @@ static float load_one(const void* p, mh_dtype dtype, ptrdiff_t i) {
     switch (dtype) {
     case MH_DTYPE_F16: return mh_f16_to_f32(((const uint16_t*)p)[i]);
     case MH_DTYPE_BF16: return mh_bf16_to_f32(((const uint16_t*)p)[i]);
+    case MH_DTYPE_I8: return (float)((const int8_t*)p)[i];
     default: return ((const float*)p)[i];
     }
 }
 
-void MH_KNAME(pack_kt)(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
-                         float* dst) {
+static void pack_any(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype, float* dst) {
     const size_t vl = svcntw(), nr = MH_SVE_GEMM_NV * vl, n_panels = (cols + nr - 1) / nr;
     const svbool_t all = svptrue_b32();
     const ptrdiff_t max_ldk = INT32_MAX / (ptrdiff_t)(vl - 1);
@@ -55,4 +56,9 @@ void MH_KNAME(pack_kt)(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_d
             svst1_vnum_f32(all, out, 3, mh_gather(m3, mh_dtype_at(k3, dtype, o), idx, dtype));
         }
     }
+}
+
+void MH_KNAME(pack_kt)(size_t cols, size_t d, const mh_rows* k, float* dst) {
+    pack_any(cols, d, k->data, k->ld, k->dtype, dst);
+    if (k->dtype == MH_DTYPE_I8) mh_i8_scale_kt(cols, d, MH_GEMM_NR, k, dst);
 }

@@ -42,12 +42,16 @@ MH_INLINE svfloat32_t mh_widen(svuint32_t h, mh_dtype dtype) {
 /* One vector of a `dtype` array at `p`: lanes outside `pg` read nothing and give 0. */
 MH_INLINE svfloat32_t mh_load(svbool_t pg, const void* p, mh_dtype dtype) {
     if (dtype == MH_DTYPE_F32) return svld1_f32(pg, (const float*)p);
+    if (dtype == MH_DTYPE_I8) /* sign-extending byte load, then an exact convert */
+        return svcvt_f32_s32_x(svptrue_b32(), svld1sb_s32(pg, (const int8_t*)p));
     return mh_widen(svld1uh_u32(pg, (const uint16_t*)p), dtype);
 }
 
 /* Gather: lane j = element idx[j] of a `dtype` array at `p` (0 outside `pg`). */
 MH_INLINE svfloat32_t mh_gather(svbool_t pg, const void* p, svint32_t idx, mh_dtype dtype) {
     if (dtype == MH_DTYPE_F32) return svld1_gather_s32index_f32(pg, (const float*)p, idx);
+    if (dtype == MH_DTYPE_I8) /* byte elements: the index is the byte offset */
+        return svcvt_f32_s32_x(svptrue_b32(), svld1sb_gather_s32offset_s32(pg, (const int8_t*)p, idx));
     return mh_widen(svld1uh_gather_s32index_u32(pg, (const uint16_t*)p, idx), dtype);
 }
 
@@ -101,5 +105,16 @@ MH_INLINE void mh_vcvt_bf16_n(const float* x, uint16_t* y, size_t n) {
 }
 MH_INLINE void mh_vcvt_f16(const float* x, uint16_t* y) { mh_vcvt_f16_n(x, y, MH_VL); }
 MH_INLINE void mh_vcvt_bf16(const float* x, uint16_t* y) { mh_vcvt_bf16_n(x, y, MH_VL); }
+
+/* int8 quantisation (generic/convert.c): |v|, a / b, and v clamped to [-127, 127], rounded to
+ * nearest even (FRINTN) and stored as int8 (ST1B of the 32-bit lanes), n lanes / a full vector. */
+MH_INLINE svfloat32_t mh_vabs(svfloat32_t v) { return svabs_f32_x(svptrue_b32(), v); }
+MH_INLINE svfloat32_t mh_vdiv(svfloat32_t a, svfloat32_t b) { return svdiv_f32_x(svptrue_b32(), a, b); }
+MH_INLINE void mh_vstore_i8_n(int8_t* y, svfloat32_t v, size_t n) {
+    const svbool_t all = svptrue_b32(), pg = mh_pred(0, n);
+    const svfloat32_t c = svminnm_n_f32_x(all, svmaxnm_n_f32_x(all, v, -127.0f), 127.0f);
+    svst1b_s32(pg, y, svcvt_s32_f32_x(all, svrintn_f32_x(all, c)));
+}
+MH_INLINE void mh_vstore_i8(int8_t* y, svfloat32_t v) { mh_vstore_i8_n(y, v, MH_VL); }
 
 #endif

@@ -18,6 +18,7 @@
  * Both prefetch the K/V rows PF_KEYS keys ahead (rows inside the tile only): in token-major
  * caches rows are far apart, and pv walks each row in several column chunks.
  */
+#include "kernels/i8_rows.h"
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx2/simd_avx2.h"
 
@@ -85,12 +86,16 @@ MH_INLINE void qk_rows(const int R, const int J, const mh_dtype dtype, size_t co
         switch (dtype) {                                                                      \
         case MH_DTYPE_F16: qk_rows(R, J, MH_DTYPE_F16, cols, d, q, ldq, k, ldk, s, lds); break; \
         case MH_DTYPE_BF16: qk_rows(R, J, MH_DTYPE_BF16, cols, d, q, ldq, k, ldk, s, lds); break; \
+        case MH_DTYPE_I8: qk_rows(R, J, MH_DTYPE_I8, cols, d, q, ldq, k, ldk, s, lds); break;     \
         default: qk_rows(R, J, MH_DTYPE_F32, cols, d, q, ldq, k, ldk, s, lds); break;         \
         }                                                                                     \
         break;
 
-void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
-                            const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds) {
+void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* kr,
+                         float* s, size_t lds) {
+    const void* k = kr->data;
+    const ptrdiff_t ldk = kr->ld;
+    const mh_dtype dtype = kr->dtype;
     switch (rows) {
         QK_ROWS(1, 4)
         QK_ROWS(2, 4)
@@ -99,6 +104,7 @@ void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, siz
         QK_ROWS(5, 2)
     default: break;
     }
+    if (dtype == MH_DTYPE_I8) mh_i8_scale_scores(rows, cols, kr, s, lds);
 }
 
 /* o[r, d0 .. d0 + 8J) = alpha[r] * o + sum_c p[r, c] * V[c][d0 ..]: vectors j < J - 1 are
@@ -163,13 +169,13 @@ MH_INLINE void pv_rows(const int R, const int J, const mh_dtype dtype, size_t co
         switch (dtype) {                                                                          \
         case MH_DTYPE_F16: pv_rows(R, J, MH_DTYPE_F16, cols, dv, p, ldp, v, ldv, alpha, o, ldo); break; \
         case MH_DTYPE_BF16: pv_rows(R, J, MH_DTYPE_BF16, cols, dv, p, ldp, v, ldv, alpha, o, ldo); break; \
+        case MH_DTYPE_I8: pv_rows(R, J, MH_DTYPE_I8, cols, dv, p, ldp, v, ldv, alpha, o, ldo); break;     \
         default: pv_rows(R, J, MH_DTYPE_F32, cols, dv, p, ldp, v, ldv, alpha, o, ldo); break;   \
         }                                                                                         \
         break;
 
-void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
-                            const void* v, ptrdiff_t ldv, mh_dtype dtype, const float* alpha,
-                            float* o, size_t ldo) {
+static void pv_any(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const void* v,
+                   ptrdiff_t ldv, mh_dtype dtype, const float* alpha, float* o, size_t ldo) {
     switch (rows) {
         PV_ROWS(1, 8)
         PV_ROWS(2, 4)
@@ -178,4 +184,10 @@ void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, si
         PV_ROWS(5, 2)
     default: break;
     }
+}
+
+void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
+                         const float* alpha, float* o, size_t ldo) {
+    if (v->dtype == MH_DTYPE_I8) mh_i8_pv(pv_any, rows, cols, dv, p, ldp, v, alpha, o, ldo);
+    else pv_any(rows, cols, dv, p, ldp, v->data, v->ld, v->dtype, alpha, o, ldo);
 }

@@ -2,8 +2,10 @@
  * Packing K/V tiles of any storage dtype into f32 panels of 16 columns.
  * pack_kt moves 8 keys x 8 dims at a time through an in-register 8x8 transpose (24 shuffles
  * for 64 elements); pack_v is a widening copy. Rows are read only up to d (dv) elements:
- * f32 tails use maskload, f16/bf16 tails a small stack copy (mh_load8_tail).
+ * f32 tails use maskload, int8/f16/bf16 tails a small stack copy (mh_vload_dt_n); int8
+ * tiles are then scaled (kernels/i8_rows.h).
  */
+#include "kernels/i8_rows.h"
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx2/simd_avx2.h"
 
@@ -64,7 +66,7 @@ MH_INLINE void pack_kt(const mh_dtype dtype, size_t cols, size_t d, const void* 
     }
 }
 
-void MH_KNAME(pack_kt)(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
-                         float* dst) {
-    MH_WITH_DTYPE(dtype, pack_kt, cols, d, k, ldk, dst)
+void MH_KNAME(pack_kt)(size_t cols, size_t d, const mh_rows* k, float* dst) {
+    MH_WITH_DTYPE(k->dtype, pack_kt, cols, d, k->data, k->ld, dst)
+    if (k->dtype == MH_DTYPE_I8) mh_i8_scale_kt(cols, d, NR, k, dst);
 }

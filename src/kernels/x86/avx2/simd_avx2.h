@@ -44,18 +44,27 @@ MH_INLINE __m256 mh_widen8(__m128i h, mh_dtype dtype) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
+/* Eight int8 elements (the low 8 bytes of b) sign-extended to f32, exactly. */
+MH_INLINE __m256 mh_widen8_i8(__m128i b) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)); }
+
 /* 8 full elements of a `dtype` array at `p`. */
 MH_INLINE __m256 mh_vload_dt(const void* p, mh_dtype dtype) {
     if (dtype == MH_DTYPE_F32) return _mm256_loadu_ps((const float*)p);
+    if (dtype == MH_DTYPE_I8) return mh_widen8_i8(_mm_loadl_epi64((const __m128i*)p));
     return mh_widen8(_mm_loadu_si128((const __m128i*)p), dtype);
 }
 
 /* The first `cnt` (0..8) elements of a `dtype` array at `p`, zero in the other lanes; reads
- * nothing past element cnt - 1. f32 uses a masked load; AVX2 has no 16-bit masked load, so
- * f16/bf16 tails go through a small stack copy. */
+ * nothing past element cnt - 1. f32 uses a masked load; AVX2 has no 8- or 16-bit masked
+ * load, so int8 and f16/bf16 tails go through a small stack copy. */
 MH_INLINE __m256 mh_vload_dt_n(const void* p, mh_dtype dtype, size_t cnt) {
     if (cnt >= 8) return mh_vload_dt(p, dtype);
     if (dtype == MH_DTYPE_F32) return _mm256_maskload_ps((const float*)p, mh_mask8(cnt));
+    if (dtype == MH_DTYPE_I8) {
+        int8_t b[16] = {0};
+        for (size_t i = 0; i < cnt; i++) b[i] = ((const int8_t*)p)[i];
+        return mh_widen8_i8(_mm_loadu_si128((const __m128i*)(const void*)b));
+    }
     /* constant-size pieces (4, 2, 1 elements) so the copy is inlined, not a memcpy call */
     const uint16_t* src = (const uint16_t*)p;
     uint16_t buf[8] = {0};
@@ -148,5 +157,17 @@ MH_INLINE void mh_vcvt_bf16(const float* x, uint16_t* y) {
 MH_INLINE void mh_vcvt_bf16_n(const float* x, uint16_t* y, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] = mh_f32_to_bf16_rne(x[i]);
 }
+
+/* int8 quantisation (generic/convert.c): |v|, a / b, and v clamped to [-127, 127], rounded to
+ * nearest even (cvtps under the default MXCSR) and stored as int8, a full vector / n lanes. */
+MH_INLINE __m256 mh_vabs(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+MH_INLINE __m256 mh_vdiv(__m256 a, __m256 b) { return _mm256_div_ps(a, b); }
+MH_INLINE void mh_vstore_i8_n(int8_t* y, __m256 v, size_t n) {
+    const __m256 c = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+    int32_t t[8];
+    _mm256_storeu_si256((__m256i*)(void*)t, _mm256_cvtps_epi32(c));
+    for (size_t i = 0; i < n; i++) y[i] = (int8_t)t[i];
+}
+MH_INLINE void mh_vstore_i8(int8_t* y, __m256 v) { mh_vstore_i8_n(y, v, 8); }
 
 #endif

@@ -3,6 +3,7 @@
  * place in their storage dtype and widened on load, so each byte of the cache is read once per
  * KV head, whatever the number of query heads sharing it.
  */
+#include "kernels/i8_rows.h"
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/simd_avx512.h"
 
@@ -56,8 +57,11 @@ MH_INLINE void qk_rows(const int R, size_t cols, size_t d, const float* q, size_
     }
 }
 
-void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq,
-                              const void* k, ptrdiff_t ldk, mh_dtype dtype, float* s, size_t lds) {
+void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* kr,
+                         float* s, size_t lds) {
+    const void* k = kr->data;
+    const ptrdiff_t ldk = kr->ld;
+    const mh_dtype dtype = kr->dtype;
     switch (rows) {
     case 1: qk_rows(1, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
     case 2: qk_rows(2, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
@@ -66,6 +70,7 @@ void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, siz
     case 5: qk_rows(5, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
     default: break;
     }
+    if (dtype == MH_DTYPE_I8) mh_i8_scale_scores(rows, cols, kr, s, lds);
 }
 
 /* o (R rows x 64 columns starting at d0) = alpha * o + P.V: 4*R accumulators, 4 V vectors. */
@@ -98,9 +103,8 @@ MH_INLINE void pv_rows(const int R, size_t cols, size_t dv, const float* p, size
     }
 }
 
-void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp,
-                              const void* v, ptrdiff_t ldv, mh_dtype dtype, const float* alpha,
-                              float* o, size_t ldo) {
+static void pv_any(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const void* v,
+                   ptrdiff_t ldv, mh_dtype dtype, const float* alpha, float* o, size_t ldo) {
     switch (rows) {
     case 1: pv_rows(1, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo); break;
     case 2: pv_rows(2, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo); break;
@@ -109,4 +113,10 @@ void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, si
     case 5: pv_rows(5, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo); break;
     default: break;
     }
+}
+
+void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
+                         const float* alpha, float* o, size_t ldo) {
+    if (v->dtype == MH_DTYPE_I8) mh_i8_pv(pv_any, rows, cols, dv, p, ldp, v, alpha, o, ldo);
+    else pv_any(rows, cols, dv, p, ldp, v->data, v->ld, v->dtype, alpha, o, ldo);
 }

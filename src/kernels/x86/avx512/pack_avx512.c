@@ -1,6 +1,7 @@
 /* Packing K/V tiles of any storage dtype into f32 panels of 64 columns. */
 #include <string.h>
 
+#include "kernels/i8_rows.h"
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/simd_avx512.h"
 
@@ -31,8 +32,10 @@ MH_INLINE void transpose16(__m512 r[16]) {
     }
 }
 
-void MH_KNAME(pack_kt)(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dtype dtype,
-                           float* dst) {
+void MH_KNAME(pack_kt)(size_t cols, size_t d, const mh_rows* kr, float* dst) {
+    const void* k = kr->data;
+    const ptrdiff_t ldk = kr->ld;
+    const mh_dtype dtype = kr->dtype;
     const size_t groups = (cols + 15) / 16, padded = (cols + NR - 1) / NR * NR;
     for (size_t c0 = 0; c0 < groups * 16; c0 += 16) {
         float* panel = dst + (c0 / NR) * d * NR + c0 % NR;
@@ -51,4 +54,5 @@ void MH_KNAME(pack_kt)(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_d
         float* panel = dst + (c0 / NR) * d * NR + c0 % NR;
         for (size_t dd = 0; dd < d; dd++) _mm512_storeu_ps(panel + dd * NR, _mm512_setzero_ps());
     }
+    if (dtype == MH_DTYPE_I8) mh_i8_scale_kt(cols, d, NR, kr, dst);
 }

@@ -38,6 +38,7 @@ MH_INLINE __m512 mh_load16(const void* p, mh_dtype dtype, __mmask16 mask) {
     case MH_DTYPE_BF16:
         return _mm512_castsi512_ps(
             _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, p)), 16));
+    case MH_DTYPE_I8: return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, p)));
     default: return _mm512_maskz_loadu_ps(mask, p);
     }
 }
@@ -94,5 +95,15 @@ MH_INLINE void mh_vcvt_bf16_n(const float* x, uint16_t* y, size_t n) {
 }
 MH_INLINE void mh_vcvt_f16(const float* x, uint16_t* y) { mh_vcvt_f16_n(x, y, 16); }
 MH_INLINE void mh_vcvt_bf16(const float* x, uint16_t* y) { mh_vcvt_bf16_n(x, y, 16); }
+
+/* int8 quantisation (generic/convert.c): |v|, a / b, and v clamped to [-127, 127], rounded to
+ * nearest even (cvtps under the default MXCSR) and stored as int8, n lanes / a full vector. */
+MH_INLINE __m512 mh_vabs(__m512 v) { return _mm512_abs_ps(v); }
+MH_INLINE __m512 mh_vdiv(__m512 a, __m512 b) { return _mm512_div_ps(a, b); }
+MH_INLINE void mh_vstore_i8_n(int8_t* y, __m512 v, size_t n) {
+    const __m512 c = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+    _mm512_mask_cvtepi32_storeu_epi8(y, mh_mask16(n, 0), _mm512_cvtps_epi32(c));
+}
+MH_INLINE void mh_vstore_i8(int8_t* y, __m512 v) { mh_vstore_i8_n(y, v, 16); }
 
 #endif
