@@ -160,11 +160,19 @@ static bool have_f16c() {
 
 float quantize_i8_row(const float* x, int8_t* q, size_t n) {
     float amax = 0.0f;
-    for (size_t i = 0; i < n; i++) amax = std::fmax(amax, std::fabs(x[i]));
+    for (size_t i = 0; i < n; i++) amax = std::max(amax, std::fabs(x[i]));
     const float scale = amax / 127.0f;
+    if (scale == 0.0f) {
+        std::memset(q, 0, n);
+        return 0.0f;
+    }
+    // |x / scale| <= 127: adding and subtracting 1.5 * 2^23 rounds it to an integer, to nearest
+    // even in the default rounding mode, in a loop the compiler vectorises (std::nearbyint is a
+    // library call per element without SSE4.1)
+    constexpr float kRound = 12582912.0f;
     for (size_t i = 0; i < n; i++) {
-        const float r = scale > 0.0f ? std::nearbyint(x[i] / scale) : 0.0f;  // the default mode: to nearest even
-        q[i] = static_cast<int8_t>(std::fmin(127.0f, std::fmax(-127.0f, r)));
+        const float r = (x[i] / scale + kRound) - kRound;
+        q[i] = static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, r)));
     }
     return scale;
 }

@@ -210,13 +210,14 @@ std::string base_output_key(CaseSpec c) {
 std::map<std::string, std::vector<float>> g_base_outputs;
 
 // The decode cases' rotation pool: one allocation (plain aligned, like the library's KV cache),
-// kept for the whole run and grown when a case needs more.
+// kept for the whole run and grown when a case needs more (with an eighth to spare, so a case
+// slightly larger than the last, e.g. overlapping heads' padded rows after MHA, fits).
 AlignedBuffer g_pool;
 uint8_t* rotation_pool(size_t bytes) {
     if (g_pool.size() < bytes) {
         g_pool = AlignedBuffer();
-        g_pool = AlignedBuffer(bytes);
-        std::memset(g_pool.data(), 0, bytes);  // fault it in once
+        g_pool = AlignedBuffer(bytes + bytes / 8);
+        std::memset(g_pool.data(), 0, g_pool.size());  // fault it in once
     }
     return g_pool.as<uint8_t>();
 }
@@ -403,25 +404,32 @@ private:
         size_t ncopies = 1;
         const double llc = static_cast<double>(machine_limits().llc_bytes);
         // Interleaved cases are all alive at once: no shared rotation pool, one copy each.
-        if (decode && !g_opt.quick && !nested_ && llc > 0 && !g_opt.interleave) {
+        const bool pooled = decode && !g_opt.quick && !nested_ && !g_opt.interleave;
+        if (pooled && llc > 0) {
             ncopies = static_cast<size_t>(std::ceil(2.0 * llc / (2.0 * static_cast<double>(copy_bytes))));
             ncopies = std::min<size_t>(std::max<size_t>(ncopies, 1), 4096);
         }
         cold_ = decode && llc > 0 && 2.0 * static_cast<double>(copy_bytes) * static_cast<double>(ncopies) >= 2.0 * llc;
+        // int8: the same values unquantised, in f32, for the quantisation error (q_err); in the
+        // rotation pool after the copies when it is this case's (harness memory, faulted in once
+        // for the run, as the copies), else in buffers of the case's own
+        const CoreKvLayout lay_f = core_kv_layout(decode && !c_.token_major, B, M, Hkv, D, o, MH_DTYPE_F32);
+        const size_t f32_stride = i8 ? (lay_f.bytes + 4095) / 4096 * 4096 : 0;
         // Copy 0 is the case's own (counted in its peak_rss_bytes); copies 1.. live in the
         // rotation pool, allocated once for the whole run (page-faulting half a GiB for every
         // case would cost more than the case itself).
         k_ = AlignedBuffer(copy_bytes);
         v_ = AlignedBuffer(copy_bytes);
         const size_t stride = (copy_bytes + 4095) / 4096 * 4096;
-        uint8_t* pool = ncopies > 1 ? rotation_pool(2 * stride * (ncopies - 1)) : nullptr;
+        const size_t pool_copies = 2 * stride * (ncopies - 1), pool_f32 = pooled ? 2 * f32_stride : 0;
+        uint8_t* pool = pool_copies + pool_f32 > 0 ? rotation_pool(pool_copies + pool_f32) : nullptr;
         auto copy_at = [&](int t, size_t ci) -> uint8_t* {
             if (ci == 0) return static_cast<uint8_t*>(t == 0 ? k_.data() : v_.data());
             return pool + (ci - 1) * 2 * stride + static_cast<size_t>(t) * stride;
         };
-        // int8: the same values unquantised, in f32, for the quantisation error (q_err)
-        const CoreKvLayout lay_f = core_kv_layout(decode && !c_.token_major, B, M, Hkv, D, o, MH_DTYPE_F32);
-        AlignedBuffer kf(i8 ? lay_f.bytes : 0), vf(i8 ? lay_f.bytes : 0);
+        AlignedBuffer own_kf(pool_f32 ? 0 : f32_stride), own_vf(pool_f32 ? 0 : f32_stride);
+        void* kf = pool_f32 ? pool + pool_copies : own_kf.data();
+        void* vf = pool_f32 ? pool + pool_copies + f32_stride : own_vf.data();
 
         // K/V: the mean of each group's MHA heads (g = 1: the MHA heads themselves), token by
         // token: row [Hkv*D + 2o], head kvh's values at o + kvh*D.
@@ -430,7 +438,7 @@ private:
         std::vector<float> row(static_cast<size_t>(Hkv) * D + 2 * o, 0.0f);
         for (int t = 0; t < 2; t++) {
             void* dst = t == 0 ? k_.data() : v_.data();
-            void* dst_f = t == 0 ? kf.data() : vf.data();
+            void* dst_f = t == 0 ? kf : vf;
             const uint64_t seed = t == 0 ? kSeedK : kSeedV;
             if (gaps) std::memset(dst, 0, copy_bytes);  // the pads between streams
             if (i8 && gaps) std::memset(dst_f, 0, lay_f.bytes);
@@ -544,10 +552,9 @@ private:
     }
 
     // The problem p on f32 K/V of the same layout (the unquantised values of an int8 case).
-    static mh_attn_problem f32_problem(mh_attn_problem p, const CoreKvLayout& lay_f, const AlignedBuffer& kf,
-                                       const AlignedBuffer& vf) {
-        p.k = core_kv_view(lay_f, kf.data());
-        p.v = core_kv_view(lay_f, vf.data());
+    static mh_attn_problem f32_problem(mh_attn_problem p, const CoreKvLayout& lay_f, const void* kf, const void* vf) {
+        p.k = core_kv_view(lay_f, kf);
+        p.v = core_kv_view(lay_f, vf);
         p.k_dtype = p.v_dtype = MH_DTYPE_F32;
         return p;
     }
