@@ -1293,13 +1293,16 @@ double expected_case_seconds(const CaseSpec& c, const SuiteOptions& o) {
         const double rows = c.mode == Mode::Decode ? M : c.n_q + M;
         setup += B * rows * c.d_model * H * D / (gqa_family ? 4e9 : 0.45e9);
     } else {
-        setup += B * M * H * D * 2 / 1.5e8;
+        // int8: also quantised and kept in f32, about twice the drawing time
+        setup += B * M * H * D * 2 / (c.kv_dtype == MH_DTYPE_I8 ? 0.75e8 : 1.5e8);
     }
     if (fixed_iterations(c)) {
-        // the cache is filled through the layer first: a causal prefill of M tokens
+        // the cache is filled through the layer first: a causal prefill of M tokens (int8: a
+        // second, f32 cache too, for q_err)
         CaseSpec fill = c;
         fill.n_q = c.n_kv;
-        return setup + estimated_seconds(fill) + reps * c.iterations * call;
+        const double fills = c.kv_dtype == MH_DTYPE_I8 ? 2 : 1;
+        return setup + fills * estimated_seconds(fill) + reps * c.iterations * call;
     }
     return setup + reps * std::max(call, case_min_time(o));
 }
