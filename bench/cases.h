@@ -71,6 +71,8 @@ struct SuiteOptions {
 };
 
 const char* mode_name(Mode mode);
+// The layer API (projections included) rather than the attention core.
+inline bool is_layer_api(const CaseSpec& c) { return c.d_model > 0; }
 std::string case_name(const CaseSpec& c);
 // K/V heads of the case's variant (0 = the variant does not apply to this shape).
 int case_kv_heads(const CaseSpec& c);
