@@ -115,14 +115,18 @@ typedef enum mh_dtype {
     MH_DTYPE_BF16 = 2,
     /* Symmetric int8 K/V: element value = scale * (int8_t)q, with one f32 scale per
      * (batch, token, head) row in the view's `scale` (below). A KV cache of this dtype
-     * quantises each row when it is appended: scale = max|x| / 127, q = round(x / scale). */
+     * quantises each row when it is appended: scale = max|x| / 127, q = round(x / scale) to
+     * nearest even in [-127, 127]; an all-zero row has scale 0, a row with a NaN or an inf
+     * scale NaN. Caches: MHA/GQA/MQA, MoH, overlapping heads (others MH_ERR_UNSUPPORTED). */
     MH_DTYPE_I8 = 3
 } mh_dtype;
 
 /* A strided 4-D view [batch, token, head, dim]; dim is contiguous. Strides in elements.
  * MH_DTYPE_I8 views also give their rows' scales: scale[b * scale_stride_batch +
- * t * scale_stride_token + h * scale_stride_head] is row (b, t, h)'s f32 scale. Other dtypes
- * leave scale NULL (the scale fields are then not read). */
+ * t * scale_stride_token + h * scale_stride_head] is row (b, t, h)'s f32 scale (scale
+ * non-NULL, scale strides >= 0; a 0 stride shares a scale along that dimension). Other dtypes
+ * leave scale NULL (the scale fields are then not read). Prefer designated initialisers,
+ * (mh_tensor){.data = p, .stride_token = ...}, which zero the fields not named. */
 typedef struct mh_tensor {
     const void* data;
     ptrdiff_t stride_batch;

@@ -160,24 +160,24 @@ void mh_kv_cache_write_aux(mh_kv_cache* c, int n, const float* aux_rows) {
                aux_rows + (size_t)b * (size_t)n * w, (size_t)n * w * sizeof(float));
 }
 
-void mh_kv_cache_views(const mh_kv_cache* c, mh_tensor* k, mh_tensor* v) {
+/* The core's view of one tensor: [B][heads][capacity][dim] rows, scales [B][heads][capacity]. */
+static mh_tensor view_of(const mh_kv_cache* c, const void* data, const float* scale, int heads, int dim,
+                         ptrdiff_t stride_head, ptrdiff_t stride_batch) {
     const ptrdiff_t cap = c->capacity;
-    *k = (mh_tensor){.data = c->k,
-                     .stride_batch = c->k_stride_batch,
-                     .stride_token = c->layout.k_dim,
-                     .stride_head = c->k_stride_head,
-                     .scale = c->k_scale,
-                     .scale_stride_batch = c->k_scale ? cap * c->layout.k_heads : 0,
-                     .scale_stride_token = c->k_scale ? 1 : 0,
-                     .scale_stride_head = c->k_scale ? cap : 0};
-    *v = (mh_tensor){.data = c->v,
-                     .stride_batch = c->v_stride_batch,
-                     .stride_token = c->layout.v_dim,
-                     .stride_head = c->v_stride_head,
-                     .scale = c->v_scale,
-                     .scale_stride_batch = c->v_scale ? cap * c->layout.v_heads : 0,
-                     .scale_stride_token = c->v_scale ? 1 : 0,
-                     .scale_stride_head = c->v_scale ? cap : 0};
+    return (mh_tensor){.data = data,
+                       .stride_batch = stride_batch,
+                       .stride_token = dim,
+                       .stride_head = stride_head,
+                       .scale = scale,
+                       .scale_stride_batch = scale ? cap * heads : 0,
+                       .scale_stride_token = scale ? 1 : 0,
+                       .scale_stride_head = scale ? cap : 0};
+}
+
+void mh_kv_cache_views(const mh_kv_cache* c, mh_tensor* k, mh_tensor* v) {
+    const mh_cache_layout* l = &c->layout;
+    *k = view_of(c, c->k, c->k_scale, l->k_heads, l->k_dim, c->k_stride_head, c->k_stride_batch);
+    *v = view_of(c, c->v, c->v_scale, l->v_heads, l->v_dim, c->v_stride_head, c->v_stride_batch);
 }
 
 mh_status mh_kv_cache_check(const mh_kv_cache* c, const mh_cache_layout* layout, int batch,

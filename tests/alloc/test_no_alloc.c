@@ -1,7 +1,8 @@
 /*
  * Forward, decode and mh_attention never allocate (docs/api.md): this program replaces the
  * allocator, counts every call made while a flag is set around those three entry points, and
- * requires zero. Run once per ISA (MH_ISA), each with contexts of 1 and 2 threads.
+ * requires zero. Run once per ISA (MH_ISA), each with contexts of 1 and 2 threads; f32, f16
+ * and int8 caches and K/V views.
  *
  * How the allocator is replaced:
  *  - Normal builds (glibc): malloc, calloc, realloc, reallocarray, free, aligned_alloc,
@@ -230,8 +231,8 @@ static void run_moh_calls(int threads, const mh_context* ctx, const layer_fixtur
         mh_layer_forward_workspace_size(L, B, N, N, &fw_bytes);
         mh_layer_decode_workspace_size(L, B, N, &dec_bytes);
         void *ws_fw = ws_alloc(fw_bytes), *ws_dec = ws_alloc(dec_bytes);
-        mh_kv_cache* cache = NULL;
-        check_status("MoH cache", mh_kv_cache_create(L, B, CAP, MH_DTYPE_F16, &cache), MH_OK);
+        mh_kv_cache* cache = NULL; /* f16 for the learned router, int8 for the other */
+        check_status("MoH cache", mh_kv_cache_create(L, B, CAP, norm ? MH_DTYPE_I8 : MH_DTYPE_F16, &cache), MH_OK);
         mh_attn_options causal = mh_attn_options_default();
         causal.causal = 1;
         mh_forward_args a = {.batch = B, .n_q = N, .query = x, .out = y, .opt = &causal, .routing = &rec};
@@ -277,9 +278,10 @@ static void run_layer_calls(int threads, mh_variant variant) {
     size_t fw_bytes, dec_bytes, dec1_bytes;
     void *ws_fw, *ws_dec, *ws_dec1;
     layer_workspaces(f.layer, &fw_bytes, &ws_fw, &dec_bytes, &ws_dec, &dec1_bytes, &ws_dec1);
-    mh_kv_cache *cache = NULL, *cache16 = NULL;
+    mh_kv_cache *cache = NULL, *cache16 = NULL, *cache8 = NULL;
     check_status("cache", mh_kv_cache_create(f.layer, B, CAP, MH_DTYPE_F32, &cache), MH_OK);
     check_status("cache f16", mh_kv_cache_create(f.layer, B, CAP, MH_DTYPE_F16, &cache16), MH_OK);
+    check_status("cache int8", mh_kv_cache_create(f.layer, B, CAP, MH_DTYPE_I8, &cache8), MH_OK);
     float* mask = malloc(sizeof(float) * (size_t)N * N);
     for (size_t i = 0; i < (size_t)N * N; i++) mask[i] = (i % 7 == 0) ? -1.0f : 0.25f;
     float* probs = malloc(sizeof(float) * (size_t)B * H * N * N);
@@ -311,10 +313,11 @@ static void run_layer_calls(int threads, mh_variant variant) {
     calls = stop_counting(what);
     check_status("forward (options)", st, MH_OK), check_true(what, calls == 0);
 
-    mh_kv_cache* caches[2] = {cache, cache16};
-    for (int ci = 0; ci < 2; ci++) {
+    mh_kv_cache* caches[3] = {cache, cache16, cache8};
+    static const char* const cache_names[3] = {"f32", "f16", "int8"};
+    for (int ci = 0; ci < 3; ci++) {
         snprintf(what, sizeof what, "%d thread(s): decode (%s cache, prefill %d + 30 tokens) allocates nothing",
-                 threads, ci ? "f16" : "f32", N);
+                 threads, cache_names[ci], N);
         start_counting();
         st = mh_layer_decode(f.layer, caches[ci], &(mh_decode_args){B, N, x, y, NULL}, ws_dec, dec_bytes);
         for (int t = 0; t < 30 && st == MH_OK; t++)
@@ -337,6 +340,7 @@ static void run_layer_calls(int threads, mh_variant variant) {
     free(x), free(y), free(mask), free(probs), free(ws_fw), free(ws_dec), free(ws_dec1);
     mh_kv_cache_destroy(cache);
     mh_kv_cache_destroy(cache16);
+    mh_kv_cache_destroy(cache8);
     mh_layer_destroy(Lw);
     fixture_free(&f);
     mh_context_destroy(ctx);
@@ -347,43 +351,49 @@ static void run_core_calls(int threads) {
     mh_context* ctx = test_context(threads);
     test_rng r;
     rng_seed(&r, 99 + (uint64_t)threads);
-    /* prefill-shaped (prepacked K/V, several query tiles), decode-shaped (split-KV), and a
-     * padded-layout bf16 call with every option */
-    test_problem pre, dec, pad;
+    /* prefill-shaped (prepacked K/V, several query tiles), decode-shaped (split-KV), a
+     * padded-layout bf16 call with every option, and int8 K/V decode- and prefill-shaped */
+    enum { NP = 5 };
+    test_problem pre, dec, pad, dec8, pre8;
     problem_make(&pre, &r, 2, SLOW ? 40 : 64, SLOW ? 80 : 256, 4, 2, 64, 64, MH_DTYPE_F32, LAYOUT_TOKEN_MAJOR, 1.0f);
     problem_make(&dec, &r, 1, 1, SLOW ? 2100 : 8192, 8, 1, 64, 64, MH_DTYPE_F16, LAYOUT_HEAD_MAJOR, 1.0f);
     problem_make(&pad, &r, 2, 33, 130, 6, 3, 24, 20, MH_DTYPE_BF16, LAYOUT_PADDED, 1.0f);
-    test_problem* ps[3] = {&pre, &dec, &pad};
-    static const char* const names[3] = {"prefill-shaped", "decode-shaped (split-KV)", "padded bf16 with options"};
-    size_t bytes[3];
-    void* ws[3];
+    problem_make(&dec8, &r, 1, 1, SLOW ? 2100 : 8192, 8, 2, 64, 64, MH_DTYPE_I8, LAYOUT_HEAD_MAJOR, 1.0f);
+    problem_make(&pre8, &r, 2, SLOW ? 40 : 64, SLOW ? 80 : 256, 4, 2, 64, 64, MH_DTYPE_I8, LAYOUT_TOKEN_MAJOR, 1.0f);
+    test_problem* ps[NP] = {&pre, &dec, &pad, &dec8, &pre8};
+    static const char* const names[NP] = {"prefill-shaped", "decode-shaped (split-KV)", "padded bf16 with options",
+                                          "int8 decode-shaped (split-KV)", "int8 prefill-shaped"};
+    size_t bytes[NP];
+    void* ws[NP];
     float slopes[6], sinks[6];
     for (int h = 0; h < 6; h++) slopes[h] = 0.1f * (float)(h + 1), sinks[h] = 0.2f * (float)h;
     float* mask = malloc(sizeof(float) * 33 * 130);
     for (int i = 0; i < 33 * 130; i++) mask[i] = (i % 5 == 0) ? -INFINITY : 0.5f;
     float* probs = malloc(sizeof(float) * 2 * 6 * 33 * 130);
     int32_t kv_len[2] = {130, 77};
-    mh_attn_options opts[3];
+    mh_attn_options opts[NP];
     opts[0] = mh_attn_options_default(), opts[0].causal = 1;
+    opts[3] = mh_attn_options_default();
+    opts[4] = opts[0];
     opts[1] = mh_attn_options_default();
     opts[2] = mh_attn_options_default();
     opts[2].causal = 1, opts[2].window = 50, opts[2].softcap = 15.0f, opts[2].alibi_slopes = slopes;
     opts[2].sinks = sinks, opts[2].mask = mask, opts[2].mask_stride_row = 130, opts[2].kv_len = kv_len;
     opts[2].probs = probs;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < NP; i++) {
         check_status("core ws", mh_attention_workspace_size(ctx, &ps[i]->p, &opts[i], &bytes[i]), MH_OK);
         ws[i] = ws_alloc(bytes[i]);
     }
     /* warm-up (a no-op when run_layer_calls already ran in this process) */
     check_status("warm-up core", mh_attention(ctx, &pre.p, &opts[0], ws[0], bytes[0]), MH_OK);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < NP; i++) {
         snprintf(what, sizeof what, "%d thread(s): mh_attention %s allocates nothing", threads, names[i]);
         start_counting();
         mh_status st = mh_attention(ctx, &ps[i]->p, &opts[i], ws[i], bytes[i]);
         long calls = stop_counting(what);
         check_status(names[i], st, MH_OK), check_true(what, calls == 0);
     }
-    for (int i = 0; i < 3; i++) free(ws[i]), problem_free(ps[i]);
+    for (int i = 0; i < NP; i++) free(ws[i]), problem_free(ps[i]);
     free(mask), free(probs);
     mh_context_destroy(ctx);
 }

@@ -25,8 +25,15 @@ double oracle_load(const void* base, mh_dtype dtype, ptrdiff_t index) {
     switch (dtype) {
     case MH_DTYPE_F16: return half_to_double(((const uint16_t*)base)[index]);
     case MH_DTYPE_BF16: return bf16_to_double(((const uint16_t*)base)[index]);
+    case MH_DTYPE_I8: return ((const int8_t*)base)[index];
     default: return ((const float*)base)[index];
     }
+}
+
+double oracle_kv(const mh_tensor* t, mh_dtype dtype, int b, int j, int h, int d) {
+    const double x = oracle_load(t->data, dtype, b * t->stride_batch + j * t->stride_token + h * t->stride_head + d);
+    if (dtype != MH_DTYPE_I8) return x;
+    return (double)t->scale[b * t->scale_stride_batch + j * t->scale_stride_token + h * t->scale_stride_head] * x;
 }
 
 static int key_kept(const mh_attn_options* opt, int64_t p, int64_t j, int64_t kv_len) {
@@ -64,9 +71,7 @@ void oracle_attention(const mh_attn_problem* p, const mh_attn_options* opt_in, d
                     for (int d = 0; d < Dqk; d++) {
                         double qv = q[b * p->q.stride_batch + i * p->q.stride_token +
                                       h * p->q.stride_head + d];
-                        double kv = oracle_load(p->k.data, p->k_dtype,
-                                                b * p->k.stride_batch + j * p->k.stride_token +
-                                                    kh * p->k.stride_head + d);
+                        double kv = oracle_kv(&p->k, p->k_dtype, b, j, kh, d);
                         dot += qv * kv;
                     }
                     double x = dot * scale;
@@ -98,9 +103,7 @@ void oracle_attention(const mh_attn_problem* p, const mh_attn_options* opt_in, d
                     if (prow) prow[j] = pj;
                     if (pj == 0.0) continue;
                     for (int d = 0; d < Dv; d++)
-                        orow[d] += pj * oracle_load(p->v.data, p->v_dtype,
-                                                    b * p->v.stride_batch + j * p->v.stride_token +
-                                                        kh * p->v.stride_head + d);
+                        orow[d] += pj * oracle_kv(&p->v, p->v_dtype, b, j, kh, d);
                 }
             }
         }

@@ -14,8 +14,12 @@ extern "C" {
 #endif
 #endif
 
-/* Decodes one stored K/V element to double. */
+/* Decodes one stored K/V element to double (MH_DTYPE_I8: the int8 value, without its scale). */
 double oracle_load(const void* base, mh_dtype dtype, ptrdiff_t index);
+
+/* Element d of row (batch b, token j, head h) of a K/V view in dtype, dequantised in double
+ * (MH_DTYPE_I8: the row's scale times the int8 value). */
+double oracle_kv(const mh_tensor* t, mh_dtype dtype, int b, int j, int h, int d);
 
 /* o [B, N, H, Dv] contiguous; probs [B, H, N, M] contiguous or NULL. opt may be NULL. */
 void oracle_attention(const mh_attn_problem* p, const mh_attn_options* opt, double* o,

@@ -47,15 +47,41 @@ static void strides(test_layout layout, int T, int Hh, int D, int pad, mh_tensor
 }
 
 static void* fill_kv(test_rng* r, size_t n, mh_dtype dt, float amp) {
-    size_t es = dt == MH_DTYPE_F32 ? 4 : 2;
+    size_t es = dt == MH_DTYPE_F32 ? 4 : dt == MH_DTYPE_I8 ? 1 : 2;
     void* buf = calloc(n ? n : 1, es);
     for (size_t i = 0; i < n; i++) {
         float x = rng_uniform(r, -amp, amp);
         if (dt == MH_DTYPE_F32) ((float*)buf)[i] = x;
         else if (dt == MH_DTYPE_F16) ((uint16_t*)buf)[i] = to_f16(x);
+        else if (dt == MH_DTYPE_I8) ((int8_t*)buf)[i] = (int8_t)rng_int(r, -127, 127);
         else ((uint16_t*)buf)[i] = to_bf16(x);
     }
     return buf;
+}
+
+/* K (v = 0) or V (v = 1) of the problem in dtype, with its scales for int8. */
+void problem_set_kv(test_problem* t, test_rng* r, int v, mh_dtype dt, test_layout layout, float amp) {
+    mh_attn_problem* p = &t->p;
+    mh_tensor* x = v ? &p->v : &p->k;
+    const int d = v ? p->head_dim_v : p->head_dim_qk;
+    size_t n, ns;
+    strides(layout, p->n_kv, p->n_kv_heads, d, 1 + v, x, &n, p->batch);
+    void* data = fill_kv(r, n, dt, amp);
+    float* scale = NULL;
+    if (dt == MH_DTYPE_I8) {
+        mh_tensor st;
+        strides(layout, p->n_kv, p->n_kv_heads, 1, 2, &st, &ns, p->batch);
+        scale = malloc(ns * sizeof(float));
+        rng_fill(r, scale, ns, amp / 254.0f, amp / 127.0f);
+        x->scale_stride_batch = st.stride_batch, x->scale_stride_token = st.stride_token;
+        x->scale_stride_head = st.stride_head;
+    } else {
+        x->scale_stride_batch = x->scale_stride_token = x->scale_stride_head = 0;
+    }
+    x->data = data, x->scale = scale;
+    free(v ? t->v : t->k), free(v ? t->v_scale : t->k_scale);
+    if (v) t->v = data, t->v_scale = scale, p->v_dtype = dt;
+    else t->k = data, t->k_scale = scale, p->k_dtype = dt;
 }
 
 void problem_make(test_problem* t, test_rng* r, int B, int N, int M, int H, int Hkv, int Dqk,
@@ -64,27 +90,24 @@ void problem_make(test_problem* t, test_rng* r, int B, int N, int M, int H, int 
     mh_attn_problem* p = &t->p;
     p->batch = B, p->n_q = N, p->n_kv = M, p->n_heads = H, p->n_kv_heads = Hkv;
     p->head_dim_qk = Dqk, p->head_dim_v = Dv;
-    p->k_dtype = p->v_dtype = kv_dtype;
-    size_t nq, nk, nv, no;
+    size_t nq, no;
     strides(layout, N, H, Dqk, 3, &p->q, &nq, B);
-    strides(layout, M, Hkv, Dqk, 1, &p->k, &nk, B);
-    strides(layout, M, Hkv, Dv, 2, &p->v, &nv, B);
     mh_tensor ot;
     strides(layout, N, H, Dv, 1, &ot, &no, B);
     t->q = malloc(nq * sizeof(float));
     rng_fill(r, t->q, nq, -amp, amp);
-    t->k = fill_kv(r, nk, kv_dtype, amp);
-    t->v = fill_kv(r, nv, kv_dtype, amp);
+    problem_set_kv(t, r, 0, kv_dtype, layout, amp);
+    problem_set_kv(t, r, 1, kv_dtype, layout, amp);
     t->o = malloc(no * sizeof(float));
     for (size_t i = 0; i < no; i++) t->o[i] = -12345.0f; /* poison: every row must be written */
     t->o_elems = no;
-    p->q.data = t->q, p->k.data = t->k, p->v.data = t->v, p->o.data = t->o;
+    p->q.data = t->q, p->o.data = t->o;
     p->o.stride_batch = ot.stride_batch, p->o.stride_token = ot.stride_token;
     p->o.stride_head = ot.stride_head;
 }
 
 void problem_free(test_problem* t) {
-    free(t->q), free(t->k), free(t->v), free(t->o);
+    free(t->q), free(t->k), free(t->v), free(t->k_scale), free(t->v_scale), free(t->o);
     memset(t, 0, sizeof *t);
 }
 

@@ -16,13 +16,18 @@ typedef struct test_problem {
     float* q;
     void* k;
     void* v;
+    float *k_scale, *v_scale; /* MH_DTYPE_I8 row scales, laid out like the rows; else NULL */
     float* o;
     size_t o_elems;
 } test_problem;
 
-/* Fills a problem of the given shape with values uniform in [-amp, amp). */
+/* Fills a problem of the given shape with values uniform in [-amp, amp). MH_DTYPE_I8 K/V are
+ * random int8 with random row scales in [amp / 254, amp / 127], the scales in the layout of
+ * the rows (strided like a [B, T, H, 1] tensor of that layout). */
 void problem_make(test_problem* t, test_rng* r, int B, int N, int M, int H, int Hkv, int Dqk,
                   int Dv, mh_dtype kv_dtype, test_layout layout, float amp);
+/* Refills K (v = 0) or V (v = 1) in another dtype, same layout and shape. */
+void problem_set_kv(test_problem* t, test_rng* r, int v, mh_dtype dtype, test_layout layout, float amp);
 void problem_free(test_problem* t);
 /* Copies O ([B, N, H, Dv] through its strides) into a contiguous buffer. */
 void problem_gather_o(const test_problem* t, float* dst);
