@@ -45,13 +45,22 @@ void Rng::fill(float* p, size_t n, float scale) {
     for (size_t i = 0; i < n; i++) p[i] = uniform(scale);
 }
 
-size_t dtype_size(mh_dtype dtype) { return dtype == MH_DTYPE_F32 ? 4 : 2; }
+size_t dtype_size(mh_dtype dtype) {
+    switch (dtype) {
+    case MH_DTYPE_F32: return 4;
+    case MH_DTYPE_F16:
+    case MH_DTYPE_BF16: return 2;
+    case MH_DTYPE_I8: return 1;
+    }
+    return 0;
+}
 
 const char* dtype_name(mh_dtype dtype) {
     switch (dtype) {
     case MH_DTYPE_F32: return "f32";
     case MH_DTYPE_F16: return "f16";
     case MH_DTYPE_BF16: return "bf16";
+    case MH_DTYPE_I8: return "i8";
     }
     return "unknown";
 }
@@ -149,7 +158,26 @@ static bool have_f16c() {
 }
 #endif
 
-void store_as(mh_dtype dtype, const float* src, void* dst, size_t n) {
+float quantize_i8_row(const float* x, int8_t* q, size_t n) {
+    float amax = 0.0f;
+    for (size_t i = 0; i < n; i++) amax = std::max(amax, std::fabs(x[i]));
+    const float scale = amax / 127.0f;
+    if (scale == 0.0f) {
+        std::memset(q, 0, n);
+        return 0.0f;
+    }
+    // |x / scale| <= 127: adding and subtracting 1.5 * 2^23 rounds it to an integer, to nearest
+    // even in the default rounding mode, in a loop the compiler vectorises (std::nearbyint is a
+    // library call per element without SSE4.1)
+    constexpr float kRound = 12582912.0f;
+    for (size_t i = 0; i < n; i++) {
+        const float r = (x[i] / scale + kRound) - kRound;
+        q[i] = static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, r)));
+    }
+    return scale;
+}
+
+void store_as(mh_dtype dtype, const float* src, void* dst, size_t n, float* scale) {
     switch (dtype) {
     case MH_DTYPE_F32: std::memcpy(dst, src, n * sizeof(float)); return;
     case MH_DTYPE_F16:
@@ -164,10 +192,11 @@ void store_as(mh_dtype dtype, const float* src, void* dst, size_t n) {
     case MH_DTYPE_BF16:
         for (size_t i = 0; i < n; i++) static_cast<uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
         return;
+    case MH_DTYPE_I8: *scale = quantize_i8_row(src, static_cast<int8_t*>(dst), n); return;
     }
 }
 
-void load_as_float(mh_dtype dtype, const void* src, float* dst, size_t n) {
+void load_as_float(mh_dtype dtype, const void* src, float* dst, size_t n, float scale) {
     switch (dtype) {
     case MH_DTYPE_F32: std::memcpy(dst, src, n * sizeof(float)); return;
     case MH_DTYPE_F16:
@@ -176,16 +205,26 @@ void load_as_float(mh_dtype dtype, const void* src, float* dst, size_t n) {
     case MH_DTYPE_BF16:
         for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
         return;
+    case MH_DTYPE_I8:
+        for (size_t i = 0; i < n; i++) dst[i] = scale * static_cast<float>(static_cast<const int8_t*>(src)[i]);
+        return;
     }
 }
 
-double load_as_double(const void* base, mh_dtype dtype, ptrdiff_t index) {
-    switch (dtype) {
-    case MH_DTYPE_F32: return static_cast<const float*>(base)[index];
-    case MH_DTYPE_F16: return f16_to_f32(static_cast<const uint16_t*>(base)[index]);
-    case MH_DTYPE_BF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[index]);
+void load_row(const mh_tensor& t, mh_dtype dtype, int b, int tok, int h, double* dst, size_t n) {
+    const ptrdiff_t at = b * t.stride_batch + tok * t.stride_token + h * t.stride_head;
+    const char* src = static_cast<const char*>(t.data) + at * static_cast<ptrdiff_t>(dtype_size(dtype));
+    if (dtype == MH_DTYPE_I8) {
+        const double scale = t.scale[b * t.scale_stride_batch + tok * t.scale_stride_token + h * t.scale_stride_head];
+        for (size_t i = 0; i < n; i++) dst[i] = scale * reinterpret_cast<const int8_t*>(src)[i];
+        return;
     }
-    return 0.0;
+    float chunk[64];
+    for (size_t i = 0; i < n; i += 64) {
+        const size_t len = std::min<size_t>(64, n - i);
+        load_as_float(dtype, src + i * dtype_size(dtype), chunk, len);
+        std::copy_n(chunk, len, dst + i);
+    }
 }
 
 void ErrorAccumulator::add(double got, double ref) {

@@ -71,18 +71,33 @@ inline float hash_uniform(uint64_t seed, uint64_t index) {
 void hash_fill(float* dst, size_t n, uint64_t seed, uint64_t index, bool accumulate = false);
 
 // ------------------------------------------------------------------ dtypes
-size_t dtype_size(mh_dtype dtype);
+size_t dtype_size(mh_dtype dtype);  // bytes per element (int8: 1; its row scales are apart)
 const char* dtype_name(mh_dtype dtype);
 uint16_t f32_to_f16(float f);  // round to nearest even
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);  // round to nearest even
 float bf16_to_f32(uint16_t h);
-// dst[i] = src[i] stored as dtype (a copy for f32, rounded for f16/bf16).
-void store_as(mh_dtype dtype, const float* src, void* dst, size_t n);
-// dst[i] = src[i] for n elements of the given dtype (any of the three) converted to float.
-void load_as_float(mh_dtype dtype, const void* src, float* dst, size_t n);
-// The stored element back, exactly, as double.
-double load_as_double(const void* base, mh_dtype dtype, ptrdiff_t index);
+// Symmetric int8 as the library's KV cache quantises a (token, head) row of n values:
+// scale = max|x| / 127, q[i] = x[i] / scale rounded to nearest even and clamped to [-127, 127];
+// an all-zero row gets scale 0 (and q = 0). Returns the scale; x[i] reads back as scale * q[i].
+float quantize_i8_row(const float* x, int8_t* q, size_t n);
+// dst[i] = src[i] stored as dtype (a copy for f32, rounded for f16/bf16). MH_DTYPE_I8: the n
+// values are ONE row, quantised by quantize_i8_row, its scale written to *scale.
+void store_as(mh_dtype dtype, const float* src, void* dst, size_t n, float* scale = nullptr);
+// dst[i] = src[i] for n elements of the given dtype converted to float, exactly (MH_DTYPE_I8:
+// one row, dequantised as scale * q).
+void load_as_float(mh_dtype dtype, const void* src, float* dst, size_t n, float scale = 0.0f);
+// Row (b, tok, h) of a tensor view of this dtype: its n stored values, exactly, as double
+// (int8: scale * q from the row's scale in the view, the product in double).
+void load_row(const mh_tensor& t, mh_dtype dtype, int b, int tok, int h, double* dst, size_t n);
+
+// A view of a float/f16/bf16 tensor (no int8 scales).
+inline mh_tensor tensor_view(const void* data, ptrdiff_t stride_batch, ptrdiff_t stride_token, ptrdiff_t stride_head) {
+    mh_tensor t{};
+    t.data = data;
+    t.stride_batch = stride_batch, t.stride_token = stride_token, t.stride_head = stride_head;
+    return t;
+}
 
 // ------------------------------------------------------------------ library handles
 struct ContextDeleter {

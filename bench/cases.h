@@ -3,6 +3,8 @@
 //   prefill/gqa8/N2048_M2048_H32_D128/f32/avx512/threads:1
 //   decode/mqa/M32768_H32_D128/f16/avx512/threads:1
 //   decode/gqa4/M4096_H16_D64_dm1024/f16/avx512/threads:1
+//   decode/mha/M32768_H32_D128/i8/avx2/threads:1
+//   decode/mha/M32768_H32_D128_tokmajor/f16/avx512/threads:1
 //   layer/mha/N512_M512_H16_D64_dm1024/f32/openblas/threads:1
 //   cross/gqa8/N448_M1500_H16_D64_dm1024/f32/scalar/threads:1
 // mode     prefill  causal self-attention over N prompt tokens, on the attention core
@@ -14,9 +16,11 @@
 //          layer    an encoder layer: mh_layer_forward, full (non-causal) self-attention, N = M
 //          cross    mh_layer_forward with key/value inputs of another length M (cross-attention)
 // variant  a row of the variant table (model.h): mha, gqa8, gqa4, mqa
-// shape    [B<batch>_][N<queries>_]M<keys>_H<heads>_D<head dim>[_dm<d_model>]; _dm marks the
-//          layer API (projections included, d_model = the layer's width)
-// kvdtype  K/V storage: the K/V tensors (core) or the KV cache (decode _dm); f32 for layer and
+// shape    [B<batch>_][N<queries>_]M<keys>_H<heads>_D<head dim>[_dm<d_model>][_tokmajor]; _dm
+//          marks the layer API (projections included, d_model = the layer's width); _tokmajor
+//          a decode core case on a token-major cache (CaseSpec::token_major)
+// kvdtype  K/V storage: the K/V tensors (core) or the KV cache (decode _dm): f32, f16, bf16, or
+//          i8 (symmetric int8 with one f32 scale per (token, K/V head) row); f32 for layer and
 //          cross, whose forward keeps K/V in float
 // isa      the kernel table (scalar, avx2, avx512, neon, sve), or "openblas" for the baseline
 //          written with cblas_sgemm (blas_baseline.h)
@@ -50,6 +54,10 @@ struct CaseSpec {
     Impl impl = Impl::Library;
     int threads = 1;
     int iterations = 0;  // decode through the layer: the fixed iteration count
+    // Decode on the core: K/V token-major [B][M][Hkv][D] (an engine's own cache read in place,
+    // stride_token = Hkv*D, stride_head = D) instead of the library's head-major cache layout.
+    // The shape in the case name ends in _tokmajor.
+    bool token_major = false;
 };
 
 struct SuiteOptions {
@@ -63,6 +71,8 @@ struct SuiteOptions {
 };
 
 const char* mode_name(Mode mode);
+// The layer API (projections included) rather than the attention core.
+inline bool is_layer_api(const CaseSpec& c) { return c.d_model > 0; }
 std::string case_name(const CaseSpec& c);
 // K/V heads of the case's variant (0 = the variant does not apply to this shape).
 int case_kv_heads(const CaseSpec& c);

@@ -36,7 +36,10 @@
 // case (the median of its repetitions, and cv, the time's coefficient of variation over them;
 // dist_base, the output's relative L2 distance from the base (MHA) layer's); the name is printed
 // when the case starts, after "k/N" and an estimate of the time the rest of the run takes, so
-// the running case and the progress are always visible.
+// the running case and the progress are always visible. x_bound is the time over its bound
+// max(bytes / bandwidth, FLOPs / peak); q_err an int8 case's output against the same call on
+// f32 K/V. A case the library cannot run for a reason outside the harness (int8 K/V on a library
+// without them) prints SKIPPED and its reason, and is not counted as a result or an error.
 #include <regex.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -157,9 +160,9 @@ public:
     TableReporter(size_t name_width, Progress* progress) : w_(name_width), progress_(progress) {}
 
     bool ReportContext(const Context&) override {
-        std::printf("%-*s%-*s %10s %5s %8s %6s %8s %6s %8s %9s %9s\n", Progress::width, "   k/N     left", static_cast<int>(w_),
-                    "case", "ms/call", "cv", "GFLOP/s", "%peak", "GB/s", "%bw", "tok/s", "rel_err", "dist_base");
-        std::printf("%s\n", std::string(Progress::width + w_ + 81, '-').c_str());
+        std::printf("%-*s%-*s %10s %5s %8s %6s %8s %6s %7s %8s %9s %9s %9s\n", Progress::width, "   k/N     left", static_cast<int>(w_),
+                    "case", "ms/call", "cv", "GFLOP/s", "%peak", "GB/s", "%bw", "x_bound", "tok/s", "rel_err", "q_err", "dist_base");
+        std::printf("%s\n", std::string(Progress::width + w_ + 99, '-').c_str());
         std::fflush(stdout);
         return true;
     }
@@ -190,6 +193,11 @@ public:
         clean_name(r);
         if (!open_) std::printf("%s%-*s", progress_->next().c_str(), static_cast<int>(w_), r.run_name.str().c_str());
         open_ = false;
+        if (r.error_occurred && r.error_message.rfind("skipped: ", 0) == 0) {  // e.g. no int8 in this library
+            std::printf(" SKIPPED: %s\n", r.error_message.c_str() + 9);
+            std::fflush(stdout);
+            return;
+        }
         if (r.error_occurred) {
             std::printf(" ERROR: %s\n", r.error_message.c_str());
             errors_++;
@@ -204,14 +212,18 @@ public:
                                                      : r.time_unit == benchmark::kMicrosecond ? 1e-3
                                                      : r.time_unit == benchmark::kNanosecond ? 1e-6
                                                                                               : 1e3);
-        char err[16], dist[16], cvs[16];
+        char err[16], dist[16], cvs[16], qerr[16], xb[16];
         std::snprintf(err, sizeof err, "%.1e", c("rel_l2_err"));
+        if (c("q_err") < 0) std::snprintf(qerr, sizeof qerr, "-");
+        else std::snprintf(qerr, sizeof qerr, "%.1e", c("q_err"));
+        if (c("x_bound") <= 0) std::snprintf(xb, sizeof xb, "-");
+        else std::snprintf(xb, sizeof xb, "%.2f", c("x_bound"));
         if (c("dist_from_base") < 0) std::snprintf(dist, sizeof dist, "-");
         else std::snprintf(dist, sizeof dist, "%.3f", c("dist_from_base"));
         if (cv < 0) std::snprintf(cvs, sizeof cvs, "-");
         else std::snprintf(cvs, sizeof cvs, "%.0f%%", 100.0 * cv);
-        std::printf(" %10.3f %5s %8.1f %6.1f %8.2f %6.1f %8s %9s %9s%s\n", ms, cvs, c("gflops"), c("pct_peak"), c("gbps"),
-                    c("pct_bw"), si(c("tokens_per_s"), 1).c_str(), err, dist, c("cold") > 0 ? "  cold" : "");
+        std::printf(" %10.3f %5s %8.1f %6.1f %8.2f %6.1f %7s %8s %9s %9s %9s%s\n", ms, cvs, c("gflops"), c("pct_peak"), c("gbps"),
+                    c("pct_bw"), xb, si(c("tokens_per_s"), 1).c_str(), err, qerr, dist, c("cold") > 0 ? "  cold" : "");
         std::fflush(stdout);
     }
     int errors() const { return errors_; }

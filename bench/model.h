@@ -4,7 +4,7 @@
 // Adding a variant is ONE row in variant_table() (model.cc): its name (the `variant` field of case names), the library
 // family it creates, how many K/V heads it keeps for a given H, how its weights are derived
 // from the base layer, and the fraction of heads it activates (FLOP counting). The suite
-// (cases.cc) runs every row on every comparison shape it applies to, and report.py picks the
+// (suites.cc) runs every row on every comparison shape it applies to, and report.py picks the
 // new name up from the JSON with no change.
 #ifndef MH_BENCH_MODEL_H
 #define MH_BENCH_MODEL_H

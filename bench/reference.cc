@@ -63,7 +63,6 @@ void ref_attention(const mh_attn_problem& p, bool causal, const std::vector<int>
 
     std::vector<double> k(static_cast<size_t>(R) * D), v(static_cast<size_t>(R) * Dv);
     std::vector<double> q(static_cast<size_t>(D)), s(static_cast<size_t>(std::max(R, 1)));
-    std::vector<float> row(static_cast<size_t>(std::max(D, Dv)));
     const float* Q = static_cast<const float*>(p.q.data);
     for (int b = 0; b < B; b++) {
         int loaded_kvh = -1;
@@ -71,15 +70,10 @@ void ref_attention(const mh_attn_problem& p, bool causal, const std::vector<int>
             const int h = heads[hi];
             const int kvh = h / group;
             if (kvh != loaded_kvh) {  // this KV head's K and V, decoded to double once
-                const size_t ek = dtype_size(p.k_dtype), ev = dtype_size(p.v_dtype);
+                // the stored values, exactly (f16/bf16 widen without rounding; int8 is scale * q)
                 for (int j = 0; j < R; j++) {
-                    const ptrdiff_t kb = b * p.k.stride_batch + j * p.k.stride_token + kvh * p.k.stride_head;
-                    const ptrdiff_t vb = b * p.v.stride_batch + j * p.v.stride_token + kvh * p.v.stride_head;
-                    // the stored values, exactly (f16/bf16 widen to float without rounding)
-                    load_as_float(p.k_dtype, static_cast<const char*>(p.k.data) + kb * static_cast<ptrdiff_t>(ek), row.data(), static_cast<size_t>(D));
-                    for (int d = 0; d < D; d++) k[static_cast<size_t>(j) * D + d] = row[static_cast<size_t>(d)];
-                    load_as_float(p.v_dtype, static_cast<const char*>(p.v.data) + vb * static_cast<ptrdiff_t>(ev), row.data(), static_cast<size_t>(Dv));
-                    for (int d = 0; d < Dv; d++) v[static_cast<size_t>(j) * Dv + d] = row[static_cast<size_t>(d)];
+                    load_row(p.k, p.k_dtype, b, j, kvh, &k[static_cast<size_t>(j) * D], static_cast<size_t>(D));
+                    load_row(p.v, p.v_dtype, b, j, kvh, &v[static_cast<size_t>(j) * Dv], static_cast<size_t>(Dv));
                 }
                 loaded_kvh = kvh;
             }

@@ -22,11 +22,12 @@ machine's measured ceilings.
 """
 import argparse
 import json
-import math
 import os
 import re
 import sys
 from collections import OrderedDict, defaultdict
+
+from report_plots import DTYPE_ORDER, MODES, make_plots, remove_stale_plots
 
 
 def registry_isas():
@@ -37,7 +38,7 @@ def registry_isas():
 
 
 _UNIT_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
-MODES = ["prefill", "decode", "layer", "cross"]
+GROUPED = re.compile(r"gqa\d+|mqa")  # the variants whose query heads share K/V heads
 MODE_TITLES = {
     "prefill": "Causal LLM prefill (attention core, `mh_attention`)",
     "decode": "Decode: one token against a cache of M tokens",
@@ -71,7 +72,10 @@ class Case:
             self.threads = 0
         self.dims = parse_shape(self.shape) if self.ok else {}
         self.layer_api = "dm" in self.dims
+        self.token_major = self.shape.endswith("_tokmajor")  # a decode core case on a token-major cache
         self.error = b.get("error_message") if b.get("error_occurred") else None
+        # a case the library cannot run for a reason outside the harness (mh_bench prints SKIPPED)
+        self.skipped = bool(self.error and self.error.startswith("skipped: "))
         unit = _UNIT_TO_MS.get(b.get("time_unit", "ns"), 1e-6)
         self.ms = b.get("real_time", 0.0) * unit
         self.cv = None  # coefficient of variation of the time over the repetitions
@@ -168,6 +172,15 @@ def fmt_err(v):
     return "-" if v is None else f"{v:.1e}"
 
 
+def fmt_x(v):
+    return "-" if not v or v <= 0 else f"{v:.2f}x"
+
+
+def fmt_err_opt(v):
+    """An error that only some cases measure (q_err: -1 when not measured)."""
+    return "-" if v is None or v < 0 else f"{v:.1e}"
+
+
 def fmt_dist(v):
     if v is None or v < 0:
         return "-"
@@ -244,7 +257,8 @@ class Report:
     def __init__(self, ctx, cases):
         self.ctx = ctx
         self.cases = [c for c in cases if c.ok]
-        self.bad = [c for c in cases if not c.ok or c.error]
+        self.bad = [c for c in cases if not c.ok or (c.error and not c.skipped)]
+        self.skipped = [c for c in cases if c.ok and c.skipped]
         self.by_key = {c.key(): c for c in self.cases if not c.error}
         self.best_isa = ctx.get("mh_isa_default", "the default ISA")
         ts = [c.threads for c in self.cases]
@@ -277,24 +291,83 @@ class Report:
     def mode_rows(self, mode):
         cs = self.grid(mode)
         order = {v: i for i, v in enumerate(self.variants)}
-        dorder = {"f32": 0, "f16": 1, "bf16": 2}
         cs.sort(key=lambda c: (c.api(), c.dims.get("dm", 0), c.dims.get("H", 0), c.dims.get("D", 0),
-                               c.dims.get("B", 1), dorder.get(c.dtype, 9), c.dims.get("N", 0), c.dims.get("M", 0),
-                               order.get(c.variant, 99)))
+                               c.dims.get("B", 1), c.token_major, DTYPE_ORDER.get(c.dtype, 9), c.dims.get("N", 0),
+                               c.dims.get("M", 0), order.get(c.variant, 99)))
         rows = []
         for c in cs:
             base = self.base_of(c)
             speed = f"{base.ms / c.ms:.2f}x" if base is not None and c.ms > 0 else "-"
-            rows.append([
+            row = [
                 f"`{c.shape}`", c.variant, c.dtype, fmt_ms(c.ms), fmt_cv(c.cv), fmt_si(c.c("tokens_per_s")),
                 fmt_num(c.c("gflops"), ".1f"), fmt_num(c.c("pct_peak"), ".0f"), fmt_num(c.c("gbps"), ".2f"),
                 fmt_num(c.c("pct_bw"), ".0f") + self.bw_note(c),
                 fmt_bytes(c.c("weights_bytes")), fmt_bytes(c.c("kv_bytes_per_token")), fmt_bytes(c.c("workspace_bytes")),
                 fmt_bytes(c.c("peak_rss_bytes")), fmt_err(c.c("rel_l2_err")), fmt_dist(c.c("dist_from_base")), speed,
-            ])
+            ]
+            if mode == "decode":
+                row += [fmt_x(c.c("x_bound")), fmt_err_opt(c.c("q_err")), self.i8_over_f16(c)]
+            rows.append(row)
         header = ["shape", "variant", "K/V", "ms/call", "cv", "tokens/s", "GFLOP/s", "%peak", "GB/s", "%bw", "weights",
                   "KV/token", "workspace", "peak RSS", "rel_l2_err", "dist. from base", "speed vs base"]
+        if mode == "decode":
+            header += ["x_bound", "q_err", "i8/f16 time"]
         return header, rows
+
+    def i8_over_f16(self, c):
+        """An int8 case's time over the same case's on an f16 cache ('-' for other dtypes)."""
+        f16 = self.by_key.get(c.key(dtype="f16")) if c.dtype == "i8" and not c.error else None
+        return f"{c.ms / f16.ms:.2f}x" if f16 is not None and f16.ms > 0 else "-"
+
+    # ------------------------------------------------------------ decode against the limits
+    def int8_rows(self):
+        """Every int8 decode case (any ISA, thread count) beside the same case on an f16 cache."""
+        rows = []
+        for c in self.cases:
+            if c.mode != "decode" or c.dtype != "i8" or c.error:
+                continue
+            f16 = self.by_key.get(c.key(dtype="f16"))
+            rows.append([f"{c.variant}/`{c.shape}`", c.isa + (f", {c.threads} threads" if c.threads > 1 else ""),
+                         fmt_ms(f16.ms) if f16 else "-", fmt_ms(c.ms), self.i8_over_f16(c),
+                         fmt_num(f16.c("pct_bw"), ".0f") if f16 else "-", fmt_num(c.c("gbps"), ".2f"),
+                         fmt_num(c.c("pct_bw"), ".0f") + self.bw_note(c),
+                         fmt_bytes(f16.c("kv_bytes_per_token")) if f16 else "-", fmt_bytes(c.c("kv_bytes_per_token")),
+                         fmt_err_opt(c.c("q_err")), fmt_err(c.c("rel_l2_err"))])
+        header = ["case", "run as", "f16 ms", "i8 ms", "i8/f16 time", "f16 %bw", "i8 GB/s", "i8 %bw", "f16 KV/token",
+                  "i8 KV/token", "q_err", "rel_l2_err"]
+        return header, rows
+
+    def token_major_rows(self):
+        """Each token-major decode case beside the same case on the head-major cache."""
+        rows = []
+        for c in self.cases:
+            if not c.token_major or c.error:
+                continue
+            hm = self.by_key.get(c.key(shape=c.shape[:-len("_tokmajor")]))
+            rows.append([f"{c.variant}/`{c.shape[:-len('_tokmajor')]}`/{c.dtype}", c.isa, fmt_ms(hm.ms) if hm else "-",
+                         fmt_ms(c.ms), f"{c.ms / hm.ms:.2f}x" if hm and hm.ms > 0 else "-",
+                         fmt_num(hm.c("pct_bw"), ".0f") if hm else "-", fmt_num(c.c("pct_bw"), ".0f")])
+        return ["case", "run as", "head-major ms", "token-major ms", "token-/head-major time", "head-major %bw",
+                "token-major %bw"], rows
+
+    def decode_limit_tables(self):
+        """(header, rows) of the three decode-against-the-limits tables, in report order."""
+        return [self.int8_rows(), self.token_major_rows(), self.bound_rows()]
+
+    def bound_rows(self):
+        """GQA/MQA decode on the core against max(K/V bytes / bandwidth, FLOPs / FMA peak)."""
+        rows = []
+        for c in self.cases:
+            if c.mode != "decode" or c.layer_api or c.error or not GROUPED.fullmatch(c.variant):
+                continue
+            x = c.c("x_bound") or 0
+            if x <= 0:
+                continue
+            limit = "bandwidth" if (c.c("pct_bw") or 0) >= (c.c("pct_peak") or 0) else "FMA peak"
+            rows.append([f"{c.variant}/`{c.shape}`/{c.dtype}", c.isa + (f", {c.threads} threads" if c.threads > 1 else ""),
+                         fmt_ms(c.ms), fmt_ms(c.ms / x), limit, fmt_x(x), fmt_num(c.c("pct_bw"), ".0f") + self.bw_note(c),
+                         fmt_num(c.c("pct_peak"), ".0f")])
+        return ["case", "run as", "ms/call", "bound ms", "bound by", "x_bound", "%bw", "%peak"], rows
 
     def bw_note(self, c):
         """(cold): K/V read from DRAM; (in LLC): the call's data fits in the last-level cache,
@@ -410,7 +483,7 @@ class Report:
         if not self.cases:
             out.append("> **Skeleton: no run is recorded here yet.** The numbers must come from a quiet machine "
                        "(nothing else running: the harness measures wall-clock time and the machine's limits). "
-                       "There, run `bench/run.sh --docs`: it runs the default suite (under 5 minutes on 2 cores), "
+                       "There, run `bench/run.sh --docs`: it runs the default suite (about 5 minutes on 2 cores), "
                        "then rewrites this file and `docs/benchmarks/*.png` from `build/bench/results.json`. "
                        "The sections below are what it fills in.\n")
         out.append("Case names read `mode/variant/shape/kvdtype/isa/threads:T`; shapes are "
@@ -418,8 +491,8 @@ class Report:
                    "layer API (projections included). How every counter is computed: the comment at the top of "
                    "`bench/cases.cc`. In short: `gflops` counts useful FLOPs only (causal prefill about half of "
                    "N*M); `%peak` and `%bw` divide by the ceilings below; decode `GB/s` counts the K/V bytes a "
-                   "token must read (and the weights through the layer), other modes the bytes the call must move "
-                   "once; `rel_l2_err` is against a double-precision oracle on the same inputs (a sub-slice of "
+                   "token must read (int8: values and scales; and the weights through the layer), other modes the "
+                   "bytes the call must move once; `x_bound` is the time over max(bytes / bandwidth, FLOPs / peak); `rel_l2_err` is against a double-precision oracle on the same inputs (a sub-slice of "
                    "heads/rows on big shapes); `dist. from base` (counter `dist_from_base`) is the output's relative L2 "
                    "distance from the base (MHA) layer's output on the same inputs, the accuracy a cheaper variant "
                    "gives up (0 = the same output, higher is further away); "
@@ -451,6 +524,26 @@ class Report:
                    "real model's layer.\n")
         header, rows = self.distance_rows()
         out.append(md_table(header, rows, skeleton=not self.cases))
+        out.append("\n## Decode against the limits: int8 K/V, token-major caches, grouped heads\n")
+        intros = [
+            "int8 rows store K and V as symmetric int8 with one f32 scale per (token, K/V head) row "
+            "(scale = max|x|/127, round to nearest even), as the library's int8 KV cache quantises on "
+            "append; their `GB/s`, `%bw` and `KV/token` count the int8 values plus the 4 scale bytes per row. "
+            "`q_err` is the relative L2 distance of the int8 output from the same call on an f32 cache of "
+            "the same unquantised K/V (through the layer: the same decode on an f32 cache filled with the "
+            "same tokens); `rel_l2_err` stays against the double oracle on the values the call read (for "
+            "int8 on the core: the dequantised values). `i8/f16 time` is the int8 case's time over the same "
+            "case's on an f16 cache.\n",
+            "\nToken-major caches (`_tokmajor`: an engine's own `[token][kv heads][D]` cache read in place "
+            "through `mh_attention`, stride_token = Hkv*D, stride_head = D) against the library's "
+            "head-major layout, same values:\n",
+            "\nGrouped heads (GQA/MQA) on the core against their bound: the larger of the K/V bytes over the "
+            "measured read bandwidth and the FLOPs over the measured multiply-add peak (both for the case's "
+            "ISA and threads); `x_bound` is the time as a multiple of it (1.00x = at the limit).\n",
+        ]
+        for intro, (header, rows) in zip(intros, self.decode_limit_tables()):
+            out.append(intro)
+            out.append(md_table(header, rows, skeleton=not self.cases))
         out.append("\n## Baselines, other ISAs, thread scaling\n")
         out.append("Each case next to a reference run of the same case: `scalar` (the library's portable path, "
                    "`MH_ISA=scalar`), `openblas` (the attention a C user writes without this library: per-head "
@@ -463,7 +556,8 @@ class Report:
         out.append("\n## Plots\n")
         if not self.cases:
             out.append("_Throughput against sequence length per variant (`throughput_vs_seqlen.png`), decode time "
-                       "against cache length (`decode_time_vs_cache.png`), KV cache per token and weights per variant "
+                       "against cache length (`decode_time_vs_cache.png`), int8 against f16 in decode "
+                       "(`decode_int8.png`), KV cache per token and weights per variant "
                        "(`memory_per_variant.png`), oracle error and distance from the base per variant (`error_per_variant.png`), "
                        "and a roofline with the measured ceilings (`roofline.png`)._\n")
         elif plots:
@@ -472,6 +566,10 @@ class Report:
         else:
             out.append("_(plots skipped: matplotlib is not installed; Debian: python3-matplotlib)_\n")
         out.append(WEIGHTS_MD)
+        if self.skipped:
+            out.append("\n## Skipped cases\n")
+            out.append("The library could not run these for a reason outside the harness (no result is claimed):\n")
+            out.append(md_table(["case", "reason"], [[c.name, c.error[len("skipped: "):]] for c in self.skipped]))
         if self.bad:
             out.append("\n## Cases with errors\n")
             out.append(md_table(["case", "error"], [[c.name, c.error or "unparsable name"] for c in self.bad]))
@@ -479,243 +577,34 @@ class Report:
 
     def print_summary(self):
         for mode in MODES:
-            cs = self.grid(mode)
             rows = []
             header, full = self.mode_rows(mode)
             keep = ["shape", "variant", "K/V", "ms/call", "cv", "tokens/s", "GFLOP/s", "%peak", "GB/s", "%bw", "KV/token",
                     "rel_l2_err", "dist. from base", "speed vs base"]
+            if mode == "decode":
+                keep += ["x_bound", "q_err", "i8/f16 time"]
             idx = [header.index(k) for k in keep]
             for r in full:
                 rows.append([str(r[i]).replace("`", "") for i in idx])
             print(f"== {MODE_TITLES[mode]} ({self.best_isa}, {self.t1} thread)")
             print(text_table(keep, rows))
+        titles = ["int8 K/V against f16", "token-major caches against head-major",
+                  "GQA/MQA decode against max(K/V bytes / bandwidth, FLOPs / peak)"]
+        for title, (header, rows) in zip(titles, self.decode_limit_tables()):
+            print(f"== decode: {title}")
+            print(text_table(header, [[str(x).replace("`", "") for x in r] for r in rows]))
         header, rows = self.baseline_rows()
         print("== baselines, other ISAs, thread scaling (time ratio = this run's time / the reference's)")
         print(text_table(["case", "run as", "ms/call", "reference", "ref ms", "ratio", "GFLOP/s", "%peak", "rel_l2_err"],
                          [[str(x).replace("`", "") for x in r] for r in rows]))
+        if self.skipped:
+            print(f"{len(self.skipped)} case(s) skipped:")
+            for c in self.skipped:
+                print(f"  {c.name}: {c.error[len('skipped: '):]}")
         if self.bad:
             print(f"{len(self.bad)} case(s) with errors:")
             for c in self.bad:
                 print(f"  {c.name}: {c.error}")
-
-
-# ---------------------------------------------------------------- plots
-# One colour and one marker per variant row (11 rows today; distinct up to 16, then reused).
-VARIANT_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-                  "#bcbd22", "#17becf", "#000000", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5"]
-VARIANT_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p", "d", "H", "8", "1"]
-
-
-def rotate_crowded(ax, n):
-    """Slanted x tick labels when more than 5 variants share the axis."""
-    if n > 5:
-        for label in ax.get_xticklabels():
-            label.set_rotation(35)
-            label.set_horizontalalignment("right")
-
-
-def remove_stale_plots(outdir, plots):
-    """Deletes the PNGs of a previous run that this report does not show (e.g. after --quick)."""
-    keep = {fname for fname, _ in plots}
-    if not os.path.isdir(outdir):
-        return
-    for fname in os.listdir(outdir):
-        if fname.endswith(".png") and fname not in keep:
-            os.remove(os.path.join(outdir, fname))
-
-
-def make_plots(rep, outdir):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return []
-    os.makedirs(outdir, exist_ok=True)
-    made = []
-    palette = VARIANT_COLORS
-    colors = {v: VARIANT_COLORS[i % len(VARIANT_COLORS)] for i, v in enumerate(rep.variants)}
-    marks = {v: VARIANT_MARKERS[i % len(VARIANT_MARKERS)] for i, v in enumerate(rep.variants)}
-
-    def save(fig, fname, title):
-        fig.tight_layout()
-        fig.savefig(os.path.join(outdir, fname), dpi=110)
-        plt.close(fig)
-        made.append((fname, title))
-
-    # 1. throughput vs sequence length per variant (prefill core and encoder layer): one panel
-    # per mode that has lines (a variant with one sequence length is no line: the quick suite)
-    panels = []
-    for mode in ("prefill", "layer"):
-        groups = defaultdict(list)
-        for c in rep.grid(mode):
-            d = c.dims
-            groups[(d.get("H"), d.get("D"), d.get("dm", 0), c.dtype, c.variant)].append(c)
-        # the shape family with the most sequence lengths
-        fam = defaultdict(set)
-        for (h, dd, dm, dt, v), cs in groups.items():
-            fam[(h, dd, dm, dt)] |= {c.dims.get("N") for c in cs}
-        if not fam:
-            continue
-        best = max(fam, key=lambda k: len(fam[k]))
-        lines = [(v, cs) for (h, dd, dm, dt, v), cs in groups.items() if (h, dd, dm, dt) == best and len(cs) >= 2]
-        if lines:
-            panels.append((mode, best, lines))
-    if panels:
-        fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
-        for ax, (mode, best, lines) in zip(axes[0], panels):
-            for v, cs in lines:
-                cs.sort(key=lambda c: c.dims.get("N"))
-                ax.plot([c.dims["N"] for c in cs], [c.c("tokens_per_s") for c in cs], "-", marker=marks[v], label=v,
-                        color=colors[v])
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
-            ax.set_xlabel("sequence length N (= M)")
-            ax.set_ylabel("tokens / s")
-            h, dd, dm, dt = best
-            ax.set_title(f"{mode}: H={h}, D={dd}" + (f", d_model={dm}" if dm else "") + f", {dt}")
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=8, ncol=2)
-        save(fig, "throughput_vs_seqlen.png", "Throughput against sequence length, per variant")
-
-    # 2. decode time vs cache length
-    core = [c for c in rep.grid("decode") if not c.layer_api and c.dims.get("B", 1) == 1]
-    groups = defaultdict(list)
-    for c in core:
-        groups[(c.variant, c.dtype)].append(c)
-    lines = {k: cs for k, cs in groups.items() if len(cs) >= 2}  # one point is no line (the quick suite)
-    if lines:
-        fig, ax = plt.subplots(figsize=(7.5, 4.5))
-        styles = {"f32": "-", "f16": "--", "bf16": ":"}
-        for (v, dt), cs in sorted(lines.items(), key=lambda kv: (rep.variants.index(kv[0][0]), kv[0][1])):
-            cs.sort(key=lambda c: c.dims["M"])
-            ax.plot([c.dims["M"] for c in cs], [c.ms for c in cs], styles.get(dt, "-"), marker=marks[v],
-                    color=colors[v], label=f"{v} {dt}")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("cached tokens M")
-        ax.set_ylabel("ms per decoded token")
-        d = core[0].dims
-        cold = all(c.c("cold") for cs in lines.values() for c in cs)
-        ax.set_title(f"decode (attention core{', cold K/V' if cold else ''}): H={d.get('H')}, D={d.get('D')}")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, ncol=2)
-        save(fig, "decode_time_vs_cache.png", "Decode time against cache length")
-
-    # 3. memory per token per variant
-    mem = {}
-    for c in rep.grid("decode"):
-        if not c.layer_api:
-            mem.setdefault((c.dims.get("H"), c.dims.get("D")), {}).setdefault(c.variant, {})[c.dtype] = c.c(
-                "kv_bytes_per_token")
-    wts = {}
-    for c in rep.grid("layer"):
-        wts.setdefault((c.dims.get("dm"), c.dims.get("H"), c.dims.get("D")), {})[c.variant] = c.c("weights_bytes")
-    if mem or wts:
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-        if mem:
-            (h, dd), per = next(iter(mem.items()))
-            vs = [v for v in rep.variants if v in per]
-            dts = [dt for dt in ("f32", "f16", "bf16") if any(dt in per[v] for v in vs)]
-            width = 0.8 / max(1, len(dts))
-            for i, dt in enumerate(dts):
-                axes[0].bar([j + i * width for j in range(len(vs))], [per[v].get(dt, 0) / 1024 for v in vs], width,
-                            label=dt)
-            axes[0].set_xticks([j + width * (len(dts) - 1) / 2 for j in range(len(vs))], vs)
-            rotate_crowded(axes[0], len(vs))
-            axes[0].set_ylabel("KV cache KiB per token (per layer)")
-            axes[0].set_title(f"KV cache per token: H={h}, D={dd}")
-            axes[0].legend()
-        else:
-            axes[0].set_visible(False)
-        if wts:
-            (dm, h, dd), per = max(wts.items(), key=lambda kv: len(kv[1]))
-            vs = [v for v in rep.variants if v in per]
-            axes[1].bar(vs, [per[v] / 2 ** 20 for v in vs], color=[colors[v] for v in vs])
-            rotate_crowded(axes[1], len(vs))
-            axes[1].set_ylabel("packed weights, MiB")
-            axes[1].set_title(f"layer weights: d_model={dm}, H={h}, D={dd}")
-        else:
-            axes[1].set_visible(False)
-        save(fig, "memory_per_variant.png", "Memory per token and weights, per variant")
-
-    # 4. error per variant: oracle error (all grid cases) and distance from the base (layer modes)
-    errs = defaultdict(list)
-    dists = defaultdict(list)
-    for mode in MODES:
-        for c in rep.grid(mode):
-            if c.c("rel_l2_err") is not None and c.c("rel_l2_err") > 0:
-                errs[c.variant].append(c.c("rel_l2_err"))
-            if c.layer_api and (c.c("dist_from_base") or 0) > 0:
-                dists[c.variant].append(c.c("dist_from_base"))
-    if errs:
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-        vs = [v for v in rep.variants if v in errs]
-        axes[0].boxplot([errs[v] for v in vs], labels=vs)
-        rotate_crowded(axes[0], len(vs))
-        axes[0].set_yscale("log")
-        axes[0].set_ylabel("rel. L2 error vs double oracle")
-        axes[0].set_title("numerical error (all comparison cases)")
-        axes[0].grid(True, which="both", alpha=0.3)
-        vf = [v for v in rep.variants if v in dists]
-        if vf:
-            axes[1].boxplot([dists[v] for v in vf], labels=vf)
-            rotate_crowded(axes[1], len(vf))
-            axes[1].set_ylabel("rel. L2 distance from the MHA output")
-            axes[1].set_title("distance from the base layer (layer modes; higher = further)")
-            axes[1].grid(True, alpha=0.3)
-        else:
-            axes[1].set_visible(False)
-        save(fig, "error_per_variant.png", "Error per variant")
-
-    # 5. roofline
-    peaks, bws = rep.limits()
-    pts = [c for c in rep.cases if not c.error and c.threads == rep.t1 and (c.c("gbps") or 0) > 0
-           and (c.c("gflops") or 0) > 0]
-    if pts and bws.get(rep.t1):
-        fig, ax = plt.subplots(figsize=(8, 5.5))
-        markers = {"prefill": "o", "decode": "s", "layer": "^", "cross": "D"}
-        isa_colors = {}
-        for c in pts:
-            isa_colors.setdefault(c.isa, palette[len(isa_colors) % len(palette)])
-        seen = set()
-        for c in pts:
-            ai = c.c("gflops") / c.c("gbps")
-            # decode whose data the LLC holds: hollow, its bandwidth is not DRAM's
-            in_llc = rep.bw_note(c) == " (in LLC)"
-            lab = f"{c.mode}, {c.isa}" + (" (in LLC)" if in_llc else "")
-            face = "none" if in_llc else isa_colors[c.isa]
-            ax.scatter([ai], [c.c("gflops")], marker=markers.get(c.mode, "o"), facecolors=face,
-                       edgecolors=isa_colors[c.isa], s=28, label=None if lab in seen else lab, alpha=0.85)
-            seen.add(lab)
-        xs = [c.c("gflops") / c.c("gbps") for c in pts]
-        lo, hi = min(xs) / 2, max(xs) * 2
-        bw = bws[rep.t1]
-        # ISAs whose peaks are within 5% share one label (AVX2 and AVX-512 can measure the same)
-        labels = []  # [peak, [isa, ...]]
-        for isa, p in sorted(peaks.items(), key=lambda kv: kv[1].get(rep.t1, 0)):
-            if rep.t1 not in p:
-                continue
-            pk = p[rep.t1]
-            knee = pk / bw
-            xr = [lo, max(lo, min(knee, hi)), hi]
-            ax.plot(xr, [min(pk, x * bw) for x in xr], "-", lw=1, color=isa_colors.get(isa, "gray"))
-            if labels and pk <= labels[-1][0] * 1.05:
-                labels[-1][1].append(isa)
-            else:
-                labels.append([pk, [isa]])
-        for pk, isas in labels:
-            ax.text(hi, pk, f" {', '.join(isas)} peak {pk:.0f}", va="center", fontsize=8)
-        ax.text(lo, lo * bw, f" DRAM {bw:.1f} GB/s", fontsize=8, va="bottom")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("arithmetic intensity (FLOP per byte that must move)")
-        ax.set_ylabel("GFLOP/s")
-        ax.set_title(f"roofline, {rep.t1} thread (ceilings measured at start)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, ncol=2, loc="lower right")
-        save(fig, "roofline.png", "Roofline")
-    return made
 
 
 # ---------------------------------------------------------------- main

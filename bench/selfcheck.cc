@@ -3,7 +3,8 @@
 // and metadata discovery, and every error path: bad header length, invalid JSON, unknown and
 // unsupported dtypes, shape mismatches, truncated data, overlapping tensors, missing tensors,
 // no head count), the GQA mean-pooling, the double oracle against the library on small layers,
-// and the OpenBLAS baseline against the oracle.
+// the OpenBLAS baseline against the oracle, and int8 storage (quantisation, round trip, the
+// core K/V layouts, the oracle against the library on int8 K/V when it accepts them).
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "bench_util.h"
 #include "blas_baseline.h"
+#include "core_kv.h"
 #include "model.h"
 #include "reference.h"
 #include "safetensors.h"
@@ -151,17 +153,21 @@ void check_pooling() {
           "variant applicability");
 }
 
-// The oracle against the library on small layers (self and cross, bias, GQA) and the attention
-// core, and the OpenBLAS baseline against the oracle.
-void check_oracle() {
+// A context of one thread on the default ISA; empty (a failed check) if it cannot be made.
+ContextPtr one_thread_context() {
     mh_context_config cc = mh_context_config_default();
     cc.num_threads = 1;
     mh_context* ctx = nullptr;
-    if (mh_context_create(&cc, &ctx) != MH_OK) {
-        check(false, "mh_context_create");
-        return;
-    }
-    ContextPtr hold(ctx);
+    check(mh_context_create(&cc, &ctx) == MH_OK, "mh_context_create");
+    return ContextPtr(ctx);
+}
+
+// The oracle against the library on small layers (self and cross, bias, GQA) and the attention
+// core, and the OpenBLAS baseline against the oracle.
+void check_oracle() {
+    const ContextPtr hold = one_thread_context();
+    mh_context* ctx = hold.get();
+    if (!ctx) return;
     const LayerWeights base = random_mha_layer(32, 4, 8, 24, true, 31);
     for (int kv : {4, 2}) {
         for (bool cross : {false, true}) {
@@ -216,9 +222,9 @@ void check_oracle() {
         store_as(MH_DTYPE_F16, vf.data(), v.data(), vf.size());
         mh_attn_problem p{};
         p.batch = 1, p.n_q = N, p.n_kv = M, p.n_heads = H, p.n_kv_heads = Hkv, p.head_dim_qk = p.head_dim_v = D;
-        p.q = {q.data(), N * H * D, H * D, D};
-        p.k = {k.data(), Hkv * hs, D, hs};
-        p.v = {v.data(), Hkv * hs, D, hs};
+        p.q = tensor_view(q.data(), N * H * D, H * D, D);
+        p.k = tensor_view(k.data(), Hkv * hs, D, hs);
+        p.v = tensor_view(v.data(), Hkv * hs, D, hs);
         p.k_dtype = p.v_dtype = MH_DTYPE_F16;
         p.o.data = o.data(), p.o.stride_batch = N * H * D, p.o.stride_token = H * D, p.o.stride_head = D;
         mh_attn_options opt = mh_attn_options_default();
@@ -238,12 +244,111 @@ void check_oracle() {
     }
 }
 
+// int8 storage: quantisation as the library's cache does it (scale = max|x| / 127, round to
+// nearest even, all-zero rows), the round trip, the core layouts (token-major and head-major
+// views of the same tokens read back the same), and the oracle against the library on int8 K/V
+// when the library accepts them.
+void check_int8() {
+    {
+        const float x[6] = {127.0f, 2.5f, -2.5f, 3.5f, 0.4f, -126.6f};  // scale 1: ties to even
+        int8_t q[6];
+        const float sc = quantize_i8_row(x, q, 6);
+        check(sc == 1.0f && q[0] == 127 && q[1] == 2 && q[2] == -2 && q[3] == 4 && q[4] == 0 && q[5] == -127,
+              "int8: scale max|x|/127, rounding to nearest even");
+        const float z[3] = {0.0f, -0.0f, 0.0f};
+        int8_t qz[3] = {1, 1, 1};
+        check(quantize_i8_row(z, qz, 3) == 0.0f && qz[0] == 0 && qz[1] == 0 && qz[2] == 0, "int8: an all-zero row has scale 0");
+        std::vector<float> r(64), back(64);
+        for (size_t i = 0; i < r.size(); i++) r[i] = hash_uniform(9, i) * 3.0f;
+        std::vector<int8_t> qr(r.size());
+        float scale = -1;
+        store_as(MH_DTYPE_I8, r.data(), qr.data(), r.size(), &scale);
+        load_as_float(MH_DTYPE_I8, qr.data(), back.data(), back.size(), scale);
+        float amax = 0, worst = 0;
+        for (size_t i = 0; i < r.size(); i++) {
+            amax = std::fmax(amax, std::fabs(r[i]));
+            worst = std::fmax(worst, std::fabs(back[i] - r[i]));
+        }
+        check(scale == amax / 127.0f && worst <= 0.5f * scale * (1 + 1e-6f) && worst > 0,
+              "int8 round trip: within half a step (worst " + std::to_string(worst / scale) + " steps)");
+    }
+    // one seeded token row set stored in both core layouts reads back the same (int8 and f16)
+    const int B = 2, M = 5, Hkv = 3, D = 8;
+    for (mh_dtype dt : {MH_DTYPE_I8, MH_DTYPE_F16}) {
+        const CoreKvLayout hm = core_kv_layout(true, B, M, Hkv, D, 0, dt), tm = core_kv_layout(false, B, M, Hkv, D, 0, dt);
+        AlignedBuffer hb(hm.bytes), tb(tm.bytes);
+        std::vector<float> row(static_cast<size_t>(Hkv) * D);
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < M; j++) {
+                for (size_t i = 0; i < row.size(); i++) row[i] = hash_uniform(10, (static_cast<uint64_t>(b) * M + j) * row.size() + i);
+                store_token(hm, hb.data(), b, j, row.data());
+                store_token(tm, tb.data(), b, j, row.data());
+            }
+        const mh_tensor hv = core_kv_view(hm, hb.data()), tv = core_kv_view(tm, tb.data());
+        bool same = true, close = true;
+        std::vector<double> a(D), c(D);
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < M; j++)
+                for (int h = 0; h < Hkv; h++) {
+                    load_row(hv, dt, b, j, h, a.data(), D);
+                    load_row(tv, dt, b, j, h, c.data(), D);
+                    for (int d = 0; d < D; d++) {
+                        same &= a[d] == c[d];
+                        const double x = hash_uniform(10, (static_cast<uint64_t>(b) * M + j) * row.size() + static_cast<size_t>(h * D + d));
+                        close &= std::fabs(a[d] - x) <= (dt == MH_DTYPE_I8 ? 0.5 / 127 * 1.0001 : 1e-3);
+                    }
+                }
+        check(same && close, std::string("core K/V layouts: token-major and head-major ") + dtype_name(dt) + " rows read back alike");
+        check(hm.token_bytes == (dt == MH_DTYPE_I8 ? static_cast<size_t>(Hkv) * (D + 4) : static_cast<size_t>(Hkv) * D * 2),
+              std::string("bytes per token counted with the scales, ") + dtype_name(dt));
+    }
+    if (!int8_refusal().empty()) {
+        std::printf("selfcheck: int8 K/V against the library skipped: the library refuses them (%s)\n", int8_refusal().c_str());
+        return;
+    }
+    // the oracle on the dequantised values against the library, int8 decode on head-major K/V
+    const ContextPtr hold = one_thread_context();
+    mh_context* ctx = hold.get();
+    if (!ctx) return;
+    const int H = 6, N = 1, Mk = 37;
+    const CoreKvLayout g = core_kv_layout(true, 1, Mk, Hkv, D, 0, MH_DTYPE_I8);
+    AlignedBuffer kb(g.bytes), vb(g.bytes);
+    std::memset(kb.data(), 0, g.bytes);
+    std::memset(vb.data(), 0, g.bytes);
+    std::vector<float> row(static_cast<size_t>(Hkv) * D), q(static_cast<size_t>(H) * D), o(q.size());
+    for (int j = 0; j < Mk; j++) {
+        for (size_t i = 0; i < row.size(); i++) row[i] = hash_uniform(11, j * row.size() + i);
+        store_token(g, kb.data(), 0, j, row.data());
+        for (size_t i = 0; i < row.size(); i++) row[i] = hash_uniform(12, j * row.size() + i);
+        store_token(g, vb.data(), 0, j, row.data());
+    }
+    for (size_t i = 0; i < q.size(); i++) q[i] = hash_uniform(13, i);
+    mh_attn_problem p{};
+    p.batch = 1, p.n_q = N, p.n_kv = Mk, p.n_heads = H, p.n_kv_heads = Hkv, p.head_dim_qk = p.head_dim_v = D;
+    p.q = tensor_view(q.data(), H * D, H * D, D);
+    p.k = core_kv_view(g, kb.data());
+    p.v = core_kv_view(g, vb.data());
+    p.k_dtype = p.v_dtype = MH_DTYPE_I8;
+    p.o.data = o.data(), p.o.stride_batch = p.o.stride_token = H * D, p.o.stride_head = D;
+    const mh_attn_options opt = mh_attn_options_default();
+    size_t wsb = 0;
+    const mh_status s = mh_attention_workspace_size(ctx, &p, &opt, &wsb);
+    AlignedBuffer ws(wsb);
+    check(s == MH_OK && mh_attention(ctx, &p, &opt, ws.data(), wsb) == MH_OK, "mh_attention on int8 K/V");
+    std::vector<double> ref;
+    ref_attention(p, false, {0, 1, 2, 3, 4, 5}, {0}, ref);
+    ErrorAccumulator acc;
+    for (size_t i = 0; i < o.size(); i++) acc.add(o[i], ref[i]);
+    check(acc.result().rel_l2 < 1e-5, "oracle vs library, int8 decode: rel_l2 " + std::to_string(acc.result().rel_l2));
+}
+
 }  // namespace
 
 int mh_bench_selfcheck() {
     check_loader();
     check_pooling();
     check_oracle();
+    check_int8();
     std::printf("selfcheck: %d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
