@@ -50,9 +50,6 @@ MH_INLINE float mh_vhsum(float v) { return v; }
 MH_INLINE float mh_vhmax(float v) { return v; }
 MH_INLINE float mh_vexp(float x) { return expf(x); }
 MH_INLINE int mh_vall_neg_inf(float x) { return x == -INFINITY; }
-MH_INLINE void mh_prefetch_bytes(const void* p, size_t bytes) {
-    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char*)p + off, 0, 3);
-}
 MH_INLINE void mh_vcvt_f16(const float* x, uint16_t* y) { *y = mh_f32_to_f16_rne(*x); }
 MH_INLINE void mh_vcvt_bf16(const float* x, uint16_t* y) { *y = mh_f32_to_bf16_rne(*x); }
 MH_INLINE void mh_vcvt_f16_n(const float* x, uint16_t* y, size_t n) {

@@ -137,11 +137,6 @@ MH_INLINE float32x4_t mh_vexp(float32x4_t x) { return Sleef_expf4_u10advsimd(x);
 MH_INLINE int mh_vall_neg_inf(float32x4_t x) {
     return vmaxvq_u32(vmvnq_u32(vceqq_f32(x, vdupq_n_f32(-INFINITY)))) == 0;
 }
-/* Prefetches every cache line of `bytes` bytes at p into L1. */
-MH_INLINE void mh_prefetch_bytes(const void* p, size_t bytes) {
-    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char*)p + off, 0, 3);
-}
-
 /* f32 -> f16 / bf16 with round to nearest even. f16: FCVTN under the default FPCR (round to
  * nearest even, overflow to inf, NaN stays a quiet NaN). bf16: integer rounding, NaN quieted. */
 MH_INLINE uint16x4_t mh_to_f16(float32x4_t v) { return vreinterpret_u16_f16(vcvt_f16_f32(v)); }

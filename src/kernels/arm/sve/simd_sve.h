@@ -80,11 +80,6 @@ MH_INLINE int mh_vall_neg_inf(svfloat32_t x) {
     const svbool_t all = svptrue_b32();
     return !svptest_any(all, svcmpne_n_f32(all, x, -INFINITY));
 }
-/* Prefetches every cache line of `bytes` bytes at p into L1. */
-MH_INLINE void mh_prefetch_bytes(const void* p, size_t bytes) {
-    for (size_t off = 0; off < bytes; off += 64) svprfb(svptrue_b8(), (const char*)p + off, SV_PLDL1KEEP);
-}
-
 /* f32 -> f16 / bf16 with round to nearest even of the first n (<= MH_VL) elements. f16: FCVT
  * under the default FPCR (round to nearest even, overflow to inf, NaN stays a quiet NaN),
  * result in the low half of each 32-bit lane, stored with ST1H. bf16: integer rounding, NaN

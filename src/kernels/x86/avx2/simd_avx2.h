@@ -75,13 +75,6 @@ MH_INLINE __m256 mh_vload_dt_n(const void* p, mh_dtype dtype, size_t cnt) {
     return mh_widen8(_mm_loadu_si128((const __m128i*)(const void*)buf), dtype);
 }
 
-/* Prefetches the cache lines of `bytes` bytes at `p` into L1 (K/V rows of a tile: the rows
- * are often far apart, or read across rather than along, which the hardware prefetchers
- * follow poorly). Only addresses inside the tile are passed. */
-MH_INLINE void mh_prefetch_bytes(const void* p, size_t bytes) {
-    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch((const char*)p + off, _MM_HINT_T0);
-}
-
 /* Horizontal sums of eight vectors: lane i of the result = sum of the lanes of a[i]. The
  * reduction tree is fixed: pairwise within 128-bit halves, then the two halves. */
 MH_INLINE __m256 mh_hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5,

@@ -43,15 +43,6 @@ MH_INLINE __m512 mh_load16(const void* p, mh_dtype dtype, __mmask16 mask) {
     }
 }
 
-/* Keys ahead to prefetch in the direct (decode) kernels: far enough to cover DRAM latency at
- * the streaming rate, near enough to stay in the tile's neighbourhood. */
-#define MH_PREFETCH_ROWS 12
-
-/* Prefetches every cache line of one `bytes`-long row into L1. */
-MH_INLINE void mh_prefetch_bytes(const void* row, size_t bytes) {
-    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch((const char*)row + off, _MM_HINT_T0);
-}
-
 MH_INLINE __m512 mh_vzero(void) { return _mm512_setzero_ps(); }
 MH_INLINE __m512 mh_vset1(float x) { return _mm512_set1_ps(x); }
 MH_INLINE __m512 mh_vload(const float* p) { return _mm512_loadu_ps(p); }

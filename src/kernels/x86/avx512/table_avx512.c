@@ -8,8 +8,5 @@ void MH_KNAME(kernels_init)(mh_kernels* k) {
     k->gemm_nr = MH_GEMM_NR;
     k->attn_direct_rows = MH_GEMM_MR;
     k->attn_block_rows = 96;
-#ifndef KVT
-#define KVT 64
-#endif
-    k->attn_kv_tile = KVT;
+    k->attn_kv_tile = 64;
 }
