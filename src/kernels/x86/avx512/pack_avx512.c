@@ -1,7 +1,6 @@
 /* Packing K/V tiles of any storage dtype into f32 panels of 64 columns. */
 #include <string.h>
 
-#include "kernels/i8_rows.h"
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/simd_avx512.h"
 
@@ -32,27 +31,52 @@ MH_INLINE void transpose16(__m512 r[16]) {
     }
 }
 
-void MH_KNAME(pack_kt)(size_t cols, size_t d, const mh_rows* kr, float* dst) {
-    const void* k = kr->data;
-    const ptrdiff_t ldk = kr->ld;
-    const mh_dtype dtype = kr->dtype;
-    const size_t groups = (cols + 15) / 16, padded = (cols + NR - 1) / NR * NR;
-    for (size_t c0 = 0; c0 < groups * 16; c0 += 16) {
-        float* panel = dst + (c0 / NR) * d * NR + c0 % NR;
-        for (size_t d0 = 0; d0 < d; d0 += 16) {
-            const __mmask16 dm = mh_mask16(d, d0);
-            __m512 r[16];
-            for (size_t i = 0; i < 16; i++)
-                r[i] = c0 + i < cols ? mh_load16(mh_dtype_at(k, dtype, (ptrdiff_t)(c0 + i) * ldk + (ptrdiff_t)d0), dtype, dm)
-                                     : _mm512_setzero_ps();
-            transpose16(r);
-            const size_t nd = d - d0 < 16 ? d - d0 : 16;
-            for (size_t i = 0; i < nd; i++) _mm512_storeu_ps(panel + (d0 + i) * NR, r[i]);
-        }
+/* 16 elements of `dtype` at p, widened: all lanes (full) or the lanes of m. */
+MH_INLINE __m512 load_dt(const mh_dtype dtype, const void* p, const int full, __mmask16 m) {
+    if (!full) return mh_load16(p, dtype, m);
+    switch (dtype) {
+    case MH_DTYPE_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p));
+    case MH_DTYPE_BF16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p)), 16));
+    case MH_DTYPE_I8: return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)));
+    default: return _mm512_loadu_ps(p);
     }
+}
+
+/* Keys [c0, c0 + 16) (those below cols) into their panel: 16 x 16 blocks widened, transposed
+ * and, for int8, multiplied by the keys' scales (one vector of scales per transposed row). */
+MH_INLINE void pack_kt16(const mh_dtype dtype, size_t c0, size_t cols, size_t d, const mh_rows* kr, float* dst) {
+    float* panel = dst + (c0 / NR) * d * NR + c0 % NR;
+    const size_t nk = cols - c0 < 16 ? cols - c0 : 16;
+    __m512 sc = _mm512_set1_ps(1.0f);
+    if (dtype == MH_DTYPE_I8) {
+        float s[16] = {0};
+        for (size_t i = 0; i < nk; i++) s[i] = kr->scale[(ptrdiff_t)(c0 + i) * kr->ld_scale];
+        sc = _mm512_loadu_ps(s);
+    }
+    for (size_t d0 = 0; d0 < d; d0 += 16) {
+        const int full = d0 + 16 <= d;
+        const __mmask16 dm = mh_mask16(d, d0);
+        __m512 r[16];
+        for (size_t i = 0; i < 16; i++)
+            r[i] = i < nk ? load_dt(dtype, mh_dtype_at(kr->data, dtype, (ptrdiff_t)(c0 + i) * kr->ld + (ptrdiff_t)d0), full, dm)
+                          : _mm512_setzero_ps();
+        transpose16(r);
+        const size_t nd = d - d0 < 16 ? d - d0 : 16;
+        for (size_t i = 0; i < nd; i++)
+            _mm512_storeu_ps(panel + (d0 + i) * NR, dtype == MH_DTYPE_I8 ? _mm512_mul_ps(r[i], sc) : r[i]);
+    }
+}
+
+MH_INLINE void pack_kt(const mh_dtype dtype, size_t cols, size_t d, const mh_rows* kr, float* dst) {
+    const size_t groups = (cols + 15) / 16, padded = (cols + NR - 1) / NR * NR;
+    for (size_t c0 = 0; c0 < groups * 16; c0 += 16) pack_kt16(dtype, c0, cols, d, kr, dst);
     for (size_t c0 = groups * 16; c0 < padded; c0 += 16) { /* zero the rest of the last panel */
         float* panel = dst + (c0 / NR) * d * NR + c0 % NR;
         for (size_t dd = 0; dd < d; dd++) _mm512_storeu_ps(panel + dd * NR, _mm512_setzero_ps());
     }
-    if (dtype == MH_DTYPE_I8) mh_i8_scale_kt(cols, d, NR, kr, dst);
+}
+
+void MH_KNAME(pack_kt)(size_t cols, size_t d, const mh_rows* kr, float* dst) {
+    MH_WITH_DTYPE(kr->dtype, pack_kt, cols, d, kr, dst)
 }
