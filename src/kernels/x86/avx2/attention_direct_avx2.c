@@ -16,21 +16,12 @@
  * + R broadcasts of P + 1 V vector (R <= 4: at most 13), or for R = 5, 10 accumulators + 2 V
  * vectors + 1 broadcast = 13 of 16.
  */
+#include "kernels/far_rows.h"
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx2/simd_avx2.h"
 
 #define MAXR 5 /* rows < attn_direct_rows = 6 */
 #define MAXJ 8
-#define FAR_PREFETCH_KEYS 64
-
-/* Prefetches row c + FAR_PREFETCH_KEYS into L2 when rows are far apart (past the tile too: a
- * prefetch never faults). */
-MH_INLINE void prefetch_far(const mh_rows* x, size_t c, size_t row_elems) {
-    if (x->ld == (ptrdiff_t)row_elems) return;
-    const char* row = mh_dtype_at(x->data, x->dtype, (ptrdiff_t)(c + FAR_PREFETCH_KEYS) * x->ld);
-    const size_t bytes = row_elems * mh_dtype_size(x->dtype);
-    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(row + off, _MM_HINT_T1);
-}
 
 /* q.k of one key row for R query rows, as R vectors of partial sums: two chains over d (even
  * and odd 8-column steps), the same order for every key and every R. */
@@ -93,35 +84,25 @@ MH_INLINE void qk_keys(const int R, const int J, const mh_dtype dtype, size_t d,
     }
 }
 
-MH_INLINE void qk_rows(const int R, const int J, const mh_dtype dtype, size_t cols, size_t d, const float* q,
+MH_INLINE void qk_rows(const mh_dtype dtype, const int R, const int J, size_t cols, size_t d, const float* q,
                        size_t ldq, const mh_rows* k, float* s, size_t lds) {
     size_t c = 0;
     for (; c + (size_t)J <= cols; c += (size_t)J) {
-        for (size_t j = 0; j < (size_t)J; j++) prefetch_far(k, c + j, d);
+        for (size_t j = 0; j < (size_t)J; j++) mh_prefetch_far(k, c + j, d);
         qk_keys(R, J, dtype, d, q, ldq, k, c, s, lds);
     }
     for (; c < cols; c++) /* the same FMA order and reduction tree, one key at a time */
         qk_keys(R, 1, dtype, d, q, ldq, k, c, s, lds);
 }
 
-#define QK_ROWS(R, J)                                                                    \
-    case R:                                                                              \
-        switch (k->dtype) {                                                              \
-        case MH_DTYPE_F16: qk_rows(R, J, MH_DTYPE_F16, cols, d, q, ldq, k, s, lds); break;   \
-        case MH_DTYPE_BF16: qk_rows(R, J, MH_DTYPE_BF16, cols, d, q, ldq, k, s, lds); break; \
-        case MH_DTYPE_I8: qk_rows(R, J, MH_DTYPE_I8, cols, d, q, ldq, k, s, lds); break;     \
-        default: qk_rows(R, J, MH_DTYPE_F32, cols, d, q, ldq, k, s, lds); break;             \
-        }                                                                                \
-        break;
-
 void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k,
                          float* s, size_t lds) {
     switch (rows) {
-        QK_ROWS(1, 4)
-        QK_ROWS(2, 4)
-        QK_ROWS(3, 2)
-        QK_ROWS(4, 2)
-        QK_ROWS(5, 2)
+    case 1: MH_WITH_DTYPE(k->dtype, qk_rows, 1, 4, cols, d, q, ldq, k, s, lds) break;
+    case 2: MH_WITH_DTYPE(k->dtype, qk_rows, 2, 4, cols, d, q, ldq, k, s, lds) break;
+    case 3: MH_WITH_DTYPE(k->dtype, qk_rows, 3, 2, cols, d, q, ldq, k, s, lds) break;
+    case 4: MH_WITH_DTYPE(k->dtype, qk_rows, 4, 2, cols, d, q, ldq, k, s, lds) break;
+    case 5: MH_WITH_DTYPE(k->dtype, qk_rows, 5, 2, cols, d, q, ldq, k, s, lds) break;
     default: break;
     }
 }
@@ -141,7 +122,7 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, size_t la
                                                     : _mm256_maskload_ps(orow + 8 * (J - 1), mlast));
     }
     for (size_t c = 0; c < cols; c++) {
-        if (first) prefetch_far(v, c, dv); /* the whole row, for this and the later chunks */
+        if (first) mh_prefetch_far(v, c, dv); /* the whole row, for this and the later chunks */
         const void* row = mh_dtype_at(v->data, dtype, (ptrdiff_t)c * v->ld + (ptrdiff_t)d0);
         const float sc = dtype == MH_DTYPE_I8 ? v->scale[(ptrdiff_t)c * v->ld_scale] : 1.0f;
         if (R <= 4) { /* R broadcasts, then each V vector is used as soon as it is loaded */
@@ -174,7 +155,7 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, size_t la
     }
 }
 
-MH_INLINE void pv_rows(const int R, const int J, const mh_dtype dtype, size_t cols, size_t dv, const float* p,
+MH_INLINE void pv_rows(const mh_dtype dtype, const int R, const int J, size_t cols, size_t dv, const float* p,
                        size_t ldp, const mh_rows* v, const float* alpha, float* o, size_t ldo) {
     size_t d0 = 0;
     for (; d0 + 8 * (size_t)J <= dv; d0 += 8 * (size_t)J)
@@ -183,24 +164,14 @@ MH_INLINE void pv_rows(const int R, const int J, const mh_dtype dtype, size_t co
         pv_cols(R, 1, dtype, mh_lanes8(dv, d0), d0 == 0, dv, cols, d0, p, ldp, v, alpha, o, ldo);
 }
 
-#define PV_ROWS(R, J)                                                                           \
-    case R:                                                                                     \
-        switch (v->dtype) {                                                                     \
-        case MH_DTYPE_F16: pv_rows(R, J, MH_DTYPE_F16, cols, dv, p, ldp, v, alpha, o, ldo); break;   \
-        case MH_DTYPE_BF16: pv_rows(R, J, MH_DTYPE_BF16, cols, dv, p, ldp, v, alpha, o, ldo); break; \
-        case MH_DTYPE_I8: pv_rows(R, J, MH_DTYPE_I8, cols, dv, p, ldp, v, alpha, o, ldo); break;     \
-        default: pv_rows(R, J, MH_DTYPE_F32, cols, dv, p, ldp, v, alpha, o, ldo); break;             \
-        }                                                                                       \
-        break;
-
 void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
                          const float* alpha, float* o, size_t ldo) {
     switch (rows) {
-        PV_ROWS(1, 8)
-        PV_ROWS(2, 4)
-        PV_ROWS(3, 3)
-        PV_ROWS(4, 2)
-        PV_ROWS(5, 2)
+    case 1: MH_WITH_DTYPE(v->dtype, pv_rows, 1, 8, cols, dv, p, ldp, v, alpha, o, ldo) break;
+    case 2: MH_WITH_DTYPE(v->dtype, pv_rows, 2, 4, cols, dv, p, ldp, v, alpha, o, ldo) break;
+    case 3: MH_WITH_DTYPE(v->dtype, pv_rows, 3, 3, cols, dv, p, ldp, v, alpha, o, ldo) break;
+    case 4: MH_WITH_DTYPE(v->dtype, pv_rows, 4, 2, cols, dv, p, ldp, v, alpha, o, ldo) break;
+    case 5: MH_WITH_DTYPE(v->dtype, pv_rows, 5, 2, cols, dv, p, ldp, v, alpha, o, ldo) break;
     default: break;
     }
 }

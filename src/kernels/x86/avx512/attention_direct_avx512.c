@@ -11,39 +11,23 @@
  *    (a head-major cache) there is no software prefetch, which only took miss slots from
  *    them (measured on Zen 4: 1.6x slower with it);
  *  - rows far apart (an engine's token-major cache) are prefetched one key tile ahead
- *    (FAR_PREFETCH_KEYS), into L2: no hardware prefetcher follows a stride of kilobytes;
+ *    (far_rows.h), into L2: no hardware prefetcher follows a stride of kilobytes;
  *  - qk keeps two FMA chains per row and key and reduces four keys of a row by one shuffle
  *    tree (reduce4), the same tree for every score, so a score depends on neither R nor the
  *    key's place in the tile; pv holds a 128-column row (R = 1, 2) or 64 columns (R = 3..5)
  *    of every row in registers and widens each V vector once for all R rows.
  */
+#include "kernels/far_rows.h"
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/simd_avx512.h"
 
 #define MAXR 5 /* rows < attn_direct_rows = 6 */
 #define MAXJ 8
-#define FAR_PREFETCH_KEYS 64
 
 /* 16 elements of `dtype` at p, widened to f32 (int8 unscaled): all lanes (masked = 0) or the
  * lanes of m. */
 MH_INLINE __m512 load16(const void* p, const mh_dtype dtype, const int masked, __mmask16 m) {
-    if (masked) return mh_load16(p, dtype, m);
-    switch (dtype) {
-    case MH_DTYPE_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p));
-    case MH_DTYPE_BF16:
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p)), 16));
-    case MH_DTYPE_I8: return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)));
-    default: return _mm512_loadu_ps(p);
-    }
-}
-
-/* Prefetches row c + FAR_PREFETCH_KEYS into L2 when rows are far apart (past the tile too: a
- * prefetch never faults). */
-MH_INLINE void prefetch_far(const mh_rows* x, size_t c, size_t row_elems) {
-    if (x->ld == (ptrdiff_t)row_elems) return;
-    const char* row = mh_dtype_at(x->data, x->dtype, (ptrdiff_t)(c + FAR_PREFETCH_KEYS) * x->ld);
-    const size_t bytes = row_elems * mh_dtype_size(x->dtype);
-    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(row + off, _MM_HINT_T1);
+    return masked ? mh_load16(p, dtype, m) : mh_vload_dt(p, dtype);
 }
 
 /* The four sums of a0..a3 as one 128-bit vector. */
@@ -90,13 +74,13 @@ MH_INLINE void dot_rows(const int R, const mh_dtype dtype, size_t d, const float
 
 /* Scores of the `cols` keys of k for R rows, four keys at a time; a last one to three keys go
  * one at a time through the same tree. int8 sums are then scaled by their rows' scales. */
-MH_INLINE void qk_rows(const int R, const mh_dtype dtype, size_t cols, size_t d, const float* q, size_t ldq,
+MH_INLINE void qk_rows(const mh_dtype dtype, const int R, size_t cols, size_t d, const float* q, size_t ldq,
                        const mh_rows* k, float* s, size_t lds) {
     const float* ks = k->scale;
     const ptrdiff_t ldk = k->ld, lks = k->ld_scale;
     size_t c = 0;
     for (; c + 4 <= cols; c += 4) {
-        for (size_t j = 0; j < 4; j++) prefetch_far(k, c + j, d);
+        for (size_t j = 0; j < 4; j++) mh_prefetch_far(k, c + j, d);
         __m512 a0[MAXR], a1[MAXR], a2[MAXR], a3[MAXR];
         dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)c * ldk), a0);
         dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)(c + 1) * ldk), a1);
@@ -122,24 +106,14 @@ MH_INLINE void qk_rows(const int R, const mh_dtype dtype, size_t cols, size_t d,
     }
 }
 
-#define QK_DTYPES(R)                                                                 \
-    case R:                                                                          \
-        switch (k->dtype) {                                                          \
-        case MH_DTYPE_F16: qk_rows(R, MH_DTYPE_F16, cols, d, q, ldq, k, s, lds); break;   \
-        case MH_DTYPE_BF16: qk_rows(R, MH_DTYPE_BF16, cols, d, q, ldq, k, s, lds); break; \
-        case MH_DTYPE_I8: qk_rows(R, MH_DTYPE_I8, cols, d, q, ldq, k, s, lds); break;     \
-        default: qk_rows(R, MH_DTYPE_F32, cols, d, q, ldq, k, s, lds); break;             \
-        }                                                                            \
-        break;
-
 void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k,
                          float* s, size_t lds) {
     switch (rows) {
-        QK_DTYPES(1)
-        QK_DTYPES(2)
-        QK_DTYPES(3)
-        QK_DTYPES(4)
-        QK_DTYPES(5)
+    case 1: MH_WITH_DTYPE(k->dtype, qk_rows, 1, cols, d, q, ldq, k, s, lds) break;
+    case 2: MH_WITH_DTYPE(k->dtype, qk_rows, 2, cols, d, q, ldq, k, s, lds) break;
+    case 3: MH_WITH_DTYPE(k->dtype, qk_rows, 3, cols, d, q, ldq, k, s, lds) break;
+    case 4: MH_WITH_DTYPE(k->dtype, qk_rows, 4, cols, d, q, ldq, k, s, lds) break;
+    case 5: MH_WITH_DTYPE(k->dtype, qk_rows, 5, cols, d, q, ldq, k, s, lds) break;
     default: break;
     }
 }
@@ -160,7 +134,7 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, const int
                                                  : _mm512_loadu_ps(orow + 16 * j));
     }
     for (size_t c = 0; c < cols; c++) {
-        if (first) prefetch_far(v, c, dv); /* the whole row, for this and the later chunks */
+        if (first) mh_prefetch_far(v, c, dv); /* the whole row, for this and the later chunks */
         const void* row = mh_dtype_at(v->data, dtype, (ptrdiff_t)c * v->ld + (ptrdiff_t)d0);
         const float sc = dtype == MH_DTYPE_I8 ? v->scale[(ptrdiff_t)c * v->ld_scale] : 1.0f;
         __m512 pr[MAXR];
@@ -182,7 +156,7 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, const int
     }
 }
 
-MH_INLINE void pv_rows(const int R, const int J, const mh_dtype dtype, size_t cols, size_t dv, const float* p,
+MH_INLINE void pv_rows(const mh_dtype dtype, const int R, const int J, size_t cols, size_t dv, const float* p,
                        size_t ldp, const mh_rows* v, const float* alpha, float* o, size_t ldo) {
     size_t d0 = 0;
     for (; d0 + 16 * (size_t)J <= dv; d0 += 16 * (size_t)J)
@@ -191,24 +165,14 @@ MH_INLINE void pv_rows(const int R, const int J, const mh_dtype dtype, size_t co
         pv_cols(R, J, dtype, 1, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo);
 }
 
-#define PV_DTYPES(R, J)                                                                          \
-    case R:                                                                                      \
-        switch (v->dtype) {                                                                      \
-        case MH_DTYPE_F16: pv_rows(R, J, MH_DTYPE_F16, cols, dv, p, ldp, v, alpha, o, ldo); break;   \
-        case MH_DTYPE_BF16: pv_rows(R, J, MH_DTYPE_BF16, cols, dv, p, ldp, v, alpha, o, ldo); break; \
-        case MH_DTYPE_I8: pv_rows(R, J, MH_DTYPE_I8, cols, dv, p, ldp, v, alpha, o, ldo); break;     \
-        default: pv_rows(R, J, MH_DTYPE_F32, cols, dv, p, ldp, v, alpha, o, ldo); break;             \
-        }                                                                                        \
-        break;
-
 void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
                          const float* alpha, float* o, size_t ldo) {
     switch (rows) {
-        PV_DTYPES(1, 8)
-        PV_DTYPES(2, 8)
-        PV_DTYPES(3, 4)
-        PV_DTYPES(4, 4)
-        PV_DTYPES(5, 4)
+    case 1: MH_WITH_DTYPE(v->dtype, pv_rows, 1, 8, cols, dv, p, ldp, v, alpha, o, ldo) break;
+    case 2: MH_WITH_DTYPE(v->dtype, pv_rows, 2, 8, cols, dv, p, ldp, v, alpha, o, ldo) break;
+    case 3: MH_WITH_DTYPE(v->dtype, pv_rows, 3, 4, cols, dv, p, ldp, v, alpha, o, ldo) break;
+    case 4: MH_WITH_DTYPE(v->dtype, pv_rows, 4, 4, cols, dv, p, ldp, v, alpha, o, ldo) break;
+    case 5: MH_WITH_DTYPE(v->dtype, pv_rows, 5, 4, cols, dv, p, ldp, v, alpha, o, ldo) break;
     default: break;
     }
 }

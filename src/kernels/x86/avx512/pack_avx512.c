@@ -31,18 +31,6 @@ MH_INLINE void transpose16(__m512 r[16]) {
     }
 }
 
-/* 16 elements of `dtype` at p, widened: all lanes (full) or the lanes of m. */
-MH_INLINE __m512 load_dt(const mh_dtype dtype, const void* p, const int full, __mmask16 m) {
-    if (!full) return mh_load16(p, dtype, m);
-    switch (dtype) {
-    case MH_DTYPE_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p));
-    case MH_DTYPE_BF16:
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p)), 16));
-    case MH_DTYPE_I8: return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)));
-    default: return _mm512_loadu_ps(p);
-    }
-}
-
 /* Keys [c0, c0 + 16) (those below cols) into their panel: 16 x 16 blocks widened, transposed
  * and, for int8, multiplied by the keys' scales (one vector of scales per transposed row). */
 MH_INLINE void pack_kt16(const mh_dtype dtype, size_t c0, size_t cols, size_t d, const mh_rows* kr, float* dst) {
@@ -59,7 +47,8 @@ MH_INLINE void pack_kt16(const mh_dtype dtype, size_t c0, size_t cols, size_t d,
         const __mmask16 dm = mh_mask16(d, d0);
         __m512 r[16];
         for (size_t i = 0; i < 16; i++)
-            r[i] = i < nk ? load_dt(dtype, mh_dtype_at(kr->data, dtype, (ptrdiff_t)(c0 + i) * kr->ld + (ptrdiff_t)d0), full, dm)
+            r[i] = i < nk ? full ? mh_vload_dt(mh_dtype_at(kr->data, dtype, (ptrdiff_t)(c0 + i) * kr->ld + (ptrdiff_t)d0), dtype)
+                               : mh_load16(mh_dtype_at(kr->data, dtype, (ptrdiff_t)(c0 + i) * kr->ld + (ptrdiff_t)d0), dtype, dm)
                           : _mm512_setzero_ps();
         transpose16(r);
         const size_t nd = d - d0 < 16 ? d - d0 : 16;

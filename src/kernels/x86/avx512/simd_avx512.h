@@ -54,7 +54,15 @@ MH_INLINE __m512 mh_vload_n(const float* p, size_t n, float fill) {
 /* Stores the first n (< 16) lanes; writes only n. */
 MH_INLINE void mh_vstore_n(float* p, __m512 v, size_t n) { _mm512_mask_storeu_ps(p, mh_mask16(n, 0), v); }
 /* A full vector / the first n (< 16) elements (0 in the other lanes) of a `dtype` array. */
-MH_INLINE __m512 mh_vload_dt(const void* p, mh_dtype dtype) { return mh_load16(p, dtype, (__mmask16)0xffff); }
+MH_INLINE __m512 mh_vload_dt(const void* p, mh_dtype dtype) { /* unmasked: one widening load */
+    switch (dtype) {
+    case MH_DTYPE_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p));
+    case MH_DTYPE_BF16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p)), 16));
+    case MH_DTYPE_I8: return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)));
+    default: return _mm512_loadu_ps(p);
+    }
+}
 MH_INLINE __m512 mh_vload_dt_n(const void* p, mh_dtype dtype, size_t n) { return mh_load16(p, dtype, mh_mask16(n, 0)); }
 MH_INLINE __m512 mh_vadd(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
 MH_INLINE __m512 mh_vsub(__m512 a, __m512 b) { return _mm512_sub_ps(a, b); }
