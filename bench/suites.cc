@@ -164,6 +164,11 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
     for (int m : o.long_tails ? std::vector<int>{1024, 4096, 16384, 32768} : std::vector<int>{4096, 32768})
         s.variants(make(DEC, "", llm, 1, m, F32, false));
     for (int m : {4096, 32768}) s.add(make(DEC, "gqa8", llm, 1, m, BF16, false));
+    // MHA decode's bandwidth at more cache lengths (issue 15's 8K and 128K keys; 128K moves
+    // 2 GiB of f16 K/V per token, so it is a long tail)
+    s.add(make(DEC, "mha", llm, 1, 8192, F16, false));
+    if (o.long_tails)
+        for (mh_dtype dt : {F16, I8}) s.add(make(DEC, "mha", llm, 1, 131072, dt, false));
     {
         CaseSpec c = make(DEC, "gqa8", llm, 1, 4096, F16, false);
         c.batch = 4;
