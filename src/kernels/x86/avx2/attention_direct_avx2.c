@@ -3,8 +3,8 @@
  * place in their storage dtype and widened in registers (int8 rows times their scale), so each
  * byte of the cache is read once per KV head, whatever the number of query heads sharing it.
  * Bodies are specialised on the row count R and the storage dtype. The memory schedule is the
- * AVX-512 kernels' (attention_direct_avx512.c): rows front to back and in order, no software
- * prefetch on rows next to each other, rows far apart prefetched one key tile ahead.
+ * AVX-512 kernels' (attention_direct_avx512.c): rows front to back and in order, software
+ * prefetch by kernels/decode_prefetch.h's rule.
  *
  * qk: J keys at a time (R = 1, 2: J = 4; R = 3..5: J = 2), each key's row read whole with two
  * FMA chains per query row, then the R * J sums reduced together, eight at a time. Every score
@@ -16,7 +16,7 @@
  * + R broadcasts of P + 1 V vector (R <= 4: at most 13), or for R = 5, 10 accumulators + 2 V
  * vectors + 1 broadcast = 13 of 16.
  */
-#include "kernels/far_rows.h"
+#include "kernels/decode_prefetch.h"
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx2/simd_avx2.h"
 
@@ -88,7 +88,7 @@ MH_INLINE void qk_rows(const mh_dtype dtype, const int R, const int J, size_t co
                        size_t ldq, const mh_rows* k, float* s, size_t lds) {
     size_t c = 0;
     for (; c + (size_t)J <= cols; c += (size_t)J) {
-        for (size_t j = 0; j < (size_t)J; j++) mh_prefetch_far(k, c + j, d);
+        for (size_t j = 0; j < (size_t)J; j++) mh_decode_prefetch(k, dtype, c + j, d, (size_t)R);
         qk_keys(R, J, dtype, d, q, ldq, k, c, s, lds);
     }
     for (; c < cols; c++) /* the same FMA order and reduction tree, one key at a time */
@@ -122,7 +122,7 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, size_t la
                                                     : _mm256_maskload_ps(orow + 8 * (J - 1), mlast));
     }
     for (size_t c = 0; c < cols; c++) {
-        if (first) mh_prefetch_far(v, c, dv); /* the whole row, for this and the later chunks */
+        if (first) mh_decode_prefetch(v, dtype, c, dv, (size_t)R); /* the whole row, for this and the later chunks */
         const void* row = mh_dtype_at(v->data, dtype, (ptrdiff_t)c * v->ld + (ptrdiff_t)d0);
         const float sc = dtype == MH_DTYPE_I8 ? v->scale[(ptrdiff_t)c * v->ld_scale] : 1.0f;
         if (R <= 4) { /* R broadcasts, then each V vector is used as soon as it is loaded */

@@ -7,17 +7,16 @@
  *
  * What holds decode at the memory limit (docs/kernels.md, "Decode kernels"):
  *  - every K/V row is read front to back and the rows in order, so the loads walk the cache
- *    in address order and the hardware prefetchers stream it; with rows next to each other
- *    (a head-major cache) there is no software prefetch, which only took miss slots from
- *    them (measured on Zen 4: 1.6x slower with it);
- *  - rows far apart (an engine's token-major cache) are prefetched one key tile ahead
- *    (far_rows.h), into L2: no hardware prefetcher follows a stride of kilobytes;
+ *    in address order and the hardware prefetchers stream it;
+ *  - software prefetch follows kernels/decode_prefetch.h: none on near rows for one or two
+ *    query rows (memory-bound), near rows into L1 for grouped heads (core-bound), far rows
+ *    (an engine's token-major cache) one key tile ahead into L2;
  *  - qk keeps two FMA chains per row and key and reduces four keys of a row by one shuffle
  *    tree (reduce4), the same tree for every score, so a score depends on neither R nor the
  *    key's place in the tile; pv holds a 128-column row (R = 1, 2) or 64 columns (R = 3..5)
  *    of every row in registers and widens each V vector once for all R rows.
  */
-#include "kernels/far_rows.h"
+#include "kernels/decode_prefetch.h"
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/simd_avx512.h"
 
@@ -80,7 +79,7 @@ MH_INLINE void qk_rows(const mh_dtype dtype, const int R, size_t cols, size_t d,
     const ptrdiff_t ldk = k->ld, lks = k->ld_scale;
     size_t c = 0;
     for (; c + 4 <= cols; c += 4) {
-        for (size_t j = 0; j < 4; j++) mh_prefetch_far(k, c + j, d);
+        for (size_t j = 0; j < 4; j++) mh_decode_prefetch(k, dtype, c + j, d, (size_t)R);
         __m512 a0[MAXR], a1[MAXR], a2[MAXR], a3[MAXR];
         dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)c * ldk), a0);
         dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)(c + 1) * ldk), a1);
@@ -134,7 +133,7 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, const int
                                                  : _mm512_loadu_ps(orow + 16 * j));
     }
     for (size_t c = 0; c < cols; c++) {
-        if (first) mh_prefetch_far(v, c, dv); /* the whole row, for this and the later chunks */
+        if (first) mh_decode_prefetch(v, dtype, c, dv, (size_t)R); /* the whole row, for this and the later chunks */
         const void* row = mh_dtype_at(v->data, dtype, (ptrdiff_t)c * v->ld + (ptrdiff_t)d0);
         const float sc = dtype == MH_DTYPE_I8 ? v->scale[(ptrdiff_t)c * v->ld_scale] : 1.0f;
         __m512 pr[MAXR];
