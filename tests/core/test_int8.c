@@ -34,6 +34,9 @@
 
 static mh_context *ctx1, *ctx2;
 static double worst_rel = 0, worst_floor = 0;
+/* An emulator (qemu): shorter shapes, and no 2-thread runs (its OpenMP threads on a shared
+ * host made them take many minutes); the native runs compare 1 and 2 threads. */
+static int slow;
 
 typedef struct shape {
     int B, N, M, H, Hkv, Dqk, Dv;
@@ -104,10 +107,10 @@ static void run_case(test_rng* r, const shape* s, mh_dtype kd, mh_dtype vd, test
     float *got1 = malloc(n * sizeof(float)), *got2 = malloc(n * sizeof(float));
     const mh_status st1 = run_attention(ctx1, &t.p, &opt);
     problem_gather_o(&t, got1);
-    const mh_status st2 = run_attention(ctx2, &t.p, &opt);
+    const mh_status st2 = slow ? MH_OK : run_attention(ctx2, &t.p, &opt);
     problem_gather_o(&t, got2);
     if (check_status(what, st1, MH_OK) && check_status(what, st2, MH_OK)) {
-        check_bitwise("1 and 2 threads: the same bits", got1, got2, n);
+        if (!slow) check_bitwise("1 and 2 threads: the same bits", got1, got2, n);
         double* want = malloc(n * sizeof(double));
         oracle_o(&t.p, &opt, gated ? gates : NULL, want);
         const err_stats e = err_f32_f64(got1, want, n);
@@ -207,13 +210,14 @@ int main(void) {
     ctx2 = test_context(2);
     test_rng r;
     rng_seed(&r, 8);
-    const int slow = slow_machine(ctx1, 10.0);
+    slow = slow_machine(ctx1, 10.0);
+    if (slow) printf("emulator: 1-thread runs only (1 vs 2 threads is checked natively)\n");
     static const mh_dtype kvd[3][2] = {{MH_DTYPE_I8, MH_DTYPE_I8}, {MH_DTYPE_I8, MH_DTYPE_F16}, {MH_DTYPE_BF16, MH_DTYPE_I8}};
     static const int groups[3][2] = {{4, 4}, {8, 2}, {8, 1}}; /* MHA, GQA, MQA: H, Hkv */
     static const int dims[] = {1, 7, 16, 33, 64, 128};
     /* decode-shaped: 1-4 query rows, keys below and above the split-KV threshold */
     static const int dec_m[] = {1, 17, 300, 1500, 3000};
-    /* an emulator (qemu) runs the double oracle ~100x slower: split-KV still, shorter */
+    /* an emulator: split-KV still, shorter */
     static const int dec_m_slow[] = {1, 17, 300, 1100, 1300};
     for (int i = 0; i < 5; i++)
         for (int g = 0; g < 3; g++)
