@@ -23,7 +23,7 @@ extern "C" {
 
 /* ------------------------------------------------------------------ version */
 #define MH_VERSION_MAJOR 0
-#define MH_VERSION_MINOR 2
+#define MH_VERSION_MINOR 3
 #define MH_VERSION_PATCH 0
 #define MH_VERSION_NUMBER (MH_VERSION_MAJOR * 10000 + MH_VERSION_MINOR * 100 + MH_VERSION_PATCH)
 
