@@ -9,11 +9,12 @@
  *  - every K/V row is read front to back and the rows in order, so the loads walk the cache
  *    in address order and the hardware prefetchers stream it;
  *  - software prefetch follows kernels/decode_prefetch.h: none on near rows for one or two
- *    query rows (memory-bound), near rows into L1 for grouped heads (core-bound), far rows
+ *    query rows (memory-bound), near rows into L2 for grouped heads (core-bound), far rows
  *    (an engine's token-major cache) one key tile ahead into L2;
- *  - qk keeps two FMA chains per row and key and reduces four keys of a row by one shuffle
- *    tree (reduce4), the same tree for every score, so a score depends on neither R nor the
- *    key's place in the tile; pv holds a 128-column row (R = 1, 2) or 64 columns (R = 3..5)
+ *  - qk keeps two FMA chains per row and key (from three rows: d outer over four keys, one
+ *    chain each, q loaded once per four keys) and reduces four keys of a row by one shuffle
+ *    tree (reduce4), the same tree for every score of a given R, so a score does not depend
+ *    on the key's place in the tile; pv holds a 128-column row (R = 1, 2) or 64 columns (R = 3..5)
  *    of every row in registers and widens each V vector once for all R rows.
  */
 #include "kernels/decode_prefetch.h"
@@ -22,6 +23,7 @@
 
 #define MAXR 5 /* rows < attn_direct_rows = 6 */
 #define MAXJ 8
+#define DMAJOR_ROWS 3 /* from this many query rows qk runs d outer (dot4_rows) */
 
 /* 16 elements of `dtype` at p, widened to f32 (int8 unscaled): all lanes (masked = 0) or the
  * lanes of m. */
@@ -71,6 +73,32 @@ MH_INLINE void dot_rows(const int R, const mh_dtype dtype, size_t d, const float
     for (int r = 0; r < R; r++) out[r] = _mm512_add_ps(a[r], b[r]);
 }
 
+/* q.k of four key rows for R query rows (R >= 3, the core's limit rather than memory's), d
+ * outer: each q vector is loaded once for the four keys and each K vector once for the R
+ * rows, one FMA chain per row and key. */
+MH_INLINE void dot4_rows(const int R, const mh_dtype dtype, size_t d, const float* q, size_t ldq, const void* k,
+                         ptrdiff_t ldk, __m512* a0, __m512* a1, __m512* a2, __m512* a3) {
+    for (int r = 0; r < R; r++) a0[r] = a1[r] = a2[r] = a3[r] = _mm512_setzero_ps();
+    const void* k1 = mh_dtype_at(k, dtype, ldk);
+    const void* k2 = mh_dtype_at(k, dtype, 2 * ldk);
+    const void* k3 = mh_dtype_at(k, dtype, 3 * ldk);
+    for (size_t d0 = 0; d0 < d; d0 += 16) {
+        const int masked = d0 + 16 > d;
+        const __mmask16 m = mh_mask16(d, d0);
+        const __m512 v0 = load16(mh_dtype_at(k, dtype, (ptrdiff_t)d0), dtype, masked, m);
+        const __m512 v1 = load16(mh_dtype_at(k1, dtype, (ptrdiff_t)d0), dtype, masked, m);
+        const __m512 v2 = load16(mh_dtype_at(k2, dtype, (ptrdiff_t)d0), dtype, masked, m);
+        const __m512 v3 = load16(mh_dtype_at(k3, dtype, (ptrdiff_t)d0), dtype, masked, m);
+        for (int r = 0; r < R; r++) {
+            const __m512 qv = _mm512_maskz_loadu_ps(m, q + (size_t)r * ldq + d0);
+            a0[r] = _mm512_fmadd_ps(qv, v0, a0[r]);
+            a1[r] = _mm512_fmadd_ps(qv, v1, a1[r]);
+            a2[r] = _mm512_fmadd_ps(qv, v2, a2[r]);
+            a3[r] = _mm512_fmadd_ps(qv, v3, a3[r]);
+        }
+    }
+}
+
 /* Scores of the `cols` keys of k for R rows, four keys at a time; a last one to three keys go
  * one at a time through the same tree. int8 sums are then scaled by their rows' scales. */
 MH_INLINE void qk_rows(const mh_dtype dtype, const int R, size_t cols, size_t d, const float* q, size_t ldq,
@@ -81,10 +109,14 @@ MH_INLINE void qk_rows(const mh_dtype dtype, const int R, size_t cols, size_t d,
     for (; c + 4 <= cols; c += 4) {
         for (size_t j = 0; j < 4; j++) mh_decode_prefetch(k, dtype, c + j, d, (size_t)R);
         __m512 a0[MAXR], a1[MAXR], a2[MAXR], a3[MAXR];
-        dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)c * ldk), a0);
-        dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)(c + 1) * ldk), a1);
-        dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)(c + 2) * ldk), a2);
-        dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)(c + 3) * ldk), a3);
+        if (R >= DMAJOR_ROWS) {
+            dot4_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)c * ldk), ldk, a0, a1, a2, a3);
+        } else {
+            dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)c * ldk), a0);
+            dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)(c + 1) * ldk), a1);
+            dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)(c + 2) * ldk), a2);
+            dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)(c + 3) * ldk), a3);
+        }
         __m128 sc = _mm_set1_ps(1.0f);
         if (dtype == MH_DTYPE_I8)
             sc = _mm_setr_ps(ks[(ptrdiff_t)c * lks], ks[(ptrdiff_t)(c + 1) * lks], ks[(ptrdiff_t)(c + 2) * lks],
@@ -94,9 +126,12 @@ MH_INLINE void qk_rows(const mh_dtype dtype, const int R, size_t cols, size_t d,
             _mm_storeu_ps(s + (size_t)r * lds + c, dtype == MH_DTYPE_I8 ? _mm_mul_ps(sum, sc) : sum);
         }
     }
-    for (; c < cols; c++) {
-        __m512 a0[MAXR];
-        dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)c * ldk), a0);
+    for (; c < cols; c++) { /* the order of a group of four (R >= DMAJOR_ROWS: the row four times) */
+        __m512 a0[MAXR], t1[MAXR], t2[MAXR], t3[MAXR];
+        if (R >= DMAJOR_ROWS)
+            dot4_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)c * ldk), 0, a0, t1, t2, t3);
+        else
+            dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)c * ldk), a0);
         const __m128 sc = _mm_set_ss(dtype == MH_DTYPE_I8 ? ks[(ptrdiff_t)c * lks] : 1.0f);
         for (int r = 0; r < R; r++) {
             const __m128 sum = reduce4(a0[r], a0[r], a0[r], a0[r]);
