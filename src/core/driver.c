@@ -185,18 +185,6 @@ static void start_rows(const mh_drv_stage* st, const mh_drv_task* t, size_t rows
     empty_rows(st, rows, sc->m, sc->l, sc->o);
 }
 
-mh_rows mh_drv_rows(const mh_tensor* x, mh_dtype dt, size_t b, size_t h, int64_t j0) {
-    mh_rows r = {.data = mh_dtype_at(x->data, dt, (ptrdiff_t)b * x->stride_batch + (ptrdiff_t)h * x->stride_head +
-                                                      (ptrdiff_t)j0 * x->stride_token),
-                 .ld = x->stride_token,
-                 .dtype = dt};
-    if (dt == MH_DTYPE_I8)
-        r.scale = x->scale + (ptrdiff_t)b * x->scale_stride_batch + (ptrdiff_t)h * x->scale_stride_head +
-                  (ptrdiff_t)j0 * x->scale_stride_token,
-        r.ld_scale = x->scale_stride_token;
-    return r;
-}
-
 /* ---- one-pass mode ---- */
 
 /* Finished scores (Q.K^T, the stage's bias, the score step) of keys [j0, j0 + nc) into sc->s.
@@ -232,25 +220,6 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
     }
     if (st->bias) st->bias(st, t, j0, nc, sc->s, tk);
     mh_score_tile(&t->blk, sc->s, tk, j0, nc);
-}
-
-int mh_drv_v_nonfinite(const mh_rows* v, size_t c_lo, size_t c_hi, size_t d_lo, size_t d_hi) {
-    const mh_dtype dt = v->dtype;
-    if (dt == MH_DTYPE_I8) { /* int8 values are finite: only a scale can be NaN or inf */
-        for (size_t c = c_lo; c < c_hi; c++)
-            if (v->scale[(ptrdiff_t)c * v->ld_scale] * 0.0f != 0.0f) return 1;
-        return 0;
-    }
-    const uint16_t exp16 = dt == MH_DTYPE_F16 ? 0x7c00u : 0x7f80u; /* f16 / bf16 exponent bits */
-    for (size_t c = c_lo; c < c_hi; c++) {
-        const void* row = mh_dtype_at(v->data, dt, (ptrdiff_t)c * v->ld);
-        for (size_t d = d_lo; d < d_hi; d++) {
-            if (dt == MH_DTYPE_F32 ? ((const float*)row)[d] * 0.0f != 0.0f
-                                   : (((const uint16_t*)row)[d] & exp16) == exp16)
-                return 1;
-        }
-    }
-    return 0;
 }
 
 /* P.V into rows [r, r + m), columns [d0, d0 + nw) of o, from one V source: direct (vt NULL,
