@@ -34,6 +34,19 @@ MH_KERNEL_LIST(MH_KERNEL_PROTO_SCALAR)
     default: fn(MH_DTYPE_F32, __VA_ARGS__); break; \
     }
 
+/* Calls fn(<rows as a constant>, args...) for the direct kernels' row counts 1-5 (rows <
+ * attn_direct_rows = MH_GEMM_MR = 6 on every ISA), so an always-inline body is specialised per
+ * row count; other counts do nothing. */
+#define MH_WITH_ROWS(rows, fn, ...) \
+    switch (rows) { \
+    case 1: fn(1, __VA_ARGS__); break; \
+    case 2: fn(2, __VA_ARGS__); break; \
+    case 3: fn(3, __VA_ARGS__); break; \
+    case 4: fn(4, __VA_ARGS__); break; \
+    case 5: fn(5, __VA_ARGS__); break; \
+    default: break; \
+    }
+
 /* The table init of this ISA (table_<name>.c): MH_KERNEL_TABLE_FILL, then the tile sizes. */
 void MH_KNAME(kernels_init)(mh_kernels* k);
 

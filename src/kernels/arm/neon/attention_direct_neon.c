@@ -54,14 +54,7 @@ void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, siz
     const void* k = kr->data;
     const ptrdiff_t ldk = kr->ld;
     const mh_dtype dtype = kr->dtype;
-    switch (rows) {
-    case 1: qk_rows(1, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
-    case 2: qk_rows(2, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
-    case 3: qk_rows(3, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
-    case 4: qk_rows(4, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
-    case 5: qk_rows(5, cols, d, q, ldq, k, ldk, dtype, s, lds); break;
-    default: break;
-    }
+    MH_WITH_ROWS(rows, qk_rows, cols, d, q, ldq, k, ldk, dtype, s, lds)
     if (dtype == MH_DTYPE_I8) mh_i8_scale_scores(rows, cols, kr, s, lds);
 }
 
@@ -103,14 +96,7 @@ MH_INLINE void pv_rows(const int R, size_t cols, size_t dv, const float* p, size
 
 static void pv_any(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const void* v,
                    ptrdiff_t ldv, mh_dtype dtype, const float* alpha, float* o, size_t ldo) {
-    switch (rows) {
-    case 1: pv_rows(1, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo); break;
-    case 2: pv_rows(2, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo); break;
-    case 3: pv_rows(3, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo); break;
-    case 4: pv_rows(4, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo); break;
-    case 5: pv_rows(5, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo); break;
-    default: break;
-    }
+    MH_WITH_ROWS(rows, pv_rows, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo)
 }
 
 void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,

@@ -95,16 +95,15 @@ MH_INLINE void qk_rows(const mh_dtype dtype, const int R, const int J, size_t co
         qk_keys(R, 1, dtype, d, q, ldq, k, c, s, lds);
 }
 
+/* J keys per block: R = 1, 2: 4; R = 3..5: 2. */
+MH_INLINE void qk_r(const int R, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k, float* s,
+                    size_t lds) {
+    MH_WITH_DTYPE(k->dtype, qk_rows, R, R <= 2 ? 4 : 2, cols, d, q, ldq, k, s, lds)
+}
+
 void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k,
                          float* s, size_t lds) {
-    switch (rows) {
-    case 1: MH_WITH_DTYPE(k->dtype, qk_rows, 1, 4, cols, d, q, ldq, k, s, lds) break;
-    case 2: MH_WITH_DTYPE(k->dtype, qk_rows, 2, 4, cols, d, q, ldq, k, s, lds) break;
-    case 3: MH_WITH_DTYPE(k->dtype, qk_rows, 3, 2, cols, d, q, ldq, k, s, lds) break;
-    case 4: MH_WITH_DTYPE(k->dtype, qk_rows, 4, 2, cols, d, q, ldq, k, s, lds) break;
-    case 5: MH_WITH_DTYPE(k->dtype, qk_rows, 5, 2, cols, d, q, ldq, k, s, lds) break;
-    default: break;
-    }
+    MH_WITH_ROWS(rows, qk_r, cols, d, q, ldq, k, s, lds)
 }
 
 /* o[r, d0 .. d0 + 8J) = alpha[r] * o + sum_c p[r, c] * V[c][d0 ..]: vectors j < J - 1 are
@@ -164,14 +163,13 @@ MH_INLINE void pv_rows(const mh_dtype dtype, const int R, const int J, size_t co
         pv_cols(R, 1, dtype, mh_lanes8(dv, d0), d0 == 0, dv, cols, d0, p, ldp, v, alpha, o, ldo);
 }
 
+/* 8 * J columns per pass: R = 1: J = 8, R = 2: 4, R = 3: 3, R = 4, 5: 2. */
+MH_INLINE void pv_r(const int R, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
+                    const float* alpha, float* o, size_t ldo) {
+    MH_WITH_DTYPE(v->dtype, pv_rows, R, R == 1 ? 8 : R == 2 ? 4 : R == 3 ? 3 : 2, cols, dv, p, ldp, v, alpha, o, ldo)
+}
+
 void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
                          const float* alpha, float* o, size_t ldo) {
-    switch (rows) {
-    case 1: MH_WITH_DTYPE(v->dtype, pv_rows, 1, 8, cols, dv, p, ldp, v, alpha, o, ldo) break;
-    case 2: MH_WITH_DTYPE(v->dtype, pv_rows, 2, 4, cols, dv, p, ldp, v, alpha, o, ldo) break;
-    case 3: MH_WITH_DTYPE(v->dtype, pv_rows, 3, 3, cols, dv, p, ldp, v, alpha, o, ldo) break;
-    case 4: MH_WITH_DTYPE(v->dtype, pv_rows, 4, 2, cols, dv, p, ldp, v, alpha, o, ldo) break;
-    case 5: MH_WITH_DTYPE(v->dtype, pv_rows, 5, 2, cols, dv, p, ldp, v, alpha, o, ldo) break;
-    default: break;
-    }
+    MH_WITH_ROWS(rows, pv_r, cols, dv, p, ldp, v, alpha, o, ldo)
 }

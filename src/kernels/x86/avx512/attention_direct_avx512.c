@@ -140,16 +140,14 @@ MH_INLINE void qk_rows(const mh_dtype dtype, const int R, size_t cols, size_t d,
     }
 }
 
+MH_INLINE void qk_r(const int R, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k, float* s,
+                    size_t lds) {
+    MH_WITH_DTYPE(k->dtype, qk_rows, R, cols, d, q, ldq, k, s, lds)
+}
+
 void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k,
                          float* s, size_t lds) {
-    switch (rows) {
-    case 1: MH_WITH_DTYPE(k->dtype, qk_rows, 1, cols, d, q, ldq, k, s, lds) break;
-    case 2: MH_WITH_DTYPE(k->dtype, qk_rows, 2, cols, d, q, ldq, k, s, lds) break;
-    case 3: MH_WITH_DTYPE(k->dtype, qk_rows, 3, cols, d, q, ldq, k, s, lds) break;
-    case 4: MH_WITH_DTYPE(k->dtype, qk_rows, 4, cols, d, q, ldq, k, s, lds) break;
-    case 5: MH_WITH_DTYPE(k->dtype, qk_rows, 5, cols, d, q, ldq, k, s, lds) break;
-    default: break;
-    }
+    MH_WITH_ROWS(rows, qk_r, cols, d, q, ldq, k, s, lds)
 }
 
 /* o[r, d0 .. d0 + 16J) = alpha[r] * o + sum_c p[r, c] * V[c][d0 ..] (int8: p times the row's
@@ -190,8 +188,10 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, const int
     }
 }
 
-MH_INLINE void pv_rows(const mh_dtype dtype, const int R, const int J, size_t cols, size_t dv, const float* p,
-                       size_t ldp, const mh_rows* v, const float* alpha, float* o, size_t ldo) {
+/* 16 * J columns per pass: a 128-wide row at once for R = 1, 2; 64 columns for R = 3..5. */
+MH_INLINE void pv_rows(const mh_dtype dtype, const int R, size_t cols, size_t dv, const float* p, size_t ldp,
+                       const mh_rows* v, const float* alpha, float* o, size_t ldo) {
+    const int J = R <= 2 ? 8 : 4;
     size_t d0 = 0;
     for (; d0 + 16 * (size_t)J <= dv; d0 += 16 * (size_t)J)
         pv_cols(R, J, dtype, 0, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo);
@@ -199,14 +199,12 @@ MH_INLINE void pv_rows(const mh_dtype dtype, const int R, const int J, size_t co
         pv_cols(R, J, dtype, 1, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo);
 }
 
+MH_INLINE void pv_r(const int R, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
+                    const float* alpha, float* o, size_t ldo) {
+    MH_WITH_DTYPE(v->dtype, pv_rows, R, cols, dv, p, ldp, v, alpha, o, ldo)
+}
+
 void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
                          const float* alpha, float* o, size_t ldo) {
-    switch (rows) {
-    case 1: MH_WITH_DTYPE(v->dtype, pv_rows, 1, 8, cols, dv, p, ldp, v, alpha, o, ldo) break;
-    case 2: MH_WITH_DTYPE(v->dtype, pv_rows, 2, 8, cols, dv, p, ldp, v, alpha, o, ldo) break;
-    case 3: MH_WITH_DTYPE(v->dtype, pv_rows, 3, 4, cols, dv, p, ldp, v, alpha, o, ldo) break;
-    case 4: MH_WITH_DTYPE(v->dtype, pv_rows, 4, 4, cols, dv, p, ldp, v, alpha, o, ldo) break;
-    case 5: MH_WITH_DTYPE(v->dtype, pv_rows, 5, 4, cols, dv, p, ldp, v, alpha, o, ldo) break;
-    default: break;
-    }
+    MH_WITH_ROWS(rows, pv_r, cols, dv, p, ldp, v, alpha, o, ldo)
 }
