@@ -196,7 +196,8 @@ public:
             }
         }
         const double len0 = mh_kv_cache_length(cache_.get());
-        const mh_decode_args args = {c_.batch, 1, xtok_.data(), out_.as<float>(), nullptr};
+        mh_decode_args args{};
+        args.batch = c_.batch, args.n_new = 1, args.x = xtok_.data(), args.out = out_.as<float>();
         for (auto _ : st) {
             const mh_status s = mh_layer_decode(layer_.get(), cache_.get(), &args, ws_.data(), ws_.size());
             if (s != MH_OK) {
@@ -285,7 +286,8 @@ private:
             for (int b = 0; b < B; b++)
                 std::copy_n(&x_[(static_cast<size_t>(b) * M + t) * dm], static_cast<size_t>(n) * dm,
                             &xchunk_[static_cast<size_t>(b) * n * dm]);
-            const mh_decode_args args = {B, n, xchunk_.data(), out_.as<float>(), nullptr};
+            mh_decode_args args{};
+            args.batch = B, args.n_new = n, args.x = xchunk_.data(), args.out = out_.as<float>();
             const mh_status s = mh_layer_decode(layer_.get(), cache, &args, ws_.data(), ws_.size());
             if (s != MH_OK) return fail("mh_layer_decode (filling the cache)", s);
             t += n;

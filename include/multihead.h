@@ -23,7 +23,7 @@ extern "C" {
 
 /* ------------------------------------------------------------------ version */
 #define MH_VERSION_MAJOR 0
-#define MH_VERSION_MINOR 3
+#define MH_VERSION_MINOR 4
 #define MH_VERSION_PATCH 0
 #define MH_VERSION_NUMBER (MH_VERSION_MAJOR * 10000 + MH_VERSION_MINOR * 100 + MH_VERSION_PATCH)
 
@@ -324,6 +324,32 @@ MH_API mh_collab_weights mh_collab_weights_default(void);
 MH_API mh_dcmha_config mh_dcmha_config_default(void);
 MH_API mh_dcmha_weights mh_dcmha_weights_default(void);
 
+/* ------------------------------------------------------------------ positions */
+/*
+ * Rotary position embeddings (RoPE) of q and k, applied after the projection, its bias and
+ * QK-norm, and before k enters a cache. Within each q/k head, pair i (0 <= i < r/2) of the
+ * first r = rotary_dim dims turns by the angle a = fl32(pos * inv_freq[i]) (an f32 product,
+ * as PyTorch computes it): (x, y) -> (x cos a - y sin a, x sin a + y cos a); dims r..D-1 pass.
+ *   MH_ROTARY_HALF:        x = dim i, y = dim i + r/2   (rotate-half: GPT-NeoX, HF LLaMA, Qwen)
+ *   MH_ROTARY_INTERLEAVED: x = dim 2i, y = dim 2i + 1   (GPT-J, Meta's LLaMA)
+ * Positions: a forward's query i sits at position p (mh_attn_options: q_offset + i, or
+ * kv_len[b] - N + i), its key j at j; decode's new tokens at their cache positions.
+ */
+typedef enum mh_rotary_layout {
+    MH_ROTARY_NONE = 0,
+    MH_ROTARY_HALF = 1,
+    MH_ROTARY_INTERLEAVED = 2
+} mh_rotary_layout;
+
+typedef struct mh_rotary_config {
+    mh_rotary_layout layout; /* MH_ROTARY_NONE = no rotary (the other fields are not read) */
+    int rotary_dim;          /* r: even, 2..head_dim; 0 = head_dim (partial rotary: Pythia) */
+    float theta;             /* base of the default table inv_freq[i] = theta^(-2i/r); 0 = 10000 */
+    /* [r/2] the caller's inverse frequencies (finite, >= 0), copied at create, or NULL = the
+     * default table. Linear, NTK, YaRN and LLaMA 3.1 scaling are each such a table. */
+    const float* inv_freq;
+} mh_rotary_config;
+
 typedef struct mh_layer_config {
     mh_variant variant;
     int d_model;     /* width of the query input and of the output */
@@ -342,6 +368,11 @@ typedef struct mh_layer_config {
     /* The variant's own config (mh_moh_config, mh_overlap_config, mh_collab_config,
      * mh_dcmha_config; tag = variant), copied at create; NULL = its defaults. */
     const void* variant_config;
+    /* Positions (MHA/GQA/MQA, MoH and DCMHA; MH_ERR_UNSUPPORTED for the others) */
+    mh_rotary_config rotary;   /* layout 0 = none */
+    int qk_norm;               /* 1: per-head RMSNorm of q and k before rotary (Qwen3, Gemma 3):
+                                  x * w / sqrt(mean(x^2) + eps), w = weights' q_norm / k_norm */
+    float qk_norm_eps;         /* 0 = 1e-6 */
 } mh_layer_config;
 
 /* PyTorch nn.Linear layout; copied and packed at create, the caller keeps ownership. */
@@ -357,6 +388,8 @@ typedef struct mh_layer_weights {
     /* The variant's own weights (mh_moh_weights, mh_collab_weights, mh_dcmha_weights; tag =
      * config.variant), read at create; NULL = none. */
     const void* variant_weights;
+    const float* q_norm; /* [D] QK-norm weights (config.qk_norm; else NULL). Gemma's (1 + w) */
+    const float* k_norm; /* [D] convention: pass 1 + w. */
 } mh_layer_weights;
 
 typedef struct mh_layer mh_layer;
@@ -449,37 +482,75 @@ MH_API mh_status mh_convert_mha_to_collab(const mh_layer_config* mha,
 
 /* ------------------------------------------------------------------ KV cache and decode */
 /*
- * A KV cache for one layer: [batch, capacity] tokens of K and V for every KV head.
- * All sequences of a cache advance together; for ragged batches use one cache per sequence.
- * Only the thread using it may touch it during a call.
+ * A KV cache for one layer: up to max_seqs sequences (ids 0 .. max_seqs - 1), each with its own
+ * length (ragged batches: continuous batching). A sequence is empty (length 0) until a decode
+ * appends to it; mh_kv_cache_seq_reset empties it for reuse. Storage is either
+ *   contiguous: each sequence owns `capacity` tokens, or
+ *   paged:      a pool of n_blocks blocks of block_size tokens taken as sequences grow and
+ *               returned when they are reset; mh_kv_cache_seq_fork shares a sequence's blocks
+ *               with another (copy on write of a shared block when either appends to it).
+ * Nothing is allocated after create. Only the thread using a cache may touch it during a call.
  */
 typedef struct mh_kv_cache mh_kv_cache;
 
-/* MH_ERR_UNSUPPORTED for a cross-attention layer (kdim or vdim != d_model): it cannot decode. */
+typedef struct mh_kv_cache_config {
+    int max_seqs;   /* sequences held at once, >= 1 */
+    int capacity;   /* the most tokens one sequence can hold, >= 1 */
+    mh_dtype dtype; /* of the stored K/V */
+    int block_size; /* 0: contiguous; else paged with blocks of block_size tokens (>= 1) */
+    int n_blocks;   /* paged: blocks in the pool; 0 = max_seqs * ceil(capacity / block_size) */
+} mh_kv_cache_config;
+
+/* max_seqs 1, everything else 0 (capacity must be set). */
+MH_API mh_kv_cache_config mh_kv_cache_config_default(void);
+/* MH_ERR_UNSUPPORTED for a cross-attention layer (kdim or vdim != d_model): it cannot decode;
+ * and for a paged cache of a variant that cannot read one (CollabHead, DCMHA). */
+MH_API mh_status mh_kv_cache_create_ex(const mh_layer* layer, const mh_kv_cache_config* config,
+                                       mh_kv_cache** out);
+/* A contiguous cache of `batch` sequences: mh_kv_cache_create_ex with max_seqs = batch. */
 MH_API mh_status mh_kv_cache_create(const mh_layer* layer, int batch, int capacity,
                                     mh_dtype dtype, mh_kv_cache** out);
 MH_API void mh_kv_cache_destroy(mh_kv_cache* cache); /* accepts NULL */
-MH_API void mh_kv_cache_reset(mh_kv_cache* cache);   /* length back to 0 */
+MH_API void mh_kv_cache_reset(mh_kv_cache* cache);   /* every sequence empty */
+/* The longest sequence's length (every sequence's, when they advance together). */
 MH_API int mh_kv_cache_length(const mh_kv_cache* cache);
 MH_API int mh_kv_cache_capacity(const mh_kv_cache* cache);
 /* Bytes of K/V storage per token (all KV heads, one sequence). */
 MH_API size_t mh_kv_cache_bytes_per_token(const mh_kv_cache* cache);
+/* Sequence `seq`'s length; MH_ERR_INVALID_ARGUMENT for an id outside 0 .. max_seqs - 1. */
+MH_API mh_status mh_kv_cache_seq_length(const mh_kv_cache* cache, int seq, int* length);
+/* Empties sequence `seq` (its blocks go back to the pool); the others are untouched. */
+MH_API mh_status mh_kv_cache_seq_reset(mh_kv_cache* cache, int seq);
+/* Makes the empty sequence `dst` a copy of `src` (same tokens, same length): a paged cache
+ * shares src's blocks (no copy; counted in mh_kv_cache_free_blocks), a contiguous one copies.
+ * MH_ERR_INVALID_ARGUMENT if dst is not empty or an id is unknown; nothing changes on error. */
+MH_API mh_status mh_kv_cache_seq_fork(mh_kv_cache* cache, int src, int dst);
+/* Paged: blocks of the pool held by no sequence. Contiguous: 0. */
+MH_API int mh_kv_cache_free_blocks(const mh_kv_cache* cache);
 
 /*
- * Appends n_new tokens per sequence and attends causally over the whole cache:
- *   x [B, n_new, d_model] -> out [B, n_new, d_model].
- * Equal to the causal self-attention forward over all tokens so far. The cache length grows
- * by n_new only on success. n_new may be > 1 (chunked prefill).
+ * Appends tokens to `batch` sequences of the cache and attends causally over each one's whole
+ * history: sequence seq_ids[i] (default i) gets n_new_seq[i] (default n_new) new tokens, at
+ * positions length .. length + n - 1 of that sequence. The rows of x and out are packed in
+ * that order: [sum of the counts, d_model] ([B, n_new, d_model] with the defaults). Each
+ * sequence's output equals the causal self-attention forward over all its tokens so far;
+ * sequences not named are untouched. Lengths grow only on success. Counts may be > 1 (chunked
+ * prefill). MH_ERR_CACHE_FULL (nothing changes) when a sequence would pass capacity or a
+ * paged pool has too few free blocks for the whole call.
  */
 typedef struct mh_decode_args {
     int batch, n_new;           /* B (the cache's batch), tokens appended per sequence */
     const float* x;             /* [B, n_new, d_model] */
     float* out;                 /* [B, n_new, d_model] */
-    /* MoH only: the routing of the n_new tokens ([B, n_new, A], load over this call), filled
+    /* MoH only: the routing of the new tokens ([rows of x, A], load over this call), filled
      * when not NULL; MH_ERR_INVALID_ARGUMENT when given to a layer of another variant. */
     mh_routing_record* routing;
+    /* Ragged batches (NULL = the defaults above). */
+    const int32_t* seq_ids;   /* [batch] distinct ids in 0 .. max_seqs - 1, or NULL = 0 .. B-1 */
+    const int32_t* n_new_seq; /* [batch] counts >= 1, each <= n_new, or NULL = n_new each */
 } mh_decode_args;
 
+/* Enough for any call of up to `batch` sequences with counts up to n_new each. */
 MH_API mh_status mh_layer_decode_workspace_size(const mh_layer* layer, int batch, int n_new,
                                                 size_t* bytes);
 /* workspace must be 64-byte aligned. */

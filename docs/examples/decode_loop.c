@@ -62,7 +62,7 @@ static int generate(const mh_layer* layer, mh_dtype dtype, const float* prompt, 
 
     /* Prefill: the whole prompt in one call. */
     float chunk_out[BATCH][PROMPT][D_MODEL];
-    st = mh_layer_decode(layer, cache, &(mh_decode_args){BATCH, PROMPT, prompt, &chunk_out[0][0][0], NULL}, ws, bytes);
+    st = mh_layer_decode(layer, cache, &(mh_decode_args){.batch = BATCH, .n_new = PROMPT, .x = prompt, .out = &chunk_out[0][0][0]}, ws, bytes);
     bad |= st != MH_OK || mh_kv_cache_length(cache) != PROMPT;
     for (int b = 0; b < BATCH; b++) {
         memcpy(xs + (size_t)b * TOTAL * D_MODEL, prompt + (size_t)b * PROMPT * D_MODEL,
@@ -74,7 +74,7 @@ static int generate(const mh_layer* layer, mh_dtype dtype, const float* prompt, 
     for (int t = PROMPT; t < TOTAL && !bad; t++) {
         float x[BATCH][D_MODEL], y[BATCH][D_MODEL];
         for (int b = 0; b < BATCH; b++) next_input(ys + ((size_t)b * TOTAL + t - 1) * D_MODEL, x[b]);
-        st = mh_layer_decode(layer, cache, &(mh_decode_args){BATCH, 1, &x[0][0], &y[0][0], NULL}, ws, bytes);
+        st = mh_layer_decode(layer, cache, &(mh_decode_args){.batch = BATCH, .n_new = 1, .x = &x[0][0], .out = &y[0][0]}, ws, bytes);
         bad |= st != MH_OK || mh_kv_cache_length(cache) != t + 1;
         for (int b = 0; b < BATCH; b++) {
             memcpy(xs + ((size_t)b * TOTAL + t) * D_MODEL, x[b], sizeof x[b]);
@@ -87,7 +87,7 @@ static int generate(const mh_layer* layer, mh_dtype dtype, const float* prompt, 
 
     /* The cache is full: one more token is refused and nothing changes. */
     float x1[BATCH][D_MODEL] = {{0}}, y1[BATCH][D_MODEL];
-    st = mh_layer_decode(layer, cache, &(mh_decode_args){BATCH, 1, &x1[0][0], &y1[0][0], NULL}, ws, bytes);
+    st = mh_layer_decode(layer, cache, &(mh_decode_args){.batch = BATCH, .n_new = 1, .x = &x1[0][0], .out = &y1[0][0]}, ws, bytes);
     check(st == MH_ERR_CACHE_FULL && mh_kv_cache_length(cache) == TOTAL,
           "decode on a full cache: MH_ERR_CACHE_FULL, length unchanged");
 

@@ -78,7 +78,7 @@ static inline mh_status decode_all(const mh_layer* layer, int n, int prompt, int
     st = ws ? MH_OK : MH_ERR_OUT_OF_MEMORY;
     for (int t = 0; t < n && st == MH_OK;) {
         const int step = t == 0 ? prompt : 1;
-        const mh_decode_args d = {1, step, x + (size_t)t * d_model, y + (size_t)t * d_model, NULL};
+        const mh_decode_args d = {.batch = 1, .n_new = step, .x = x + (size_t)t * d_model, .out = y + (size_t)t * d_model};
         st = mh_layer_decode(layer, cache, &d, ws, bytes);
         t += step;
     }

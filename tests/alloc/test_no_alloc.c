@@ -240,8 +240,8 @@ static void run_moh_calls(int threads, const mh_context* ctx, const layer_fixtur
                  threads, norm ? "norm" : "learned");
         start_counting();
         mh_status st = mh_layer_forward(L, &a, ws_fw, fw_bytes);
-        if (st == MH_OK) st = mh_layer_decode(L, cache, &(mh_decode_args){B, N, x, y, &rec}, ws_dec, dec_bytes);
-        if (st == MH_OK) st = mh_layer_decode(L, cache, &(mh_decode_args){B, 1, x, y, &rec}, ws_dec, dec_bytes);
+        if (st == MH_OK) st = mh_layer_decode(L, cache, &(mh_decode_args){.batch = B, .n_new = N, .x = x, .out = y, .routing = &rec}, ws_dec, dec_bytes);
+        if (st == MH_OK) st = mh_layer_decode(L, cache, &(mh_decode_args){.batch = B, .n_new = 1, .x = x, .out = y, .routing = &rec}, ws_dec, dec_bytes);
         const long calls = stop_counting(what);
         check_status("MoH calls", st, MH_OK), check_true(what, calls == 0);
         free(ws_fw), free(ws_dec);
@@ -319,9 +319,9 @@ static void run_layer_calls(int threads, mh_variant variant) {
         snprintf(what, sizeof what, "%d thread(s): decode (%s cache, prefill %d + 30 tokens) allocates nothing",
                  threads, cache_names[ci], N);
         start_counting();
-        st = mh_layer_decode(f.layer, caches[ci], &(mh_decode_args){B, N, x, y, NULL}, ws_dec, dec_bytes);
+        st = mh_layer_decode(f.layer, caches[ci], &(mh_decode_args){.batch = B, .n_new = N, .x = x, .out = y}, ws_dec, dec_bytes);
         for (int t = 0; t < 30 && st == MH_OK; t++)
-            st = mh_layer_decode(ci ? Lw : f.layer, caches[ci], &(mh_decode_args){B, 1, x + (size_t)t * D_MODEL, y, NULL}, ws_dec1, dec1_bytes);
+            st = mh_layer_decode(ci ? Lw : f.layer, caches[ci], &(mh_decode_args){.batch = B, .n_new = 1, .x = x + (size_t)t * D_MODEL, .out = y}, ws_dec1, dec1_bytes);
         calls = stop_counting(what);
         check_status("decode", st, MH_OK), check_true(what, calls == 0);
     }
@@ -330,7 +330,7 @@ static void run_layer_calls(int threads, mh_variant variant) {
     /* error returns allocate nothing either */
     snprintf(what, sizeof what, "%d thread(s): failing calls allocate nothing", threads);
     start_counting();
-    mh_status e1 = mh_layer_decode(f.layer, cache, &(mh_decode_args){B, CAP, x, y, NULL}, ws_dec, dec_bytes); /* cache full */
+    mh_status e1 = mh_layer_decode(f.layer, cache, &(mh_decode_args){.batch = B, .n_new = CAP, .x = x, .out = y}, ws_dec, dec_bytes); /* cache full */
     mh_status e2 = mh_layer_forward(f.layer, &a, ws_fw, 64);                       /* too small */
     calls = stop_counting(what);
     check_status("cache full", e1, MH_ERR_CACHE_FULL);
@@ -431,14 +431,14 @@ static void run_collab_calls(int threads) {
     /* warm-up: the same calls once, so the OpenMP team exists (on a slow machine the other
      * warm-ups' reduced shapes may not have needed a second worker) */
     check_status("warm-up", mh_layer_forward(f.layer, &a, ws_fw, fw_bytes), MH_OK);
-    check_status("warm-up decode", mh_layer_decode(f.layer, cache, &(mh_decode_args){1, CM - 2, x, y, NULL}, ws_dec, dec_bytes), MH_OK);
+    check_status("warm-up decode", mh_layer_decode(f.layer, cache, &(mh_decode_args){.batch = 1, .n_new = CM - 2, .x = x, .out = y}, ws_dec, dec_bytes), MH_OK);
     mh_kv_cache_reset(cache);
     snprintf(what, sizeof what, "%d thread(s): CollabHead forward and decode allocate nothing", threads);
     start_counting();
     mh_status st = mh_layer_forward(f.layer, &a, ws_fw, fw_bytes);
-    if (st == MH_OK) st = mh_layer_decode(f.layer, cache, &(mh_decode_args){1, CM - 2, x, y, NULL}, ws_dec, dec_bytes);
+    if (st == MH_OK) st = mh_layer_decode(f.layer, cache, &(mh_decode_args){.batch = 1, .n_new = CM - 2, .x = x, .out = y}, ws_dec, dec_bytes);
     for (int t = 0; t < 2 && st == MH_OK; t++)
-        st = mh_layer_decode(f.layer, cache, &(mh_decode_args){1, 1, x + (size_t)t * 64, y, NULL}, ws_dec1, dec1_bytes);
+        st = mh_layer_decode(f.layer, cache, &(mh_decode_args){.batch = 1, .n_new = 1, .x = x + (size_t)t * 64, .out = y}, ws_dec1, dec1_bytes);
     long calls = stop_counting(what);
     check_status("collab calls", st, MH_OK), check_true(what, calls == 0);
     free(x), free(y), free(probs), free(ws_fw), free(ws_dec), free(ws_dec1);
@@ -477,8 +477,8 @@ static void run_dcmha_calls(int threads) {
     start_counting();
     mh_status st = mh_layer_forward(f.layer, &a, ws_fw, fw_bytes);
     while (st == MH_OK && mh_kv_cache_length(cache) + N + 2 <= cap) /* chunks, then single tokens */
-        st = mh_layer_decode(f.layer, cache, &(mh_decode_args){B, N, x, y, NULL}, ws_dec, dec_bytes);
-    for (int t = 0; t < 2 && st == MH_OK; t++) st = mh_layer_decode(f.layer, cache, &(mh_decode_args){B, 1, x, y, NULL}, ws_dec1, dec1_bytes);
+        st = mh_layer_decode(f.layer, cache, &(mh_decode_args){.batch = B, .n_new = N, .x = x, .out = y}, ws_dec, dec_bytes);
+    for (int t = 0; t < 2 && st == MH_OK; t++) st = mh_layer_decode(f.layer, cache, &(mh_decode_args){.batch = B, .n_new = 1, .x = x, .out = y}, ws_dec1, dec1_bytes);
     long calls = stop_counting(what);
     check_status("dcmha calls", st, MH_OK), check_true(what, calls == 0);
     free(x), free(y), free(ws_fw), free(ws_dec), free(ws_dec1);

@@ -455,11 +455,11 @@ static void test_kv_cache(const mh_context* ctx) {
         check_true(what, mh_kv_cache_length(c) == 0);
 
         snprintf(what, sizeof what, "kv %s: decode 3", dn[d]);
-        check_status(what, mh_layer_decode(L, c, &(mh_decode_args){B, n_new, x, out1, NULL}, ws, ws_bytes), MH_OK);
+        check_status(what, mh_layer_decode(L, c, &(mh_decode_args){.batch = B, .n_new = n_new, .x = x, .out = out1}, ws, ws_bytes), MH_OK);
         snprintf(what, sizeof what, "kv %s: length 3 after decode", dn[d]);
         check_true(what, mh_kv_cache_length(c) == 3);
         snprintf(what, sizeof what, "kv %s: decode 3 more", dn[d]);
-        check_status(what, mh_layer_decode(L, c, &(mh_decode_args){B, n_new, x, out2, NULL}, ws, ws_bytes), MH_OK);
+        check_status(what, mh_layer_decode(L, c, &(mh_decode_args){.batch = B, .n_new = n_new, .x = x, .out = out2}, ws, ws_bytes), MH_OK);
         snprintf(what, sizeof what, "kv %s: length 6", dn[d]);
         check_true(what, mh_kv_cache_length(c) == 6);
         snprintf(what, sizeof what, "kv %s: capacity unchanged by decode", dn[d]);
@@ -474,7 +474,7 @@ static void test_kv_cache(const mh_context* ctx) {
         check_true(what, mh_kv_cache_bytes_per_token(c) == want);
         /* after a reset the cache behaves like a fresh one */
         snprintf(what, sizeof what, "kv %s: decode after reset", dn[d]);
-        check_status(what, mh_layer_decode(L, c, &(mh_decode_args){B, n_new, x, out2, NULL}, ws, ws_bytes), MH_OK);
+        check_status(what, mh_layer_decode(L, c, &(mh_decode_args){.batch = B, .n_new = n_new, .x = x, .out = out2}, ws, ws_bytes), MH_OK);
         snprintf(what, sizeof what, "kv %s: decode after reset == first decode", dn[d]);
         check_bitwise(what, out2, out1, x_elems);
         snprintf(what, sizeof what, "kv %s: length 3 after reset + decode", dn[d]);

@@ -106,7 +106,7 @@ static void foreign_handles(const mh_context* ctx) {
     memset(zero, 0, 4096);
     float x[16], y[16];
     rng_fill(&r, x, 16, -1.0f, 1.0f);
-    mh_decode_args d = {1, 1, x, y, NULL};
+    mh_decode_args d = {.batch = 1, .n_new = 1, .x = x, .out = y};
     void* ws = aligned(1 << 20);
     mh_kv_cache* foreign[] = {(mh_kv_cache*)zero, (mh_kv_cache*)f.layer, (mh_kv_cache*)ctx};
     for (size_t i = 0; i < 3; i++) {

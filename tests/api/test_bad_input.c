@@ -990,7 +990,7 @@ static void expect_decode(dec_env* e, const char* what, const mh_layer* L, mh_kv
                           mh_status want) {
     const int len = mh_kv_cache_length(c_len);
     dec_poison(e);
-    check_status(what, mh_layer_decode(L, c, &(mh_decode_args){batch, n_new, x, out, NULL}, ws, ws_bytes), want);
+    check_status(what, mh_layer_decode(L, c, &(mh_decode_args){.batch = batch, .n_new = n_new, .x = x, .out = out}, ws, ws_bytes), want);
     checkf(mh_kv_cache_length(c_len) == len, "%s: cache length unchanged", what);
     checkf(mh_kv_cache_capacity(c_len) == DCAP, "%s: cache capacity unchanged", what);
     checkf(all_bytes(e->out, e->out_bytes, POISON), "%s: out untouched", what);
@@ -1097,12 +1097,12 @@ static void test_decode(const mh_context* ctx, wbufs* wb) {
             tokens(&e, t0, n, xin);
             /* reference on a cache that never saw a failing call */
             snprintf(what, sizeof what, "decode %s: reference", tag);
-            check_status(what, mh_layer_decode(e.g, fresh, &(mh_decode_args){DB, n, xin, ref, NULL}, e.ws, e.ws_cap), MH_OK);
+            check_status(what, mh_layer_decode(e.g, fresh, &(mh_decode_args){.batch = DB, .n_new = n, .x = xin, .out = ref}, e.ws, e.ws_cap), MH_OK);
             /* the failing calls, then the same decode on the test cache */
             failing_decodes(&e, cache, n, xin, tag);
             dec_poison(&e);
             snprintf(what, sizeof what, "decode %s: succeeds after the failures", tag);
-            check_status(what, mh_layer_decode(e.g, cache, &(mh_decode_args){DB, n, xin, e.out, NULL}, e.ws, e.ws_cap), MH_OK);
+            check_status(what, mh_layer_decode(e.g, cache, &(mh_decode_args){.batch = DB, .n_new = n, .x = xin, .out = e.out}, e.ws, e.ws_cap), MH_OK);
             snprintf(what, sizeof what, "decode %s: same output as on the fresh cache", tag);
             check_bitwise(what, e.out, ref, (size_t)DB * n * DD);
             snprintf(what, sizeof what, "decode %s: length grows by n_new", tag);
@@ -1119,9 +1119,9 @@ static void test_decode(const mh_context* ctx, wbufs* wb) {
         mh_kv_cache_reset(cache), mh_kv_cache_reset(fresh);
         tokens(&e, 0, DCAP, xin);
         check_status("decode: replay on reset fresh cache",
-                     mh_layer_decode(e.g, fresh, &(mh_decode_args){DB, DCAP, xin, ref, NULL}, e.ws, e.ws_cap), MH_OK);
+                     mh_layer_decode(e.g, fresh, &(mh_decode_args){.batch = DB, .n_new = DCAP, .x = xin, .out = ref}, e.ws, e.ws_cap), MH_OK);
         check_status("decode: replay on reset test cache",
-                     mh_layer_decode(e.g, cache, &(mh_decode_args){DB, DCAP, xin, e.out, NULL}, e.ws, e.ws_cap), MH_OK);
+                     mh_layer_decode(e.g, cache, &(mh_decode_args){.batch = DB, .n_new = DCAP, .x = xin, .out = e.out}, e.ws, e.ws_cap), MH_OK);
         snprintf(what, sizeof what, "decode %s: replay after reset identical", dn[d]);
         check_bitwise(what, e.out, ref, all);
         mh_kv_cache_destroy(fresh), mh_kv_cache_destroy(cache);

@@ -689,9 +689,9 @@ static void layer_decode_op(input* in, rng* r, const layer_case* L, const mh_lay
     memset(out, POISON, (size_t)B * n * d * sizeof(float));
     snprintf(where, sizeof where, "layer decode on %s: cache batch %d, length %d of %d, call batch %d n_new %d, expected %s",
              ctx_name, cache_batch, len, cap, B, n, mh_status_string(expect));
-    mh_status st = mh_layer_decode(lt, ct, &(mh_decode_args){B, n, x, out, NULL}, ws, ws_small ? need - 1 : need);
+    mh_status st = mh_layer_decode(lt, ct, &(mh_decode_args){.batch = B, .n_new = n, .x = x, .out = out}, ws, ws_small ? need - 1 : need);
     if (st != expect) FAIL("%s: status %s", where, mh_status_string(st));
-    mh_status sr = mh_layer_decode(lr, cr, &(mh_decode_args){B, n, x, out_ref, NULL}, ws_ref, ws_small ? need_ref - 1 : need_ref);
+    mh_status sr = mh_layer_decode(lr, cr, &(mh_decode_args){.batch = B, .n_new = n, .x = x, .out = out_ref}, ws_ref, ws_small ? need_ref - 1 : need_ref);
     if (sr != st) FAIL("%s: reference status %s", where, mh_status_string(sr));
     if (st != MH_OK) {
         if (!all_poison(out, (size_t)B * n * d * sizeof(float))) FAIL("%s: failed decode wrote out", where);

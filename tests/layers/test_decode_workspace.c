@@ -54,7 +54,7 @@ static void one_workspace_serves_all(const mh_layer* layer, const char* name, in
         const size_t k = (size_t)steps[s];
         for (int b = 0; b < batch; b++) /* x rows t0 .. t0 + k of every sequence, contiguous */
             memcpy(xs + (size_t)b * k * D_MODEL, x + ((size_t)b * total + t0) * D_MODEL, k * D_MODEL * sizeof(float));
-        mh_decode_args a = {batch, steps[s], xs, ys, NULL};
+        mh_decode_args a = {.batch = batch, .n_new = steps[s], .x = xs, .out = ys};
         ok &= mh_layer_decode(layer, c1, &a, ws, bytes) == MH_OK;
         for (int b = 0; b < batch; b++)
             memcpy(y_one + ((size_t)b * total + t0) * D_MODEL, ys + (size_t)b * k * D_MODEL, k * D_MODEL * sizeof(float));

@@ -432,7 +432,7 @@ static void decode_equals_prefill(const mh_context* ctx, test_rng* rng) {
                     if (c > T - t) c = T - t;
                     for (int b = 0; b < B; b++) memcpy(xc + (size_t)b * c * DM, x + ((size_t)b * T + t) * DM, sizeof(float) * c * DM);
                     mh_layer_decode_workspace_size(m.moh, B, c, &ws_bytes);
-                    check_status("decode", mh_layer_decode(m.moh, cache, &(mh_decode_args){B, c, xc, yc, &rd.r}, ws, ws_bytes), MH_OK);
+                    check_status("decode", mh_layer_decode(m.moh, cache, &(mh_decode_args){.batch = B, .n_new = c, .x = xc, .out = yc, .routing = &rd.r}, ws, ws_bytes), MH_OK);
                     for (int b = 0; b < B; b++) {
                         memcpy(yd + ((size_t)b * T + t) * DM, yc + (size_t)b * c * DM, sizeof(float) * c * DM);
                         for (int k = 0; k < c; k++)
@@ -562,7 +562,7 @@ static void bad_input(const mh_context* ctx, test_rng* rng) {
     mh_layer_decode_workspace_size(m.f.layer, 1, N, &bytes);
     void* ws = aligned_alloc(64, (bytes + 63) / 64 * 64);
     check_status("decode_routed on a GQA layer",
-                 mh_layer_decode(m.f.layer, cache, &(mh_decode_args){1, N, x, y, &rec.r}, ws, bytes), MH_ERR_INVALID_ARGUMENT);
+                 mh_layer_decode(m.f.layer, cache, &(mh_decode_args){.batch = 1, .n_new = N, .x = x, .out = y, .routing = &rec.r}, ws, bytes), MH_ERR_INVALID_ARGUMENT);
     check_true("cache untouched", mh_kv_cache_length(cache) == 0 && all_bytes(y, sizeof y, 0x7f));
     free(ws);
     mh_kv_cache_destroy(cache);

@@ -147,7 +147,7 @@ static void long_cache(const mh_context* ctx) {
     for (int t = 0; t < g_long_keys - 1 && st == MH_OK; t += chunk) {
         const int n = g_long_keys - 1 - t < chunk ? g_long_keys - 1 - t : chunk;
         x_rows((uint64_t)t, n, x);
-        st = mh_layer_decode(fill, cache, &(mh_decode_args){1, n, x, y, NULL}, ws, ws_bytes);
+        st = mh_layer_decode(fill, cache, &(mh_decode_args){.batch = 1, .n_new = n, .x = x, .out = y}, ws, ws_bytes);
     }
     check_status("long cache: fill all but one token in 64K chunks", st, MH_OK);
     check_true("long cache: length after the fill", mh_kv_cache_length(cache) == g_long_keys - 1);
@@ -156,14 +156,14 @@ static void long_cache(const mh_context* ctx) {
     /* the last token, over all 1M keys */
     float x_last[LD], y_last[LD];
     x_rows(g_long_keys - 1, 1, x_last);
-    st = mh_layer_decode(full, cache, &(mh_decode_args){1, 1, x_last, y_last, NULL}, ws, ws_bytes);
+    st = mh_layer_decode(full, cache, &(mh_decode_args){.batch = 1, .n_new = 1, .x = x_last, .out = y_last}, ws, ws_bytes);
     const double t_decode = now();
     check_status("long cache: decode the last token over the whole cache", st, MH_OK);
     check_true("long cache: full", mh_kv_cache_length(cache) == g_long_keys);
     float poison[LD];
     for (int i = 0; i < LD; i++) poison[i] = y[i] = -777.0f;
     check_status("long cache: one more token is MH_ERR_CACHE_FULL",
-                 mh_layer_decode(full, cache, &(mh_decode_args){1, 1, x_last, y, NULL}, ws, ws_bytes), MH_ERR_CACHE_FULL);
+                 mh_layer_decode(full, cache, &(mh_decode_args){.batch = 1, .n_new = 1, .x = x_last, .out = y}, ws, ws_bytes), MH_ERR_CACHE_FULL);
     check_true("long cache: a full cache's failed decode writes nothing",
                memcmp(y, poison, sizeof poison) == 0 && mh_kv_cache_length(cache) == g_long_keys);
 
@@ -409,7 +409,7 @@ static void impossible_requests(const mh_context* ctx) {
     check_true("failed forwards wrote nothing", memcmp(out, poison, sizeof out) == 0);
     mh_kv_cache* small = NULL;
     check_status("small cache", mh_kv_cache_create(f.layer, 1, 8, MH_DTYPE_F16, &small), MH_OK);
-    st = mh_layer_decode(f.layer, small, &(mh_decode_args){1, INT_MAX, in, out, NULL}, ws, 256);
+    st = mh_layer_decode(f.layer, small, &(mh_decode_args){.batch = 1, .n_new = INT_MAX, .x = in, .out = out}, ws, 256);
     check_true("decode of INT_MAX new tokens: MH_ERR_CACHE_FULL", st == MH_ERR_CACHE_FULL);
     check_true("failed decode wrote nothing", memcmp(out, poison, sizeof out) == 0 && mh_kv_cache_length(small) == 0);
     mh_kv_cache_destroy(small);

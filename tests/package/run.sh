@@ -10,7 +10,7 @@
 #   symbols-selftest    check_symbols.sh rejects a library exporting a non-mh_ symbol
 #   symbols             the installed .so exports exactly the MH_API functions of multihead.h
 #                       and nothing outside mh_*; the .a defines no global outside mh_*
-#   cmake-consumer      tests/package/consumer configures with find_package(multihead 0.3
+#   cmake-consumer      tests/package/consumer configures with find_package(multihead 0.4
 #                       COMPONENTS shared static) from the prefix, builds against
 #                       multihead::multihead and multihead::multihead_static, and both
 #                       programs run and pass; the shared one loads libmultihead from the
@@ -147,7 +147,7 @@ no_multihead_needed() {
 cmake_consumer() {
   local d=$out/consumer-cmake
   rm -rf "$d"
-  cmake -S "$consumer" -B "$d" -DCMAKE_PREFIX_PATH="$prefix" -DMH_REQUEST_VERSION=0.3 | tee "$d.configure.log"
+  cmake -S "$consumer" -B "$d" -DCMAKE_PREFIX_PATH="$prefix" -DMH_REQUEST_VERSION=0.4 | tee "$d.configure.log"
   grep -q "found multihead $version in $lib/cmake/multihead" "$d.configure.log"
   cmake --build "$d"
   "$d/consumer_shared"

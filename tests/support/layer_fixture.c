@@ -121,7 +121,7 @@ mh_status run_decode(const mh_layer* layer, mh_kv_cache* cache, int batch, int n
     mh_status st = mh_layer_decode_workspace_size(layer, batch, n_new, &bytes);
     if (st != MH_OK) return st;
     void* ws = workspace(bytes);
-    st = mh_layer_decode(layer, cache, &(mh_decode_args){batch, n_new, x, out, NULL}, ws, bytes);
+    st = mh_layer_decode(layer, cache, &(mh_decode_args){.batch = batch, .n_new = n_new, .x = x, .out = out}, ws, bytes);
     free(ws);
     return st;
 }

@@ -150,7 +150,7 @@ static int run_sequence(const shared* sh, int index, results* r) {
             const int n = t == 0 ? s->prefill : 1;
             for (int b = 0; b < s->B; b++)
                 memcpy(xin + (size_t)b * n * d, x + ((size_t)b * s->N + t) * d, sizeof(float) * n * d);
-            errors += mh_layer_decode(sh->layer, cache, &(mh_decode_args){s->B, n, xin, yout, NULL}, n > 1 ? ws : ws1,
+            errors += mh_layer_decode(sh->layer, cache, &(mh_decode_args){.batch = s->B, .n_new = n, .x = xin, .out = yout}, n > 1 ? ws : ws1,
                                       n > 1 ? pre_bytes : one_bytes) != MH_OK;
             for (int b = 0; b < s->B; b++)
                 memcpy(r->dec + ((size_t)b * s->N + t) * d, yout + (size_t)b * n * d, sizeof(float) * n * d);
