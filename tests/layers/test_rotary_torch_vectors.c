@@ -73,16 +73,7 @@ static int case_read(const tv_file* f, const char* cname, rope_case* c) {
     if (!check_true(what, ok && B > 0 && N > PROMPT && d > 0 && H > 0 && Hkv > 0 && D > 0))
         return 0;
     g->rotary.theta = *theta, g->qk_norm_eps = *eps;
-    c->w.w_q = tv_f32(f, "w_q", 2, H * D, d, 0, 0, &ok);
-    c->w.w_k = tv_f32(f, "w_k", 2, Hkv * D, d, 0, 0, &ok);
-    c->w.w_v = tv_f32(f, "w_v", 2, Hkv * D, d, 0, 0, &ok);
-    c->w.w_o = tv_f32(f, "w_o", 2, d, H * D, 0, 0, &ok);
-    if (g->bias) {
-        c->w.b_q = tv_f32(f, "b_q", 1, H * D, 0, 0, 0, &ok);
-        c->w.b_k = tv_f32(f, "b_k", 1, Hkv * D, 0, 0, 0, &ok);
-        c->w.b_v = tv_f32(f, "b_v", 1, Hkv * D, 0, 0, 0, &ok);
-        c->w.b_o = tv_f32(f, "b_o", 1, d, 0, 0, 0, &ok);
-    }
+    tv_layer_weights(f, d, d, d, H, Hkv, D, g->bias, &c->w, &ok);
     if (g->qk_norm) {
         c->w.q_norm = tv_f32(f, "q_norm", 1, D, 0, 0, 0, &ok);
         c->w.k_norm = tv_f32(f, "k_norm", 1, D, 0, 0, 0, &ok);
