@@ -12,7 +12,8 @@
  *  - decode (a prompt chunk, then one token at a time, and chunks of 3) == the causal forward
  *    for GQA, MoH with the learned router (q rotated on gathered rows in forward, dense in
  *    decode) and the norm router, and DCMHA, each with rotary and QK-norm;
- *  - DCMHA with zero dynamic weights == the MHA layer with the same rotary and QK-norm.
+ *  - DCMHA with zero dynamic weights == the MHA layer with the same rotary and QK-norm;
+ *  - 1 and 2 threads give the same bits (enough q rows that the positions pass forks).
  */
 #include <float.h>
 #include <math.h>
@@ -271,6 +272,34 @@ static void dcmha_cases(const mh_context* ctx, test_rng* r) {
     }
 }
 
+/* Bitwise equal outputs with 1 and 2 threads: 600 query rows of 16 heads x 256 (the positions
+ * pass splits rows over workers above 8 MFLOP), cross-attention over 3 keys to stay cheap. */
+static void threads_bitwise(test_rng* r) {
+    mh_layer_config c = mh_layer_config_default();
+    c.variant = MH_VARIANT_GQA, c.d_model = 16, c.n_heads = 16, c.n_kv_heads = 4, c.head_dim = 256;
+    c.rotary.layout = MH_ROTARY_INTERLEAVED, c.rotary.rotary_dim = 200, c.qk_norm = 1;
+    const int N = 600, M = 3;
+    float *x = random_input(r, (size_t)N * 16), *kv = random_input(r, (size_t)M * 16);
+    float *y[2] = {malloc(sizeof(float) * N * 16), malloc(sizeof(float) * N * 16)};
+    layer_fixture f;
+    for (int t = 0; t < 2; t++) {
+        mh_context_config cc = mh_context_config_default();
+        cc.num_threads = t + 1;
+        mh_context* ctx = NULL;
+        mh_layer* L = NULL;
+        check_status("context", mh_context_create(&cc, &ctx), MH_OK);
+        if (t == 0) check_status("create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK);
+        else check_status("create (2 threads)", fixture_recreate(&f, ctx, &c, &L), MH_OK);
+        const mh_forward_args a = {.batch = 1, .n_q = N, .n_kv = M, .query = x, .key = kv, .value = kv, .out = y[t]};
+        check_status("forward", run_forward(t ? L : f.layer, &a), MH_OK);
+        mh_layer_destroy(L);
+        mh_context_destroy(ctx);
+    }
+    check_bitwise("rotary + QK-norm: 1 and 2 threads give the same bits", y[1], y[0], (size_t)N * 16);
+    fixture_free(&f);
+    free(x), free(kv), free(y[0]), free(y[1]);
+}
+
 int main(void) {
     mh_isa isa;
     if (mh_isa_default(&isa) == MH_ERR_ISA_UNAVAILABLE) return 77;
@@ -284,6 +313,7 @@ int main(void) {
     qk_norm_scale_free(ctx, &r);
     decode_cases(ctx, &r);
     dcmha_cases(ctx, &r);
+    threads_bitwise(&r);
     mh_context_destroy(ctx);
     return test_exit_code("test_rotary_layers");
 }
