@@ -321,8 +321,10 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     if (mh_positions_on(L)) { /* after routing: the norm router reads the plain projection */
         mh_positions_keys(B, M, b.k_pos);
         mh_positions_apply(L, 1, rows_kv, (size_t)c->n_kv_heads, b.k_pos, b.k, (size_t)L->wk.n_out);
-        mh_positions_queries(a->opt, B, N, M, b.q_pos);
-        if (!learned(L)) mh_positions_apply(L, 0, R, (size_t)c->n_heads, b.q_pos, b.q, (size_t)L->wq.n_out);
+        if (!learned(L)) { /* the dense Q; the learned router's gathered rows follow gather_q */
+            mh_positions_queries(a->opt, B, N, M, b.q_pos);
+            mh_positions_apply(L, 0, R, (size_t)c->n_heads, b.q_pos, b.q, (size_t)L->wq.n_out);
+        }
     }
     gather_q(L, B, a->query, &b);
     if (learned(L)) /* each head's gathered rows, at the positions of their tokens */
