@@ -120,7 +120,7 @@ std::vector<CaseSpec> quick_suite(const SuiteOptions& o) {
         s.add(make(DEC, "mha", enc, 1, 64, I8, true));
         s.add(make(DEC, "gqa4", enc, 1, 64, F16, true));
         s.add(make(DEC, "mha_rope", enc, 1, 64, F16, true));
-        s.add(make(P, "mha_rope", enc, 64, 64, F32, true));
+        for (const char* v : {"mha", "mha_rope"}) s.add(make(P, v, enc, 64, 64, F32, true));
     }
     // baselines and ISAs
     s.add(make(P, "mha", core, 64, 64, F32, false), MH_ISA_SCALAR);
