@@ -179,44 +179,51 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
 /* Decode needs no K/V buffers of the cache's length: new K/V rows go to k/v, then the cache. */
 static void decode_carve(const mh_layer* L, int B, int n, mh_ws* ws) {
     buffers b;
+    mh_decode_bufs d;
     carve(L, B, n, n, 1, ws, &b);
+    mh_variant_decode_carve(L, B, n, ws, &d);
 }
 
+/* Every batch row's new tokens in the padded rows [B][n] (core/kv_cache.h: mh_kv_seqs). */
 static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode_args* a,
                    void* workspace) {
     const mh_layer_config* c = &L->cfg;
     const int B = a->batch, n = a->n_new;
-    const float* x = a->x;
+    const mh_kv_seqs s = mh_variant_decode_seqs(a);
     mh_ws ws = mh_ws_begin(workspace);
     buffers b;
+    mh_decode_bufs d;
     carve(L, B, n, n, 1, &ws, &b);
+    mh_variant_decode_carve(L, B, n, &ws, &d);
+    const float* x = mh_variant_rows_in(L, &s, a->x, &d);
     const size_t rows = (size_t)B * (size_t)n;
     project(L, rows, x, (size_t)c->d_model, &L->wq, b.q);
     project(L, rows, x, (size_t)c->d_model, &L->wk, b.k);
     project(L, rows, x, (size_t)c->d_model, &L->wv, b.v);
-    mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
+    mh_kv_cache_write(cache, L->kernels, &s, b.k, b.v);
 
-    const int total = mh_kv_cache_length(cache) + n;
-    mh_attn_problem p = problem(L, B, n, total, &b);
-    mh_kv_cache_views(cache, &p.k, &p.v);
+    mh_attn_problem p = problem(L, B, n, n, &b);
+    mh_attn_options opt = mh_variant_options(L, NULL);
+    mh_core_extra ex = {0};
+    mh_kv_pages pages;
+    mh_variant_decode_view(cache, &s, &d, &p, &opt, &ex, &pages);
     if (overlap_of(c) > 0) /* windows within the one padded stream per token (one int8 scale) */
         p.k.stride_head = c->head_dim, p.v.stride_head = c->head_dim_v, p.k.scale_stride_head = p.v.scale_stride_head = 0;
-    p.k_dtype = p.v_dtype = mh_kv_cache_dtype(cache);
-    mh_attn_options opt = mh_variant_options(L, NULL);
-    opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
-    mh_core_attention(L->kernels, L->threads, &p, &opt, 0, b.attn);
-    mh_variant_out_projection(L, rows, b.o, a->out);
+    mh_core_attention_ex(L->kernels, L->threads, &p, &opt, 0, b.attn, &ex);
+    float* out = mh_variant_rows_at(&s, a->out, &d);
+    mh_variant_out_projection(L, rows, b.o, out);
+    mh_variant_rows_out(L, &s, out, a->out);
 }
 
-const mh_variant_ops mh_variant_mha = {"mha", 0, NULL, 0, MH_CAP_I8_CACHE, resolve_mha, NULL, create,
+const mh_variant_ops mh_variant_mha = {"mha", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_SEQS, resolve_mha, NULL, create,
                                        mh_variant_free_projections, cache_layout, forward_carve,
                                        decode_carve, forward, decode};
-const mh_variant_ops mh_variant_gqa = {"gqa", 0, NULL, 0, MH_CAP_I8_CACHE, resolve_gqa, NULL, create,
+const mh_variant_ops mh_variant_gqa = {"gqa", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_SEQS, resolve_gqa, NULL, create,
                                        mh_variant_free_projections, cache_layout, forward_carve,
                                        decode_carve, forward, decode};
-const mh_variant_ops mh_variant_mqa = {"mqa", 0, NULL, 0, MH_CAP_I8_CACHE, resolve_mqa, NULL, create,
+const mh_variant_ops mh_variant_mqa = {"mqa", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_SEQS, resolve_mqa, NULL, create,
                                        mh_variant_free_projections, cache_layout, forward_carve,
                                        decode_carve, forward, decode};
 const mh_variant_ops mh_variant_overlap = {"overlap", sizeof(mh_overlap_config), &overlap_defaults,
-                                           0, MH_CAP_I8_CACHE, resolve_overlap, NULL, create, mh_variant_free_projections, cache_layout,
+                                           0, MH_CAP_I8_CACHE | MH_CAP_SEQS, resolve_overlap, NULL, create, mh_variant_free_projections, cache_layout,
                                            forward_carve, decode_carve, forward, decode};
