@@ -196,6 +196,7 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     carve(L, B, n, n, 1, &ws, &b);
     mh_variant_decode_carve(L, B, n, &ws, &d);
     const float* x = mh_variant_rows_in(L, &s, a->x, &d);
+    const int n_kv = mh_variant_decode_positions(cache, &s, &d); /* d.q_pos: each row's cache position */
     const size_t rows = (size_t)B * (size_t)n;
     project(L, rows, x, (size_t)c->d_model, &L->wq, b.q);
     project(L, rows, x, (size_t)c->d_model, &L->wk, b.k);
@@ -206,7 +207,7 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     mh_attn_options opt = mh_variant_options(L, NULL);
     mh_core_extra ex = {0};
     mh_kv_pages pages;
-    mh_variant_decode_view(cache, &s, &d, &p, &opt, &ex, &pages);
+    mh_variant_decode_view(cache, &s, &d, n_kv, &p, &opt, &ex, &pages);
     if (overlap_of(c) > 0) /* windows within the one padded stream per token (one int8 scale) */
         p.k.stride_head = c->head_dim, p.v.stride_head = c->head_dim_v, p.k.scale_stride_head = p.v.scale_stride_head = 0;
     mh_core_attention_ex(L->kernels, L->threads, &p, &opt, 0, b.attn, &ex);

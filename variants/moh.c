@@ -348,6 +348,7 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     carve(L, B, n, n, 1, &ws, &b);
     mh_variant_decode_carve(L, B, n, &ws, &db);
     const float* x = mh_variant_rows_in(L, &s, a->x, &db);
+    const int n_kv = mh_variant_decode_positions(cache, &s, &db); /* db.q_pos: each row's cache position */
     mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wk, b.k, (size_t)L->wk.n_out);
     mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wv, b.v, (size_t)L->wv.n_out);
     mh_kv_cache_write(cache, L->kernels, &s, b.k, b.v);
@@ -363,7 +364,7 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     opt.window = c->window, opt.softcap = c->softcap, opt.alibi_slopes = L->alibi, opt.sinks = L->sinks;
     mh_core_extra ex = {0};
     mh_kv_pages pages;
-    mh_variant_decode_view(cache, &s, &db, &p, &opt, &ex, &pages);
+    mh_variant_decode_view(cache, &s, &db, n_kv, &p, &opt, &ex, &pages);
     mh_gathered_plan(&p, &opt, b.gate, &b.g);
     if (learned(L)) { /* only the running heads' Q rows, scattered into a zeroed dense Q */
         gather_q(L, B, x, &b);

@@ -107,11 +107,15 @@ const float* mh_variant_rows_in(const mh_layer* L, const mh_kv_seqs* s, const fl
  * mh_variant_rows_out packs them into out (a no-op in the first case). */
 float* mh_variant_rows_at(const mh_kv_seqs* s, float* out, const mh_decode_bufs* d);
 void mh_variant_rows_out(const mh_layer* L, const mh_kv_seqs* s, const float* padded, float* out);
+/* The call's positions, from the lengths before it (they change only after the variant's
+ * decode): d->kv_len [B] and d->q_pos [B*n], the cache position of every padded row's token
+ * (core/kv_cache.h: mh_kv_cache_positions). Returns the longest kv_len. */
+int mh_variant_decode_positions(const struct mh_kv_cache* cache, const mh_kv_seqs* s, const mh_decode_bufs* d);
 /* Points p (queries already set, [B][n] rows) at the cache for the call: K/V views, dtypes,
- * n_kv = the longest sequence; and sets opt (causal, kv_len) and ex (q_pos when counts differ,
- * the block map) so batch row b attends over its own sequence with its queries at their cache
- * positions. pages is the storage ex may point at. */
-void mh_variant_decode_view(const struct mh_kv_cache* cache, const mh_kv_seqs* s, const mh_decode_bufs* d,
+ * n_kv (from mh_variant_decode_positions); and sets opt (causal, kv_len) and ex (q_pos when
+ * counts differ, the block map) so batch row b attends over its own sequence with its queries
+ * at their cache positions. pages is the storage ex may point at. */
+void mh_variant_decode_view(const struct mh_kv_cache* cache, const mh_kv_seqs* s, const mh_decode_bufs* d, int n_kv,
                             mh_attn_problem* p, mh_attn_options* opt, mh_core_extra* ex, mh_kv_pages* pages);
 /* Frees wq, wk, wv and wo (a zeroed matrix is fine). */
 void mh_variant_free_projections(mh_layer* L);

@@ -83,10 +83,14 @@ void mh_variant_rows_out(const mh_layer* L, const mh_kv_seqs* s, const float* pa
     if (padded != out) move_rows(L, s, padded, out, 0);
 }
 
-void mh_variant_decode_view(const struct mh_kv_cache* cache, const mh_kv_seqs* s, const mh_decode_bufs* d,
+int mh_variant_decode_positions(const struct mh_kv_cache* cache, const mh_kv_seqs* s, const mh_decode_bufs* d) {
+    return mh_kv_cache_positions(cache, s, d->kv_len, d->q_pos);
+}
+
+void mh_variant_decode_view(const struct mh_kv_cache* cache, const mh_kv_seqs* s, const mh_decode_bufs* d, int n_kv,
                             mh_attn_problem* p, mh_attn_options* opt, mh_core_extra* ex, mh_kv_pages* pages) {
     const int ragged = ragged_counts(s);
-    p->n_kv = mh_kv_cache_positions(cache, s, d->kv_len, ragged ? d->q_pos : NULL);
+    p->n_kv = n_kv;
     ex->pages = mh_kv_cache_views(cache, s, &p->k, &p->v, pages);
     p->k_dtype = p->v_dtype = mh_kv_cache_dtype(cache);
     opt->causal = 1;
