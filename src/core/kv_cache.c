@@ -209,10 +209,9 @@ static void copy_tokens(const mh_kv_cache* c, const tensor_at* x, size_t from, s
     }
 }
 
-mh_status mh_kv_cache_seq_fork(mh_kv_cache* cache, int src, int dst) {
-    if (!seq_ok(cache, src) || !seq_ok(cache, dst) || src == dst || cache->len[dst] != 0)
+mh_status mh_kv_cache_seq_fork(mh_kv_cache* c, int src, int dst) {
+    if (!seq_ok(c, src) || !seq_ok(c, dst) || src == dst || c->len[dst] != 0)
         return MH_ERR_INVALID_ARGUMENT;
-    mh_kv_cache* c = cache;
     const int n = c->len[src];
     if (c->paged) {
         mh_kv_pool_share(&c->pool, src, dst, n);
