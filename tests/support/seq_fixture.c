@@ -79,7 +79,11 @@ mh_status seq_decode(const mh_layer* L, mh_kv_cache* cache, const seq_set* s, in
             memcpy(x + rows * d, s->x[i] + (size_t)at[i] * d, sizeof(float) * (size_t)cnt[b] * d);
             rows += (size_t)cnt[b];
         }
+        const size_t cap = SEQ_MAX * (size_t)n_new * d;
+        memset(out, 0x5a, sizeof(float) * cap);
         st = seq_call(L, cache, batch, n_new, ids, cnt, x, out);
+        check_true("ragged decode writes no row past its packed rows",
+                   all_bytes(out + rows * d, sizeof(float) * (cap - rows * d), 0x5a));
         rows = 0;
         for (int b = 0; b < batch && st == MH_OK; b++) {
             const int i = ids[b];
