@@ -9,7 +9,9 @@
  *    (64 and 128 divide some of the lengths, not the others);
  *  - the together-advancing shape is unchanged: explicit ids 0..B-1 and counts n give the
  *    defaults' bits on a contiguous and a paged cache, and permuted ids give every sequence
- *    the same bits.
+ *    the same bits;
+ *  - every ragged call runs in one workspace of mh_layer_decode_workspace_size(4, n_new) and
+ *    writes no output row past its packed rows (tests/support/seq_fixture.c).
  * The comparison with the forward uses test_decode's tolerance (they tile differently).
  */
 #include <float.h>

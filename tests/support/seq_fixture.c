@@ -38,14 +38,22 @@ void seq_forward(const mh_layer* L, const seq_set* s, float** y) {
     }
 }
 
+static void* ws_for(const mh_layer* L, int batch, int n_new, size_t* bytes) {
+    if (mh_layer_decode_workspace_size(L, batch, n_new, bytes) != MH_OK) return NULL;
+    return aligned_alloc(64, (*bytes + 63) / 64 * 64 + 64);
+}
+
+static mh_status call_in(const mh_layer* L, mh_kv_cache* cache, int batch, int n_new, const int32_t* ids,
+                         const int32_t* cnt, const float* x, float* out, void* ws, size_t bytes) {
+    const mh_decode_args a = {.batch = batch, .n_new = n_new, .x = x, .out = out, .seq_ids = ids, .n_new_seq = cnt};
+    return ws ? mh_layer_decode(L, cache, &a, ws, bytes) : MH_ERR_INVALID_ARGUMENT;
+}
+
 mh_status seq_call(const mh_layer* L, mh_kv_cache* cache, int batch, int n_new, const int32_t* ids,
                    const int32_t* cnt, const float* x, float* out) {
-    size_t bytes;
-    mh_status st = mh_layer_decode_workspace_size(L, batch, n_new, &bytes);
-    if (st != MH_OK) return st;
-    void* ws = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
-    const mh_decode_args a = {.batch = batch, .n_new = n_new, .x = x, .out = out, .seq_ids = ids, .n_new_seq = cnt};
-    st = mh_layer_decode(L, cache, &a, ws, bytes);
+    size_t bytes = 0;
+    void* ws = ws_for(L, batch, n_new, &bytes);
+    const mh_status st = call_in(L, cache, batch, n_new, ids, cnt, x, out, ws, bytes);
     free(ws);
     return st;
 }
@@ -59,6 +67,8 @@ mh_status seq_decode(const mh_layer* L, mh_kv_cache* cache, const seq_set* s, in
     for (int i = 0; i < s->n_seqs; i++) mh_kv_cache_seq_length(cache, i, &at[i]);
     float* x = malloc(sizeof(float) * SEQ_MAX * (size_t)n_new * d);
     float* out = malloc(sizeof(float) * SEQ_MAX * (size_t)n_new * d);
+    size_t bytes = 0; /* one workspace of the bound for (max_batch, n_new) serves every call */
+    void* ws = ws_for(L, max_batch, n_new, &bytes);
     mh_status st = MH_OK;
     for (;;) {
         int32_t ids[SEQ_MAX], cnt[SEQ_MAX], order[SEQ_MAX];
@@ -81,7 +91,7 @@ mh_status seq_decode(const mh_layer* L, mh_kv_cache* cache, const seq_set* s, in
         }
         const size_t cap = SEQ_MAX * (size_t)n_new * d;
         memset(out, 0x5a, sizeof(float) * cap);
-        st = seq_call(L, cache, batch, n_new, ids, cnt, x, out);
+        st = call_in(L, cache, batch, n_new, ids, cnt, x, out, ws, bytes);
         check_true("ragged decode writes no row past its packed rows",
                    all_bytes(out + rows * d, sizeof(float) * (cap - rows * d), 0x5a));
         rows = 0;
@@ -91,7 +101,7 @@ mh_status seq_decode(const mh_layer* L, mh_kv_cache* cache, const seq_set* s, in
             rows += (size_t)cnt[b], at[i] += cnt[b];
         }
     }
-    free(x), free(out);
+    free(x), free(out), free(ws);
     return st;
 }
 

@@ -24,8 +24,10 @@ void seq_forward(const mh_layer* L, const seq_set* s, float** y);
 /* Decodes every sequence to its end in steps of up to n_new tokens per sequence, with the
  * schedule seeded by `seed` (the same seed gives the same calls), into y[i] [len_i, d_model].
  * Sequences start at the cache's current lengths (0 .. len_i); every call is checked to
- * write no output row past its packed rows. max_batch bounds the
- * sequences of one call (the cache's max_seqs or less). Returns the first failing status. */
+ * write no output row past its packed rows. max_batch bounds the sequences of one call (the
+ * cache's max_seqs or less); all calls share one workspace of
+ * mh_layer_decode_workspace_size(max_batch, n_new), the bound for every such call. Returns the
+ * first failing status. */
 mh_status seq_decode(const mh_layer* L, mh_kv_cache* cache, const seq_set* s, int n_new, int max_batch,
                      uint64_t seed, float** y);
 
