@@ -541,7 +541,7 @@ MH_API int mh_kv_cache_free_blocks(const mh_kv_cache* cache);
  * paged pool has too few free blocks for the whole call.
  */
 typedef struct mh_decode_args {
-    int batch, n_new;           /* B (the cache's batch), tokens appended per sequence */
+    int batch, n_new;           /* B sequences in this call (1 .. max_seqs), tokens per sequence */
     const float* x;             /* [B, n_new, d_model] */
     float* out;                 /* [B, n_new, d_model] */
     /* MoH only: the routing of the new tokens ([rows of x, A], load over this call), filled
