@@ -117,6 +117,12 @@ static void plain_variants(const mh_context* ctx, test_rng* r) {
     if (check_status("create windowed", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK))
         ragged_case("GQA window/softcap/ALiBi/sinks", f.layer, &f.cfg, 0, r);
     fixture_free(&f);
+    /* rotary + QK-norm: each sequence's new tokens rotate at their own cache positions */
+    c = base_config(MH_VARIANT_GQA, 2);
+    c.rotary = (mh_rotary_config){.layout = MH_ROTARY_HALF}, c.qk_norm = 1;
+    if (check_status("create rotary", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK))
+        ragged_case("GQA rotary + QK-norm", f.layer, &f.cfg, 1, r);
+    fixture_free(&f);
 }
 
 static void moh_variants(const mh_context* ctx, test_rng* r) {
