@@ -1,8 +1,8 @@
 /*
  * Where the driver finds a sequence's K/V rows in a KV cache (core/kv_cache.c makes it,
- * mh_drv_rows in core/driver_rows.c reads it). A cache's storage is blocks of tokens, each
- * holding its tokens of every head ([block][head][token][dim], the K/V view's stride_batch
- * between blocks, stride_head and stride_token within one): a contiguous cache has one block of
+ * mh_drv_rows in core/driver_rows.c reads it). A cache's storage is blocks of tokens of every
+ * head (stored [head][block][token][dim]: the K/V view's stride_batch steps blocks,
+ * stride_head heads, stride_token tokens): a contiguous cache has one block of
  * `capacity` tokens per sequence (block s = sequence s), a paged cache a pool of blocks of
  * block_size tokens and a block table per sequence.
  *
