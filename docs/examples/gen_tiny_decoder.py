@@ -253,8 +253,8 @@ def run_variant(variant, rotary, out):
         ref[f"logits.{i}"] = logits.float()
     moh_gap = min(moh_gaps) if moh_gaps else 1.0
     print(f"{variant}{'' if rotary else ' (no rotary)'}: tokens of prompt 0: {bytes(ref['tokens.0'].tolist())!r}; "
-          f"smallest top-1 margin {worst_margin:.2e}, MoH routed-norm gap {moh_gap:.2e}, "
-          f"torch float32 vs float64 {worst_f32:.2e} of the largest logit")
+          f"smallest top-1 margin {worst_margin:.2e}" + (f", MoH routed-norm gap {moh_gap:.2e}" if moh_gaps else "")
+          + f", torch float32 vs float64 {worst_f32:.2e} of the largest logit")
     if worst_margin < TIE_MARGIN or moh_gap < ROUTE_MARGIN:
         sys.exit(f"{variant}: a greedy or routing choice is too close to a tie: change the seed")
     if worst_f32 > TOL:
