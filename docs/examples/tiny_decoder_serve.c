@@ -2,7 +2,7 @@
  * tiny_decoder --serve: continuous batching on a paged KV cache.
  *
  * Every layer gets a paged cache of `slots` sequences (blocks of 16 tokens taken from a pool
- * as sequences grow). Prompts take free slots in order; each step is ONE ragged decode call
+ * of 12 as sequences grow). Prompts take free slots in order; each step is ONE ragged decode call
  * per layer (mh_decode_args.seq_ids / n_new_seq) that advances every live sequence: a prompt
  * that just joined brings its whole prompt as a chunk (prefill), the others one token each
  * (their previous greedy choice). A sequence that has generated its prompt's number of tokens
@@ -17,7 +17,10 @@
 #include "tiny_decoder.h"
 #include "example_util.h"
 
-enum { BLOCK_SIZE = 16 };
+/* Blocks of 16 tokens; a pool of 12 blocks: less than the 16 that 4 sequences of the longest
+ * prompt + generation (62 tokens) would reserve, and enough for the peak of this schedule (10),
+ * as sequences finish and return their blocks. */
+enum { BLOCK_SIZE = 16, POOL_BLOCKS = 12 };
 
 /* One prompt's progress through the server. */
 typedef struct served {
@@ -32,7 +35,8 @@ typedef struct served {
 /* Paged caches for every layer; returns the pool size in blocks, or -1. */
 static int paged_caches(td_model* m, int slots, int capacity) {
     mh_kv_cache_config kc = mh_kv_cache_config_default();
-    kc.max_seqs = slots, kc.capacity = capacity, kc.dtype = MH_DTYPE_F32, kc.block_size = BLOCK_SIZE;
+    kc.max_seqs = slots, kc.capacity = capacity, kc.dtype = MH_DTYPE_F32;
+    kc.block_size = BLOCK_SIZE, kc.n_blocks = POOL_BLOCKS;
     for (int l = 0; l < m->cfg.layers; l++) {
         const mh_status st = mh_kv_cache_create_ex(m->layer[l].attn, &kc, &m->layer[l].cache);
         if (st != MH_OK) return printf("FAIL: paged KV cache: %s\n", mh_status_string(st)), -1;
