@@ -241,6 +241,27 @@ LayerWeights derive_overlap(const LayerWeights& base, int) {
 
 int mha_base_only(int h, int base_kv) { return base_kv == h ? h : 0; }
 
+// The base layer with rotate-half RoPE over all D dims (theta 10000) and QK-norm (eps 1e-6),
+// the norm weights seeded in [0.9, 1.1] (extra[0] for q, extra[1] for k): what rotary and
+// QK-norm add to a layer (docs/api.md, "Positions: rotary and QK-norm").
+LayerWeights derive_rope(const LayerWeights& base, int) {
+    LayerWeights w = base;
+    Rng rng(0x20e);
+    w.extra.assign(2, std::vector<float>(static_cast<size_t>(base.head_dim)));
+    for (std::vector<float>& n : w.extra) {
+        rng.fill(n.data(), n.size(), 0.1f);
+        for (float& x : n) x += 1.0f;
+    }
+    w.bind = [](const LayerWeights& lw, mh_layer_config* cfg, mh_layer_weights* view) {
+        if (cfg) {  // every default explicit (the harness's oracle reads them)
+            cfg->rotary = mh_rotary_config{MH_ROTARY_HALF, lw.head_dim, 10000.0f, nullptr};
+            cfg->qk_norm = 1, cfg->qk_norm_eps = 1e-6f;
+        }
+        if (view) view->q_norm = lw.extra[0].data(), view->k_norm = lw.extra[1].data();
+    };
+    return w;
+}
+
 }  // namespace
 
 const std::vector<VariantSpec>& variant_table() {
@@ -269,6 +290,8 @@ const std::vector<VariantSpec>& variant_table() {
          [](int h, int base_kv) { return base_kv == h && h % 4 == 0 ? h : 0; }, derive_collab, 1.0, false},
         {"dcmha", MH_VARIANT_DCMHA, "the base layer + seeded small DCMHA generator weights (R 2, G 1, C 4H, no W_b)",
          [](int h, int base_kv) { return base_kv == h ? h : 0; }, derive_dcmha, 1.0, false, 0, true},
+        {"mha_rope", MH_VARIANT_MHA, "the base layer with rotate-half RoPE (theta 10000, all D dims) and QK-norm (seeded weights)",
+         mha_base_only, derive_rope, 1.0, false, 0, false, true},
     };
     return table;
 }

@@ -76,6 +76,7 @@ struct VariantSpec {
     // counting); 0 for disjoint heads.
     int halo_pct = 0;
     bool self_only = false;  // serves self-attention only (no cross cases)
+    bool listed_only = false;  // runs only where a suite names it (not in "every variant" lists)
 };
 
 const std::vector<VariantSpec>& variant_table();

@@ -171,6 +171,30 @@ void collab_rows(const mh_layer_config& cfg, const mh_layer_weights& w, const fl
     oracle_collab_forward(&c, &w, &a, ORACLE_MIX_QUERY, out.data(), nullptr);
 }
 
+// QK-norm and rotary (docs/api.md, "Positions") in double of `heads` heads of D at x, at
+// position pos: RMSNorm with `norm` (when cfg.qk_norm), then each pair turned by the cos/sin of
+// the f32 angle fl32(pos * inv_freq[i]) (the default table in f32, as the library states it).
+void ref_position(const mh_layer_config& cfg, const float* norm, int heads, double pos, double* x) {
+    const int D = cfg.head_dim, r = cfg.rotary.rotary_dim, half = r / 2;
+    const bool inter = cfg.rotary.layout == MH_ROTARY_INTERLEAVED;
+    for (int h = 0; h < heads; h++, x += D) {
+        if (cfg.qk_norm) {
+            double ss = 0;
+            for (int j = 0; j < D; j++) ss += x[j] * x[j];
+            const double s = 1.0 / std::sqrt(ss / D + cfg.qk_norm_eps);
+            for (int j = 0; j < D; j++) x[j] *= s * norm[j];
+        }
+        for (int i = 0; cfg.rotary.layout != MH_ROTARY_NONE && i < half; i++) {
+            const float inv = 1.0f / std::pow(cfg.rotary.theta, static_cast<float>(2 * i) / static_cast<float>(r));
+            const double a = static_cast<double>(static_cast<float>(pos) * inv), c = std::cos(a), s = std::sin(a);
+            double& xv = x[inter ? 2 * i : i];
+            double& yv = x[inter ? 2 * i + 1 : i + half];
+            const double x0 = xv;
+            xv = x0 * c - yv * s, yv = x0 * s + yv * c;
+        }
+    }
+}
+
 }  // namespace
 
 void ref_layer_rows(const mh_layer_config& cfg, const mh_layer_weights& w, const float* xq, int n_q, const float* xk,
@@ -198,6 +222,10 @@ void ref_layer_rows(const mh_layer_config& cfg, const mh_layer_weights& w, const
     std::vector<double> K, V;
     ref_project(xk, R, cfg.kdim, w.w_k, bias ? w.b_k : nullptr, kw, K);
     ref_project(xv, R, cfg.vdim, w.w_v, bias ? w.b_v : nullptr, vw, V);
+    // positions (rotary, QK-norm; the layer config's resolved table): key j at j, query r at
+    // n_kv - n_q + r (self-attention and a decode's new tokens alike)
+    const bool positions = cfg.rotary.layout != MH_ROTARY_NONE || cfg.qk_norm;
+    for (int j = 0; positions && j < R; j++) ref_position(cfg, w.k_norm, Hkv, j, &K[static_cast<size_t>(j) * kw]);
 
     out.assign(rows.size() * static_cast<size_t>(dm), 0.0);
     std::vector<double> q(static_cast<size_t>(qw)), attn(static_cast<size_t>(ow)), s(static_cast<size_t>(std::max(R, 1)));
@@ -206,6 +234,7 @@ void ref_layer_rows(const mh_layer_config& cfg, const mh_layer_weights& w, const
         const float* xr = xq + static_cast<size_t>(r) * dm;
         for (int o = 0; o < qw; o++)
             q[static_cast<size_t>(o)] = dot_d(xr, w.w_q + static_cast<size_t>(o) * dm, dm) + (bias ? w.b_q[o] : 0.0);
+        if (positions) ref_position(cfg, w.q_norm, H, n_kv - n_q + r, q.data());
         std::fill(attn.begin(), attn.end(), 0.0);
         const int n_keys = causal ? std::min(n_kv, n_kv - n_q + r + 1) : n_kv;
         for (int h = 0; h < H && n_keys > 0; h++) {

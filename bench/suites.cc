@@ -41,6 +41,7 @@ public:
     void variants(const CaseSpec& proto, std::vector<std::string> only = {}) {
         for (const VariantSpec& v : variant_table()) {
             if (!only.empty() && std::find(only.begin(), only.end(), v.name) == only.end()) continue;
+            if (only.empty() && v.listed_only) continue;
             if (!is_layer_api(proto) && !v.core) continue;
             CaseSpec c = proto;
             c.variant = v.name;
@@ -118,6 +119,8 @@ std::vector<CaseSpec> quick_suite(const SuiteOptions& o) {
         s.add(make(DEC, "mha", enc, 1, 64, F16, true));
         s.add(make(DEC, "mha", enc, 1, 64, I8, true));
         s.add(make(DEC, "gqa4", enc, 1, 64, F16, true));
+        s.add(make(DEC, "mha_rope", enc, 1, 64, F16, true));
+        for (const char* v : {"mha", "mha_rope"}) s.add(make(P, v, enc, 64, 64, F32, true));
     }
     // baselines and ISAs
     s.add(make(P, "mha", core, 64, 64, F32, false), MH_ISA_SCALAR);
@@ -241,6 +244,15 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
             s.add(make(P, v, dc, 2048, 2048, F32, true));
             if (o.long_tails)
                 for (int m : {2048, 8192, 32768}) s.add(make(DEC, v, dc, 1, m, F16, true));
+        }
+    }
+    // Rotary + QK-norm against the plain layer at the LLM heads through the layer (d_model 4096):
+    // a decode step at 4K cached tokens and causal prefill at N 2048
+    if (!file) {
+        const Shape rope{32, 128, 4096};
+        for (const char* v : {"mha", "mha_rope"}) {
+            s.add(make(DEC, v, rope, 1, 4096, F16, true));
+            s.add(make(P, v, rope, 2048, 2048, F32, true));
         }
     }
     // CollabHead's shared keys at length

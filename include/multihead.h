@@ -333,7 +333,11 @@ MH_API mh_dcmha_weights mh_dcmha_weights_default(void);
  *   MH_ROTARY_HALF:        x = dim i, y = dim i + r/2   (rotate-half: GPT-NeoX, HF LLaMA, Qwen)
  *   MH_ROTARY_INTERLEAVED: x = dim 2i, y = dim 2i + 1   (GPT-J, Meta's LLaMA)
  * Positions: a forward's query i sits at position p (mh_attn_options: q_offset + i, or
- * kv_len[b] - N + i), its key j at j; decode's new tokens at their cache positions.
+ * kv_len[b] - N + i), its key j at j; decode's new tokens at their cache positions. pos is
+ * rounded to f32 before the product (exact below 2^24), as PyTorch's position_ids.float().
+ * The default table is HF transformers' in f32: inv_freq[i] = 1 / theta^(fl32(2i / r)).
+ * Bad values (MH_ERR_INVALID_ARGUMENT at create): rotary_dim odd, < 0 or > head_dim; theta
+ * NaN, inf or < 0; a table entry NaN, inf or < 0; qk_norm not 0/1; qk_norm_eps NaN, inf or < 0.
  */
 typedef enum mh_rotary_layout {
     MH_ROTARY_NONE = 0,
@@ -388,8 +392,10 @@ typedef struct mh_layer_weights {
     /* The variant's own weights (mh_moh_weights, mh_collab_weights, mh_dcmha_weights; tag =
      * config.variant), read at create; NULL = none. */
     const void* variant_weights;
-    const float* q_norm; /* [D] QK-norm weights (config.qk_norm; else NULL). Gemma's (1 + w) */
-    const float* k_norm; /* [D] convention: pass 1 + w. */
+    /* [D] QK-norm weights, given exactly when config.qk_norm (missing with it, or given without
+     * it: MH_ERR_INVALID_ARGUMENT); copied at create. Gemma's (1 + w) convention: pass 1 + w. */
+    const float* q_norm;
+    const float* k_norm; /* [D] */
 } mh_layer_weights;
 
 typedef struct mh_layer mh_layer;

@@ -13,6 +13,7 @@
 
 #include "core/dcmha_attention.h"
 #include "dcmha.h"
+#include "positions.h"
 
 /* The composition runs on the head-mix kernels, whose rank bound is their own. */
 _Static_assert(MH_DCMHA_MAX_RANK <= MH_HEAD_MIX_MAX_RANK, "DCMHA ranks beyond the head-mix kernels");
@@ -92,9 +93,11 @@ static void cache_layout(const mh_layer* L, mh_cache_layout* out) {
 /* One call's workspace:
  *   q [B*N, H*D]  k [B*M, H*D]  v [B*M, H*Dv]  o [B*N, H*Dv]
  *   z [B*N, 4GC + 4H]  f [B*N, 4 (2RH + H)]
- *   kf [B*M, 2 (2RH + H)] the key-side factors in mh_dcmha_key_factors' tiles (forward)  attn */
+ *   kf [B*M, 2 (2RH + H)] the key-side factors in mh_dcmha_key_factors' tiles (forward)
+ *   pos [B*N] the rows' positions, q's and k's alike (rotary or QK-norm only)  attn */
 typedef struct buffers {
     float *q, *k, *v, *o, *z, *f, *kf;
+    int64_t* pos;
     void* attn;
 } buffers;
 
@@ -130,6 +133,7 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     b->z = mh_ws_take(ws, rows_q, d.z, sizeof(float));
     b->f = mh_ws_take(ws, rows_q, d.row, sizeof(float));
     b->kf = is_decode ? NULL : mh_ws_take(ws, rows_kv, 2 * d.branch, sizeof(float));
+    b->pos = mh_positions_take(L, rows_q, ws);
     const mh_dcmha_problem p = problem(L, B, N, M, b);
     /* decode: sized for any n_new up to N, so one size serves a prompt and the steps after it */
     b->attn = is_decode ? mh_dcmha_attention_carve_upto(L->kernels, L->threads, &p, ws)
@@ -147,6 +151,13 @@ static void project(const mh_layer* L, size_t rows, const float* x, const buffer
     mh_gemm_packed(L->kernels, L->threads, rows, x, dm, &L->wk, b->k, (size_t)L->wk.n_out);
     mh_gemm_packed(L->kernels, L->threads, rows, x, dm, &L->wv, b->v, (size_t)L->wv.n_out);
     mh_dcmha_generate(L, rows, x, b->z, b->f);
+}
+
+/* QK-norm and rotary of the projected rows, q and k of a row at the same position pos. */
+static void position(const mh_layer* L, size_t rows, const buffers* b) {
+    const size_t H = (size_t)L->cfg.n_heads;
+    mh_positions_apply(L, 0, rows, H, b->pos, b->q, (size_t)L->wq.n_out);
+    mh_positions_apply(L, 1, rows, H, b->pos, b->k, (size_t)L->wk.n_out);
 }
 
 /* The key-side branches 1 and 3 of tokens [0, n) of every sequence (factor rows f) into kf
@@ -169,6 +180,10 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     carve(L, B, N, N, 0, &ws, &b);
     const size_t rows = (size_t)B * (size_t)N;
     project(L, rows, a->query, &b);
+    if (mh_positions_on(L)) { /* self-attention from position 0: query i and key i at i */
+        mh_positions_keys(B, N, b.pos);
+        position(L, rows, &b);
+    }
     mh_dcmha_problem p = problem(L, B, N, N, &b);
     store_keys(L, &p.kf, B, N, 0, b.f);
     p.causal = a->opt ? a->opt->causal : 0;
@@ -191,6 +206,10 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     carve(L, B, n, n, 1, &ws, &b);
     const size_t rows = (size_t)B * (size_t)n;
     project(L, rows, a->x, &b);
+    if (mh_positions_on(L)) { /* before k enters the cache */
+        mh_positions_decode(cache, B, n, b.pos);
+        position(L, rows, &b);
+    }
     mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
     /* the cache's aux stream [B][capacity][aux_dim] holds the key factors in tiles */
     mh_dcmha_key_factors kf = {NULL, 0, capacity, d.branch};
@@ -208,6 +227,6 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     mh_variant_out_projection(L, rows, b.o, a->out);
 }
 
-const mh_variant_ops mh_variant_dcmha = {"dcmha", sizeof(mh_dcmha_config), &defaults, 1, 0,
+const mh_variant_ops mh_variant_dcmha = {"dcmha", sizeof(mh_dcmha_config), &defaults, 1, MH_CAP_POSITIONS,
                                          resolve, check_forward, create, destroy, cache_layout, forward_carve,
                                          decode_carve, forward, decode};

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core/attention.h"
+#include "positions.h"
 #include "util/checked.h"
 #include "variant.h"
 
@@ -100,11 +101,13 @@ static void cache_layout(const mh_layer* L, mh_cache_layout* out) {
     }
 }
 
-/* The workspace of one call: projected Q/K/V (o = 0: no halos), the attention output and the
- * core's scratch.
- *   q [B*N, H*D + 2o]   k [B*M, Hkv*D + 2o]   v [B*M, Hkv*Dv + 2o]   o [B*N, H*(Dv + 2o)] */
+/* The workspace of one call: projected Q/K/V (o = 0: no halos), the attention output, the
+ * rows' positions (rotary or QK-norm only) and the core's scratch.
+ *   q [B*N, H*D + 2o]   k [B*M, Hkv*D + 2o]   v [B*M, Hkv*Dv + 2o]   o [B*N, H*(Dv + 2o)]
+ *   q_pos [B*N]  k_pos [B*M]  (decode: both [B*n], the same) */
 typedef struct buffers {
     float *q, *k, *v, *o;
+    int64_t *q_pos, *k_pos;
     void* attn;
 } buffers;
 
@@ -138,6 +141,8 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     b->k = mh_ws_take(ws, rows_kv, row_width(c, c->n_kv_heads, c->head_dim), sizeof(float));
     b->v = mh_ws_take(ws, rows_kv, row_width(c, c->n_kv_heads, c->head_dim_v), sizeof(float));
     b->o = mh_ws_take(ws, rows_q, (size_t)L->wo.k_in, sizeof(float));
+    b->q_pos = mh_positions_take(L, rows_q, ws);
+    b->k_pos = is_decode ? b->q_pos : mh_positions_take(L, rows_kv, ws);
     const mh_attn_problem p = problem(L, B, N, M, b);
     b->attn = is_decode ? mh_core_attention_carve_upto(L->kernels, L->threads, &p, 0, ws)
                         : mh_core_attention_carve(L->kernels, L->threads, &p, 1, ws);
@@ -170,6 +175,12 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     project(L, rows_q, a->query, (size_t)c->d_model, &L->wq, b.q);
     project(L, rows_kv, self ? a->query : a->key, (size_t)c->kdim, &L->wk, b.k);
     project(L, rows_kv, self ? a->query : a->value, (size_t)c->vdim, &L->wv, b.v);
+    if (mh_positions_on(L)) {
+        mh_positions_queries(a->opt, B, N, M, b.q_pos);
+        mh_positions_keys(B, M, b.k_pos);
+        mh_positions_apply(L, 0, rows_q, (size_t)c->n_heads, b.q_pos, b.q, (size_t)L->wq.n_out);
+        mh_positions_apply(L, 1, rows_kv, (size_t)c->n_kv_heads, b.k_pos, b.k, (size_t)L->wk.n_out);
+    }
     const mh_attn_problem p = problem(L, B, N, M, &b);
     const mh_attn_options opt = mh_variant_options(L, a->opt);
     mh_core_attention(L->kernels, L->threads, &p, &opt, 1, b.attn);
@@ -194,6 +205,11 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     project(L, rows, x, (size_t)c->d_model, &L->wq, b.q);
     project(L, rows, x, (size_t)c->d_model, &L->wk, b.k);
     project(L, rows, x, (size_t)c->d_model, &L->wv, b.v);
+    if (mh_positions_on(L)) { /* before k enters the cache */
+        mh_positions_decode(cache, B, n, b.q_pos);
+        mh_positions_apply(L, 0, rows, (size_t)c->n_heads, b.q_pos, b.q, (size_t)L->wq.n_out);
+        mh_positions_apply(L, 1, rows, (size_t)c->n_kv_heads, b.q_pos, b.k, (size_t)L->wk.n_out);
+    }
     mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
 
     const int total = mh_kv_cache_length(cache) + n;
@@ -208,13 +224,13 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     mh_variant_out_projection(L, rows, b.o, a->out);
 }
 
-const mh_variant_ops mh_variant_mha = {"mha", 0, NULL, 0, MH_CAP_I8_CACHE, resolve_mha, NULL, create,
+const mh_variant_ops mh_variant_mha = {"mha", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_POSITIONS, resolve_mha, NULL, create,
                                        mh_variant_free_projections, cache_layout, forward_carve,
                                        decode_carve, forward, decode};
-const mh_variant_ops mh_variant_gqa = {"gqa", 0, NULL, 0, MH_CAP_I8_CACHE, resolve_gqa, NULL, create,
+const mh_variant_ops mh_variant_gqa = {"gqa", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_POSITIONS, resolve_gqa, NULL, create,
                                        mh_variant_free_projections, cache_layout, forward_carve,
                                        decode_carve, forward, decode};
-const mh_variant_ops mh_variant_mqa = {"mqa", 0, NULL, 0, MH_CAP_I8_CACHE, resolve_mqa, NULL, create,
+const mh_variant_ops mh_variant_mqa = {"mqa", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_POSITIONS, resolve_mqa, NULL, create,
                                        mh_variant_free_projections, cache_layout, forward_carve,
                                        decode_carve, forward, decode};
 const mh_variant_ops mh_variant_overlap = {"overlap", sizeof(mh_overlap_config), &overlap_defaults,

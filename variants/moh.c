@@ -16,6 +16,7 @@
 
 #include "core/gathered.h"
 #include "moh_router.h"
+#include "positions.h"
 #include "util/alloc.h"
 #include "variant.h"
 
@@ -166,6 +167,7 @@ typedef struct buffers {
     float* og;                /* [R*H, Dv]  gathered head outputs, gated */
     float* y;                 /* [R, d_model]  one head's out-projection rows */
     unsigned char* kv_active; /* [B, Hkv]  decode: KV heads some new token uses */
+    int64_t *q_pos, *k_pos;   /* [R], [B*M]  rows' positions (rotary or QK-norm; decode: one) */
     void* attn;               /* decode: the dense core's workspace */
 } buffers;
 
@@ -205,6 +207,8 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     if (is_decode) b->o = mh_ws_take(ws, R, H * Dv, sizeof(float));
     b->og = mh_ws_take(ws, R, H * Dv, sizeof(float));
     b->y = mh_ws_take(ws, R, d, sizeof(float));
+    b->q_pos = mh_positions_take(L, R, ws);
+    b->k_pos = is_decode ? b->q_pos : mh_positions_take(L, rows_kv, ws);
     const mh_attn_problem p = problem(L, B, N, M, c->n_heads);
     if (is_decode) {
         b->kv_active = mh_ws_take(ws, (size_t)B, (size_t)c->n_kv_heads, 1);
@@ -314,7 +318,17 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     mh_gathered_plan(&p, &opt, b.gate, &b.g);
     mh_gemm_packed(L->kernels, L->threads, rows_kv, self ? a->query : a->key, (size_t)c->kdim, &L->wk, b.k, (size_t)L->wk.n_out);
     mh_gemm_packed(L->kernels, L->threads, rows_kv, self ? a->query : a->value, (size_t)c->vdim, &L->wv, b.v, (size_t)L->wv.n_out);
+    if (mh_positions_on(L)) { /* after routing: the norm router reads the plain projection */
+        mh_positions_keys(B, M, b.k_pos);
+        mh_positions_apply(L, 1, rows_kv, (size_t)c->n_kv_heads, b.k_pos, b.k, (size_t)L->wk.n_out);
+        if (!learned(L)) { /* the dense Q; the learned router's gathered rows follow gather_q */
+            mh_positions_queries(a->opt, B, N, M, b.q_pos);
+            mh_positions_apply(L, 0, R, (size_t)c->n_heads, b.q_pos, b.q, (size_t)L->wq.n_out);
+        }
+    }
     gather_q(L, B, a->query, &b);
+    if (learned(L)) /* each head's gathered rows, at the positions of their tokens */
+        mh_positions_apply(L, 0, (size_t)b.g.seg[(size_t)c->n_heads * (size_t)B], 1, b.g.pos, b.qg, (size_t)c->head_dim);
     mh_gathered_attend(L->kernels, L->threads, &p, &opt, 1, &b.g, b.qg, b.og);
     project_out(L, B, R, &b, a->out);
     if (a->routing) record(L, R, &b, a->routing);
@@ -337,6 +351,10 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     carve(L, B, n, n, 1, &ws, &b);
     mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wk, b.k, (size_t)L->wk.n_out);
     mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wv, b.v, (size_t)L->wv.n_out);
+    if (mh_positions_on(L)) { /* before k enters the cache */
+        mh_positions_decode(cache, B, n, b.q_pos);
+        mh_positions_apply(L, 1, R, (size_t)c->n_kv_heads, b.q_pos, b.k, (size_t)L->wk.n_out);
+    }
     mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
     if (!learned(L)) mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wq, b.q, H * D);
     route(L, R, x, &b);
@@ -359,6 +377,8 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
         for (size_t h = 0; h < H; h++)
             if (b.gate[r * H + h] != 0.0f) b.kv_active[(r / (size_t)n) * (size_t)c->n_kv_heads + h / group] = 1;
 
+    /* the dense Q after routing (rows of heads that do not run are zeros and stay zeros) */
+    mh_positions_apply(L, 0, R, H, b.q_pos, b.q, H * D);
     p.q.data = b.q, p.o.data = b.o;
     mh_kv_cache_views(cache, &p.k, &p.v);
     p.k_dtype = p.v_dtype = mh_kv_cache_dtype(cache);
@@ -373,6 +393,6 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
 }
 
 /* Every KV head is cached: MoH does not shrink the cache. */
-const mh_variant_ops mh_variant_moh = {"moh", sizeof(mh_moh_config), &defaults, 1, MH_CAP_ROUTING | MH_CAP_I8_CACHE,
+const mh_variant_ops mh_variant_moh = {"moh", sizeof(mh_moh_config), &defaults, 1, MH_CAP_ROUTING | MH_CAP_I8_CACHE | MH_CAP_POSITIONS,
                                        resolve, check_forward, create, destroy, mh_variant_kv_heads_layout,
                                        forward_carve, decode_carve, forward, decode};

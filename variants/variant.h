@@ -27,6 +27,10 @@ struct mh_layer {
     mh_packed_matrix wo; /* [d_model, H*Dv]   packed */
     float* alibi;        /* [H] or NULL */
     float* sinks;        /* [H] or NULL */
+    float* inv_freq;     /* [rotary_dim / 2] rotary inverse frequencies, or NULL = no rotary;
+                            cfg.rotary.inv_freq points here (variants/positions.h) */
+    float* q_norm;       /* [D] QK-norm weights of q, or NULL = no QK-norm */
+    float* k_norm;       /* [D] of k */
     void* vcfg;          /* the variant's resolved config (ops->config_size bytes: its
                             mh_<variant>_config), or NULL; cfg.variant_config points here */
     void* ext;           /* the variant's own state (router, mixing, ...), or NULL */
@@ -37,7 +41,8 @@ struct mh_layer {
 enum {
     MH_CAP_ROUTING = 1,   /* fills a mh_routing_record (forward and decode) */
     MH_CAP_QK_NO_BIAS = 2, /* b_q and b_k stay NULL even with config.bias (shared Q/K) */
-    MH_CAP_I8_CACHE = 4    /* its decode reads an MH_DTYPE_I8 cache (plain per-head K/V rows) */
+    MH_CAP_I8_CACHE = 4,   /* its decode reads an MH_DTYPE_I8 cache (plain per-head K/V rows) */
+    MH_CAP_POSITIONS = 8   /* takes rotary and QK-norm (variants/positions.h) */
 };
 
 typedef struct mh_variant_ops {
@@ -75,7 +80,8 @@ typedef struct mh_variant_ops {
  * cfg->variant_config and (w not NULL) w->variant_weights, copies the variant config (or its
  * defaults) into vcfg (ops->config_size bytes; NULL when 0) and points cfg->variant_config
  * there, fills the common defaults (head_dim_v = D, kdim = vdim = d_model), runs
- * ops->resolve_config, then the default scale 1/sqrt(D). */
+ * ops->resolve_config, then the default scale 1/sqrt(D), then the positions (rotary, QK-norm:
+ * variants/positions.h). */
 mh_status mh_variant_resolve(const mh_variant_ops* ops, mh_layer_config* cfg,
                              const mh_layer_weights* w, void* vcfg);
 /* The GQA family's KV heads: n_kv_heads 0 becomes `dflt`, and H must be a multiple of it. */

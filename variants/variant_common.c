@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "positions.h"
 #include "variant.h"
 
 /* The tag every variant config and weights struct starts with. */
@@ -19,8 +20,9 @@ mh_status mh_variant_resolve(const mh_variant_ops* ops, mh_layer_config* c,
     if (c->head_dim_v == 0) c->head_dim_v = c->head_dim;
     if (c->kdim == 0) c->kdim = c->d_model;
     if (c->vdim == 0) c->vdim = c->d_model;
-    const mh_status st = ops->resolve_config(c, vcfg);
+    mh_status st = ops->resolve_config(c, vcfg);
     if (st == MH_OK && c->scale == 0.0f) c->scale = 1.0f / sqrtf((float)c->head_dim);
+    if (st == MH_OK) st = mh_positions_resolve(c, ops->caps);
     return st;
 }
 

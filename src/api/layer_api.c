@@ -10,6 +10,7 @@
 #include "core/kv_cache.h"
 #include "util/alloc.h"
 #include "util/checked.h"
+#include "positions.h"
 #include "variant.h"
 
 static int fits_int(size_t a, size_t b) {
@@ -34,6 +35,7 @@ static mh_status check_weights(const mh_variant_ops* ops, const mh_layer_config*
     const int all = qk && w->b_v && w->b_o;
     const int none = !w->b_q && !w->b_k && !w->b_v && !w->b_o;
     if (c->bias ? !all : !none) return MH_ERR_INVALID_ARGUMENT;
+    if (mh_positions_check_weights(c, w) != MH_OK) return MH_ERR_INVALID_ARGUMENT;
     if (!fits_int((size_t)c->n_heads, (size_t)c->head_dim) ||
         !fits_int((size_t)c->n_heads, (size_t)c->head_dim_v))
         return MH_ERR_SIZE_OVERFLOW;
@@ -54,6 +56,7 @@ static int copy_floats(const float* src, int n, float** dst) {
 static void free_layer(mh_layer* L) {
     mh_free(L->alibi);
     mh_free(L->sinks);
+    mh_positions_free(L);
     free(L->vcfg);
     free(L);
 }
@@ -81,7 +84,8 @@ mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
         st = MH_ERR_OUT_OF_MEMORY;
     } else {
         L->cfg.alibi_slopes = L->alibi, L->cfg.sinks = L->sinks;
-        st = ops->create(L, weights);
+        st = mh_positions_create(L, weights);
+        if (st == MH_OK) st = ops->create(L, weights);
     }
     if (st != MH_OK) {
         free_layer(L);
@@ -101,6 +105,7 @@ mh_status mh_layer_get_config(const mh_layer* layer, mh_layer_config* out) {
     if (!layer || !out) return MH_ERR_INVALID_ARGUMENT;
     *out = layer->cfg;
     out->alibi_slopes = NULL, out->sinks = NULL, out->variant_config = NULL;
+    out->rotary.inv_freq = NULL;
     return MH_OK;
 }
 
@@ -115,7 +120,7 @@ size_t mh_layer_weights_bytes(const mh_layer* layer) {
     if (!layer) return 0;
     size_t extra = (size_t)(!!layer->alibi + !!layer->sinks) * (size_t)layer->cfg.n_heads * sizeof(float);
     return layer->wq.bytes + layer->wk.bytes + layer->wv.bytes + layer->wo.bytes + extra +
-           layer->ext_bytes;
+           mh_positions_bytes(layer) + layer->ext_bytes;
 }
 
 /* Measured workspace of a forward or decode (n_kv < 0 selects decode). */

@@ -25,6 +25,8 @@
                        size_t lda, const float* ascale, float* out, size_t ldo)) \
     K(f32_to_f16, void, (size_t n, const float* x, uint16_t* y)) \
     K(f32_to_bf16, void, (size_t n, const float* x, uint16_t* y)) \
-    K(f32_to_i8, void, (size_t n, const float* x, int8_t* q, float* scale))
+    K(f32_to_i8, void, (size_t n, const float* x, int8_t* q, float* scale)) \
+    K(rope, void, (const struct mh_rope_args* a, size_t rows, const int64_t* pos, float* x, \
+                   size_t ldx))
 
 #endif

@@ -36,6 +36,18 @@ typedef struct mh_head_mix_factors {
     size_t ldk;
 } mh_head_mix_factors;
 
+/* What the rope kernel does to each head of a projected q or k row (layers' positions,
+ * include/multihead.h "positions"): QK-norm when norm is set, then rotary on the first rot
+ * dims (none when rot is 0). */
+typedef struct mh_rope_args {
+    size_t heads, d;       /* heads per row, each d wide, head h at h * d */
+    size_t rot;            /* rotated dims r: even, <= d; 0 = no rotary */
+    int interleaved;       /* 1: pairs (2i, 2i + 1); 0: rotate-half pairs (i, i + r/2) */
+    const float* inv_freq; /* [r/2] */
+    const float* norm;     /* [d] QK-norm weights, or NULL = no norm */
+    float eps;             /* QK-norm epsilon */
+} mh_rope_args;
+
 /* Rows of a K or V tile as the kernels read them: row c (0 <= c < cols) holds its elements
  * at data + c * ld (elements of dtype); an MH_DTYPE_I8 row's values are
  * scale[c * ld_scale] * (int8_t)q. */
@@ -78,6 +90,13 @@ typedef struct mh_rows {
  *
  * ---- head_mix: cross-head mix of one query row (DCMHA's composition, docs/variants.md
  * "DCMHA"): see mh_head_mix_factors. out must not overlap a.
+ *
+ * ---- rope: per row r (x + r * ldx) and head (d wide), in this order:
+ *   if a->norm: x[j] = (x[j] * (1 / sqrt(sum_j x[j]^2 / d + eps))) * norm[j]   (f32)
+ *   if a->rot:  pair i < rot/2 turns by angle fl32((float)pos[r] * inv_freq[i]):
+ *               (x, y) -> (x*cos - y*sin, x*sin + y*cos), every product rounded to f32 (no fma,
+ *               as PyTorch's q*cos + rotate_half(q)*sin); cos/sin are SLEEF's 1-ulp sincosf,
+ *               computed once per row and shared by its heads. Dims past rot pass.
  *
  * ---- f32_to_f16 / f32_to_bf16: storage conversions (round to nearest even).
  * ---- f32_to_i8: one row of n floats to symmetric int8: *scale = max|x| / 127 (f32

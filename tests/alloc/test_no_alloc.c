@@ -217,12 +217,16 @@ static void run_moh_calls(int threads, const mh_context* ctx, const layer_fixtur
     float* gates = malloc(sizeof(float) * B * N * H);
     int64_t load[H];
     mh_routing_record rec = {heads, gates, load};
+    float qkn[D];
+    for (int i = 0; i < D; i++) qkn[i] = 1.0f + 0.01f * (float)i;
     for (int norm = 0; norm < 2; norm++) {
         mh_layer_config c = f->cfg;
         const mh_moh_config moh = norm ? (mh_moh_config){MH_VARIANT_MOH, MH_MOH_ROUTER_NORM, 4, 2}
                                        : (mh_moh_config){MH_VARIANT_MOH, MH_MOH_ROUTER_LEARNED, 2, 3};
         c.variant = MH_VARIANT_MOH, c.variant_config = &moh;
+        c.rotary.layout = MH_ROTARY_HALF, c.qk_norm = 1; /* positions on both routers' paths */
         mh_layer_weights w = f->w;
+        w.q_norm = w.k_norm = qkn;
         const mh_moh_weights rw = {MH_VARIANT_MOH, router, router, router};
         if (!norm) w.variant_weights = &rw;
         mh_layer* L = NULL;
@@ -236,7 +240,7 @@ static void run_moh_calls(int threads, const mh_context* ctx, const layer_fixtur
         mh_attn_options causal = mh_attn_options_default();
         causal.causal = 1;
         mh_forward_args a = {.batch = B, .n_q = N, .query = x, .out = y, .opt = &causal, .routing = &rec};
-        snprintf(what, sizeof what, "%d thread(s): MoH (%s router) forward and decode allocate nothing",
+        snprintf(what, sizeof what, "%d thread(s): MoH (%s router, rotary + QK-norm) forward and decode allocate nothing",
                  threads, norm ? "norm" : "learned");
         start_counting();
         mh_status st = mh_layer_forward(L, &a, ws_fw, fw_bytes);
@@ -269,6 +273,8 @@ static void run_layer_calls(int threads, mh_variant variant) {
     float slopes[8], sinks[8];
     for (int h = 0; h < H; h++) slopes[h] = 0.05f * (float)(h + 1), sinks[h] = 0.1f * (float)h;
     cw.window = 40, cw.softcap = 20.0f, cw.alibi_slopes = slopes, cw.sinks = sinks;
+    if (variant == MH_VARIANT_GQA) /* and partial interleaved rotary (its workspace is the larger) */
+        cw.rotary = (mh_rotary_config){MH_ROTARY_INTERLEAVED, D / 2, 500000.0f, NULL};
     mh_layer* Lw = NULL;
     check_status("create (options)", fixture_recreate(&f, ctx, &cw, &Lw), MH_OK);
 
@@ -277,7 +283,7 @@ static void run_layer_calls(int threads, mh_variant variant) {
     rng_fill(&r, x, n, -1, 1);
     size_t fw_bytes, dec_bytes, dec1_bytes;
     void *ws_fw, *ws_dec, *ws_dec1;
-    layer_workspaces(f.layer, &fw_bytes, &ws_fw, &dec_bytes, &ws_dec, &dec1_bytes, &ws_dec1);
+    layer_workspaces(Lw, &fw_bytes, &ws_fw, &dec_bytes, &ws_dec, &dec1_bytes, &ws_dec1);
     mh_kv_cache *cache = NULL, *cache16 = NULL, *cache8 = NULL;
     check_status("cache", mh_kv_cache_create(f.layer, B, CAP, MH_DTYPE_F32, &cache), MH_OK);
     check_status("cache f16", mh_kv_cache_create(f.layer, B, CAP, MH_DTYPE_F16, &cache16), MH_OK);
@@ -307,7 +313,7 @@ static void run_layer_calls(int threads, mh_variant variant) {
     mh_attn_options rich = mh_attn_options_default();
     rich.mask = mask, rich.mask_stride_row = N, rich.kv_len = kv_len, rich.probs = probs;
     a.opt = &rich;
-    snprintf(what, sizeof what, "%d thread(s): forward (window, softcap, ALiBi, sinks, mask, kv_len, probs) allocates nothing", threads);
+    snprintf(what, sizeof what, "%d thread(s): forward (window, softcap, ALiBi, sinks, rotary, mask, kv_len, probs) allocates nothing", threads);
     start_counting();
     st = mh_layer_forward(Lw, &a, ws_fw, fw_bytes);
     calls = stop_counting(what);
@@ -458,6 +464,7 @@ static void run_dcmha_calls(int threads) {
     c.variant = MH_VARIANT_DCMHA, c.d_model = D_MODEL, c.n_heads = H, c.head_dim = D, c.bias = 1;
     mh_dcmha_config dc = mh_dcmha_config_default();
     dc.groups = 2, dc.static_weights = 1, c.variant_config = &dc;
+    c.rotary = (mh_rotary_config){MH_ROTARY_HALF, D / 4, 0.0f, NULL};
     dcmha_fixture f;
     if (!check_status("create dcmha", dcmha_fixture_make(&f, ctx, &c, &r, 0.1f, 0.1f, 0), MH_OK)) exit(1);
     const int cap = SLOW ? CAP : 2100 + 40;
@@ -473,7 +480,7 @@ static void run_dcmha_calls(int threads) {
     causal.causal = 1;
     mh_forward_args a = {.batch = B, .n_q = N, .query = x, .out = y, .opt = &causal};
     check_status("warm-up forward", mh_layer_forward(f.layer, &a, ws_fw, fw_bytes), MH_OK);
-    snprintf(what, sizeof what, "%d thread(s): DCMHA forward and decode allocate nothing", threads);
+    snprintf(what, sizeof what, "%d thread(s): DCMHA (partial rotary) forward and decode allocate nothing", threads);
     start_counting();
     mh_status st = mh_layer_forward(f.layer, &a, ws_fw, fw_bytes);
     while (st == MH_OK && mh_kv_cache_length(cache) + N + 2 <= cap) /* chunks, then single tokens */

@@ -17,6 +17,10 @@
  *    exactly 0; nothing is written past `cols`;
  *  - f32_to_f16 / f32_to_bf16: bitwise equal to the scalar round-to-nearest-even, including
  *    ties, subnormals, overflow, infinities and NaN;
+ *  - rope: against a double QK-norm and rotation by the cos/sin of the same f32 angle, both
+ *    layouts, partial and full rotary, with and without norm, pair counts around the vector
+ *    length and the kernel's cos/sin chunk; dims past rot bitwise untouched without norm;
+ *    nothing written between rows (ldx > heads * d);
  *  - f32_to_i8: scale = max|x| / 127 and q = x / scale rounded to nearest even, bitwise; the
  *    round trip |x - scale * q| <= scale / 2; zero rows, rows with NaN / inf at any position;
  *    nothing written past n.
@@ -401,6 +405,68 @@ static void test_head_mix(void) {
         for (size_t j = 0; j < 3; j++)
             for (size_t c = 0; c < sizeof ccols / sizeof *ccols; c++)
                 compose(gs[i], ranks[j], ccols[c], (int)((i + c) % 2), (int)((j + c) % 3 == 0));
+}
+
+/* One rope call on rows x heads x d (ldx = heads * d + 3) against double; tolerance 16 eps32
+ * times |x| + |y| of the pair (norm in f32, 1-ulp cos/sin, two rounded products and a sum). */
+static void rope_shape(size_t rows, size_t heads, size_t d, size_t rot, int inter, int norm) {
+    const size_t ldx = heads * d + 3, half = rot / 2;
+    float *x = malloc(sizeof(float) * rows * ldx), *x0 = malloc(sizeof(float) * rows * ldx);
+    float *w = malloc(sizeof(float) * d), *inv = malloc(sizeof(float) * (half + 1));
+    double* want = malloc(sizeof(double) * d);
+    int64_t* pos = malloc(sizeof(int64_t) * rows);
+    for (size_t i = 0; i < rows * ldx; i++) x[i] = x0[i] = rng_uniform(&R, -2, 2);
+    for (size_t j = 0; j < d; j++) w[j] = rng_uniform(&R, 0.5f, 1.5f);
+    for (size_t i = 0; i < half; i++) inv[i] = powf(10000.0f, -(float)(2 * i) / (float)rot);
+    for (size_t r = 0; r < rows; r++) pos[r] = (int64_t)(r * 977 % 5000) + (r == 1 ? 100000 : 0);
+    const mh_rope_args a = {heads, d, rot, inter, inv, norm ? w : NULL, 1e-6f};
+    K->rope(&a, rows, pos, x, ldx);
+    int ok = 1, pass = 1, pad = 1;
+    for (size_t r = 0; r < rows; r++) {
+        for (size_t h = 0; h < heads; h++) {
+            const float* in = x0 + r * ldx + h * d;
+            const float* got = x + r * ldx + h * d;
+            double ss = 0;
+            for (size_t j = 0; j < d; j++) ss += (double)in[j] * in[j];
+            const double sc = norm ? 1.0 / sqrt(ss / (double)d + 1e-6) : 1.0;
+            for (size_t j = 0; j < d; j++) want[j] = in[j] * sc * (norm ? w[j] : 1.0);
+            for (size_t j = rot; j < d; j++) {
+                ok &= fabs(got[j] - want[j]) <= 16 * FLT_EPSILON * fabs(want[j]);
+                pass &= norm || got[j] == in[j];
+            }
+            for (size_t i = 0; i < half; i++) {
+                const size_t jx = inter ? 2 * i : i, jy = inter ? 2 * i + 1 : i + half;
+                const double ang = (double)((float)pos[r] * inv[i]), c = cos(ang), s = sin(ang);
+                const double tol = 16 * FLT_EPSILON * (fabs(want[jx]) + fabs(want[jy]));
+                ok &= fabs(got[jx] - (want[jx] * c - want[jy] * s)) <= tol;
+                ok &= fabs(got[jy] - (want[jx] * s + want[jy] * c)) <= tol;
+            }
+        }
+        for (size_t j = heads * d; j < ldx; j++) pad &= x[r * ldx + j] == x0[r * ldx + j];
+    }
+    char what[128];
+    snprintf(what, sizeof what, "rope rows %zu heads %zu d %zu rot %zu %s norm %d", rows, heads, d, rot,
+             inter ? "interleaved" : "half", norm);
+    check_true(what, ok);
+    check_true("rope: dims past rot untouched without norm", pass);
+    check_true("rope writes nothing between rows", pad);
+    free(x), free(x0), free(w), free(inv), free(want), free(pos);
+}
+
+static void test_rope(void) {
+    const size_t vl = K->gemm_nr / (K->gemm_nr >= 16 ? 2 : 1); /* a multiple of the vector length */
+    const size_t ds[] = {2, 6, 8, 16, 64, 128, 2 * vl - 2, 2 * vl + 2, 2 * 67, 2 * 130 + 6};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++)
+        for (int v = 0; v < 8; v++) {
+            const size_t d = ds[i], rot = v & 4 ? (d / 4 < 2 ? 2 : d / 4 / 2 * 2) : d;
+            rope_shape(v & 1 ? 5 : 2, i % 2 ? 3 : 1, d, rot, (v >> 1) & 1, (int)((v + i) % 2));
+        }
+    const mh_rope_args none = {2, 8, 0, 0, NULL, NULL, 0}; /* neither: nothing changes */
+    float x[16], x0[16];
+    const int64_t pos = 7;
+    for (int i = 0; i < 16; i++) x[i] = x0[i] = (float)i - 3.5f;
+    K->rope(&none, 1, &pos, x, 16);
+    check_true("rope with neither norm nor rotary leaves the row", memcmp(x, x0, sizeof x) == 0);
 }
 
 static void test_f32_to_f16(void) { conversions(0); }

@@ -92,7 +92,7 @@ run() {
 }
 
 sve_filter=(-R '\.sve$|dispatch')
-wide_filter=(-R '(kernels|gemm|softmax_invariants|decode|gqa_invariants|layer_oracle|overlap|moh|moh_torch_vectors|torch_vectors|collab_oracle)\.sve$|dispatch')
+wide_filter=(-R '(kernels|gemm|softmax_invariants|decode|gqa_invariants|layer_oracle|overlap|moh|moh_torch_vectors|torch_vectors|collab_oracle|rotary_layers)\.sve$|dispatch')
 [[ "${MH_CROSS_SVE_FULL:-0}" == 1 ]] && sve_filter=() && wide_filter=()
 for r in ${MH_CROSS_RUNS:-neon sve128 sve256 sve512}; do
   case $r in

@@ -62,16 +62,7 @@ static int case_read(const tv_file* f, const char* cname, moh_case* c) {
     if (!check_true(what, ok && B > 0 && N > 0 && d > 0 && H > 0 && Hkv > 0 && D > 0 &&
                               H % Hkv == 0 && hs >= 0 && K >= 0 && K <= E))
         return 0;
-    c->w.w_q = tv_f32(f, "w_q", 2, H * D, d, 0, 0, &ok);
-    c->w.w_k = tv_f32(f, "w_k", 2, Hkv * D, d, 0, 0, &ok);
-    c->w.w_v = tv_f32(f, "w_v", 2, Hkv * D, d, 0, 0, &ok);
-    c->w.w_o = tv_f32(f, "w_o", 2, d, H * D, 0, 0, &ok);
-    if (g->bias) {
-        c->w.b_q = tv_f32(f, "b_q", 1, H * D, 0, 0, 0, &ok);
-        c->w.b_k = tv_f32(f, "b_k", 1, Hkv * D, 0, 0, 0, &ok);
-        c->w.b_v = tv_f32(f, "b_v", 1, Hkv * D, 0, 0, 0, &ok);
-        c->w.b_o = tv_f32(f, "b_o", 1, d, 0, 0, 0, &ok);
-    }
+    tv_layer_weights(f, d, d, d, H, Hkv, D, g->bias, &c->w, &ok);
     /* the router weights the file has are exactly the ones the layer must be given */
     if (tv_find(f, "w_router")) c->router.w_router = tv_f32(f, "w_router", 2, E, d, 0, 0, &ok);
     if (tv_find(f, "w_shared")) c->router.w_shared = tv_f32(f, "w_shared", 2, hs, d, 0, 0, &ok);

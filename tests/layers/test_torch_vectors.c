@@ -68,16 +68,7 @@ static int tv_case_read(const tv_file* f, const char* cname, tv_case* c) {
                               H % Hkv == 0 && (!c->self_attn || M == N)))
         return 0;
 
-    c->w.w_q = tv_f32(f, "w_q", 2, H * D, E, 0, 0, &ok);
-    c->w.w_k = tv_f32(f, "w_k", 2, Hkv * D, c->kdim, 0, 0, &ok);
-    c->w.w_v = tv_f32(f, "w_v", 2, Hkv * D, c->vdim, 0, 0, &ok);
-    c->w.w_o = tv_f32(f, "w_o", 2, E, H * D, 0, 0, &ok);
-    if (c->bias) {
-        c->w.b_q = tv_f32(f, "b_q", 1, H * D, 0, 0, 0, &ok);
-        c->w.b_k = tv_f32(f, "b_k", 1, Hkv * D, 0, 0, 0, &ok);
-        c->w.b_v = tv_f32(f, "b_v", 1, Hkv * D, 0, 0, 0, &ok);
-        c->w.b_o = tv_f32(f, "b_o", 1, E, 0, 0, 0, &ok);
-    }
+    tv_layer_weights(f, E, c->kdim, c->vdim, H, Hkv, D, c->bias, &c->w, &ok);
     c->query = tv_f32(f, "query", 3, B, N, E, 0, &ok);
     if (!c->self_attn) {
         c->key = tv_f32(f, "key", 3, B, M, c->kdim, 0, &ok);

@@ -82,6 +82,11 @@ mh_status fixture_make(layer_fixture* f, const mh_context* ctx, const mh_layer_c
     mh_layer_weights w = {.w_q = f->wq, .w_k = f->wk, .w_v = f->wv, .w_o = f->wo, .b_q = f->bq,
                           .b_k = f->bk, .b_v = f->bv, .b_o = f->bo};
     f->w = w;
+    if (c.qk_norm) {
+        f->qn = random_matrix(r, 1, c.head_dim, 0.5f), f->kn = random_matrix(r, 1, c.head_dim, 0.5f);
+        for (int i = 0; i < c.head_dim; i++) f->qn[i] += 1.0f, f->kn[i] += 1.0f;
+        f->w.q_norm = f->qn, f->w.k_norm = f->kn;
+    }
     if (collab) {
         f->collab_w = mh_collab_weights_default();
         f->collab_w.mix = f->mix, f->collab_w.content = f->content;
@@ -99,6 +104,7 @@ void fixture_free(layer_fixture* f) {
     mh_layer_destroy(f->layer);
     free(f->wq), free(f->wk), free(f->wv), free(f->wo);
     free(f->bq), free(f->bk), free(f->bv), free(f->bo), free(f->mix), free(f->content);
+    free(f->qn), free(f->kn);
     memset(f, 0, sizeof *f);
 }
 

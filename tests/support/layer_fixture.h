@@ -29,6 +29,7 @@ typedef struct layer_fixture {
     mh_collab_weights collab_w;
     float *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo;
     float *mix, *content; /* CollabHead: [H, D~], [H, kdim] */
+    float *qn, *kn;       /* [D] QK-norm weights in [0.5, 1.5) when cfg.qk_norm */
     mh_layer* layer;
 } layer_fixture;
 

@@ -142,6 +142,18 @@ const float* tv_f32(const tv_file* f, const char* name, int ndim, int d0, int d1
     return (const float*)tv_tensor(f, name, 0, ndim, dims, ok);
 }
 
+void tv_layer_weights(const tv_file* f, int d, int kdim, int vdim, int H, int Hkv, int D, int bias,
+                      mh_layer_weights* w, int* ok) {
+    w->w_q = tv_f32(f, "w_q", 2, H * D, d, 0, 0, ok);
+    w->w_k = tv_f32(f, "w_k", 2, Hkv * D, kdim, 0, 0, ok);
+    w->w_v = tv_f32(f, "w_v", 2, Hkv * D, vdim, 0, 0, ok);
+    w->w_o = tv_f32(f, "w_o", 2, d, H * D, 0, 0, ok);
+    if (!bias) return;
+    w->b_q = tv_f32(f, "b_q", 1, H * D, 0, 0, 0, ok);
+    w->b_k = tv_f32(f, "b_k", 1, Hkv * D, 0, 0, 0, ok);
+    w->b_v = tv_f32(f, "b_v", 1, Hkv * D, 0, 0, 0, ok);
+    w->b_o = tv_f32(f, "b_o", 1, d, 0, 0, 0, ok);
+}
 
 int tv_run_files(const char* test, const char* const* names, size_t n,
                  void (*fn)(const tv_file* f, const char* name)) {

@@ -16,6 +16,8 @@
 #define MH_TEST_TORCH_VECTORS_H
 #include <stddef.h>
 
+#include "multihead.h"
+
 #define MAX_ENTRIES 64
 #define MAX_NAME 32
 
@@ -47,6 +49,12 @@ const void* tv_tensor(const tv_file* f, const char* name, int dtype, int ndim, c
 /* A float32 tensor of ndim dimensions d0.. (unused trailing ones ignored). */
 const float* tv_f32(const tv_file* f, const char* name, int ndim, int d0, int d1, int d2, int d3,
                     int* ok);
+
+/* The projections of a layer (w_q [H*D, d], w_k [Hkv*D, kdim], w_v [Hkv*D, vdim], w_o [d, H*D],
+ * and when bias b_q, b_k, b_v, b_o) into w's pointers; clears *ok if one is missing or shaped
+ * otherwise. */
+void tv_layer_weights(const tv_file* f, int d, int kdim, int vdim, int H, int Hkv, int D, int bias,
+                      mh_layer_weights* w, int* ok);
 
 /* The body of a vector test: 77 if MH_ISA names an ISA this machine lacks; else fn on each
  * file of names, read from $MH_TEST_DATA (unset, missing or malformed: a failure, not a skip),

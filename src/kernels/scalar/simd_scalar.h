@@ -4,6 +4,7 @@
 #ifndef MH_SIMD_SCALAR_H
 #define MH_SIMD_SCALAR_H
 #include <math.h>
+#include <sleef.h>
 #include <stdint.h>
 
 #include "kernels/scalar/convert_scalar.h"
@@ -70,5 +71,14 @@ MH_INLINE void mh_vstore_i8(int8_t* y, float v) {
 MH_INLINE void mh_vstore_i8_n(int8_t* y, float v, size_t n) {
     if (n) mh_vstore_i8(y, v);
 }
+
+/* rope (generic/rope.c): sin and cos of every lane (SLEEF's 1-ulp sincosf); the even and odd
+ * elements of the 2*MH_VL elements a, b (a first), and back. */
+MH_INLINE void mh_vsincos(float a, float* s, float* c) {
+    const Sleef_float2 r = Sleef_sincosf_u10(a);
+    *s = r.x, *c = r.y;
+}
+MH_INLINE void mh_vdeinterleave(float a, float b, float* ev, float* od) { *ev = a, *od = b; }
+MH_INLINE void mh_vinterleave(float ev, float od, float* a, float* b) { *a = ev, *b = od; }
 
 #endif

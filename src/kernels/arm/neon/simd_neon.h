@@ -174,4 +174,17 @@ MH_INLINE void mh_vstore_i8_n(int8_t* y, float32x4_t v, size_t n) {
 }
 MH_INLINE void mh_vstore_i8(int8_t* y, float32x4_t v) { mh_vstore_i8_n(y, v, 4); }
 
+/* rope (generic/rope.c): sin and cos of every lane (SLEEF's 1-ulp sincosf); the even and odd
+ * elements of the 2*MH_VL elements a, b (a first), and back. */
+MH_INLINE void mh_vsincos(float32x4_t a, float32x4_t* s, float32x4_t* c) {
+    const Sleef_float32x4_t_2 r = Sleef_sincosf4_u10advsimd(a);
+    *s = r.x, *c = r.y;
+}
+MH_INLINE void mh_vdeinterleave(float32x4_t a, float32x4_t b, float32x4_t* ev, float32x4_t* od) {
+    *ev = vuzp1q_f32(a, b), *od = vuzp2q_f32(a, b);
+}
+MH_INLINE void mh_vinterleave(float32x4_t ev, float32x4_t od, float32x4_t* a, float32x4_t* b) {
+    *a = vzip1q_f32(ev, od), *b = vzip2q_f32(ev, od);
+}
+
 #endif

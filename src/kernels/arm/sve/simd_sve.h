@@ -112,4 +112,17 @@ MH_INLINE void mh_vstore_i8_n(int8_t* y, svfloat32_t v, size_t n) {
 }
 MH_INLINE void mh_vstore_i8(int8_t* y, svfloat32_t v) { mh_vstore_i8_n(y, v, MH_VL); }
 
+/* rope (generic/rope.c): sin and cos of every lane (SLEEF's 1-ulp sincosf); the even and odd
+ * elements of the 2*MH_VL elements a, b (a first), and back. */
+MH_INLINE void mh_vsincos(svfloat32_t a, svfloat32_t* s, svfloat32_t* c) {
+    const Sleef_svfloat32_t_2 r = Sleef_sincosfx_u10sve(a);
+    *s = svget2_f32(r, 0), *c = svget2_f32(r, 1);
+}
+MH_INLINE void mh_vdeinterleave(svfloat32_t a, svfloat32_t b, svfloat32_t* ev, svfloat32_t* od) {
+    *ev = svuzp1_f32(a, b), *od = svuzp2_f32(a, b);
+}
+MH_INLINE void mh_vinterleave(svfloat32_t ev, svfloat32_t od, svfloat32_t* a, svfloat32_t* b) {
+    *a = svzip1_f32(ev, od), *b = svzip2_f32(ev, od);
+}
+
 #endif

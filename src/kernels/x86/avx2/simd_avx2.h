@@ -163,4 +163,23 @@ MH_INLINE void mh_vstore_i8_n(int8_t* y, __m256 v, size_t n) {
 }
 MH_INLINE void mh_vstore_i8(int8_t* y, __m256 v) { mh_vstore_i8_n(y, v, 8); }
 
+/* rope (generic/rope.c): sin and cos of every lane (SLEEF's 1-ulp sincosf); the even and odd
+ * elements of the 2*MH_VL elements a, b (a first), and back. */
+MH_INLINE void mh_vsincos(__m256 a, __m256* s, __m256* c) {
+    const Sleef___m256_2 r = Sleef_sincosf8_u10avx2(a);
+    *s = r.x, *c = r.y;
+}
+MH_INLINE void mh_vdeinterleave(__m256 a, __m256 b, __m256* ev, __m256* od) {
+    /* per 128-bit half [a0 a2 b0 b2 | a4 a6 b4 b6], then the 64-bit pieces reordered */
+    const __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    *ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+    *od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+MH_INLINE void mh_vinterleave(__m256 ev, __m256 od, __m256* a, __m256* b) {
+    const __m256 lo = _mm256_unpacklo_ps(ev, od), hi = _mm256_unpackhi_ps(ev, od);
+    *a = _mm256_permute2f128_ps(lo, hi, 0x20);
+    *b = _mm256_permute2f128_ps(lo, hi, 0x31);
+}
+
 #endif

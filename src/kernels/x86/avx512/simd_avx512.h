@@ -105,4 +105,22 @@ MH_INLINE void mh_vstore_i8_n(int8_t* y, __m512 v, size_t n) {
 }
 MH_INLINE void mh_vstore_i8(int8_t* y, __m512 v) { mh_vstore_i8_n(y, v, 16); }
 
+/* rope (generic/rope.c): sin and cos of every lane (SLEEF's 1-ulp sincosf); the even and odd
+ * elements of the 2*MH_VL elements a, b (a first), and back. */
+MH_INLINE void mh_vsincos(__m512 a, __m512* s, __m512* c) {
+    const Sleef___m512_2 r = Sleef_sincosf16_u10avx512f(a);
+    *s = r.x, *c = r.y;
+}
+/* Two-source permutes: index i < 16 reads lane i of the first source, 16 + i lane i of the second. */
+MH_INLINE void mh_vdeinterleave(__m512 a, __m512 b, __m512* ev, __m512* od) {
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    *ev = _mm512_permutex2var_ps(a, ie, b);
+    *od = _mm512_permutex2var_ps(a, _mm512_add_epi32(ie, _mm512_set1_epi32(1)), b);
+}
+MH_INLINE void mh_vinterleave(__m512 ev, __m512 od, __m512* a, __m512* b) {
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    *a = _mm512_permutex2var_ps(ev, lo, od);
+    *b = _mm512_permutex2var_ps(ev, _mm512_add_epi32(lo, _mm512_set1_epi32(8)), od);
+}
+
 #endif
