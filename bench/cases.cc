@@ -156,6 +156,7 @@ std::string case_name(const CaseSpec& c) {
     shape += "M" + std::to_string(c.n_kv) + "_H" + std::to_string(c.n_heads) + "_D" + std::to_string(c.head_dim);
     if (c.d_model > 0) shape += "_dm" + std::to_string(c.d_model);
     if (c.token_major) shape += "_tokmajor";
+    if (c.kv_block > 0) shape += "_paged" + std::to_string(c.kv_block);
     const std::string isa = c.impl == Impl::Blas ? "openblas" : mh_isa_name(c.isa);
     return std::string(mode_name(c.mode)) + "/" + c.variant + "/" + shape + "/" + dtype_name(c.kv_dtype) + "/" + isa +
            "/threads:" + std::to_string(c.threads);

@@ -5,6 +5,7 @@
 //   decode/gqa4/M4096_H16_D64_dm1024/f16/avx512/threads:1
 //   decode/mha/M32768_H32_D128/i8/avx2/threads:1
 //   decode/mha/M32768_H32_D128_tokmajor/f16/avx512/threads:1
+//   decode/mha/M32768_H16_D64_dm1024_paged256/f16/avx512/threads:1
 //   layer/mha/N512_M512_H16_D64_dm1024/f32/openblas/threads:1
 //   cross/gqa8/N448_M1500_H16_D64_dm1024/f32/scalar/threads:1
 // mode     prefill  causal self-attention over N prompt tokens, on the attention core
@@ -16,9 +17,10 @@
 //          layer    an encoder layer: mh_layer_forward, full (non-causal) self-attention, N = M
 //          cross    mh_layer_forward with key/value inputs of another length M (cross-attention)
 // variant  a row of the variant table (model.h): mha, gqa8, gqa4, mqa
-// shape    [B<batch>_][N<queries>_]M<keys>_H<heads>_D<head dim>[_dm<d_model>][_tokmajor]; _dm
-//          marks the layer API (projections included, d_model = the layer's width); _tokmajor
-//          a decode core case on a token-major cache (CaseSpec::token_major)
+// shape    [B<batch>_][N<queries>_]M<keys>_H<heads>_D<head dim>[_dm<d_model>][_tokmajor][_paged<T>];
+//          _dm marks the layer API (projections included, d_model = the layer's width); _tokmajor
+//          a decode core case on a token-major cache (CaseSpec::token_major); _paged a layer
+//          decode on a paged KV cache of T-token blocks (CaseSpec::kv_block)
 // kvdtype  K/V storage: the K/V tensors (core) or the KV cache (decode _dm): f32, f16, bf16, or
 //          i8 (symmetric int8 with one f32 scale per (token, K/V head) row); f32 for layer and
 //          cross, whose forward keeps K/V in float
@@ -58,6 +60,9 @@ struct CaseSpec {
     // stride_token = Hkv*D, stride_head = D) instead of the library's head-major cache layout.
     // The shape in the case name ends in _tokmajor.
     bool token_major = false;
+    // Decode through the layer: > 0, a paged KV cache of blocks of this many tokens (its
+    // default pool) instead of the contiguous one. The shape ends in _paged<kv_block>.
+    int kv_block = 0;
 };
 
 struct SuiteOptions {

@@ -223,8 +223,11 @@ private:
         if (!build_layer()) return false;
         const int B = c_.batch, M = c_.n_kv, dm = w_.d_model;
         mh_kv_cache* cache = nullptr;
-        mh_status s = mh_kv_cache_create(layer_.get(), B, M + c_.iterations * repetitions(suite_options()), c_.kv_dtype, &cache);
-        if (s != MH_OK) return fail("mh_kv_cache_create", s);
+        mh_kv_cache_config kc = mh_kv_cache_config_default();
+        kc.max_seqs = B, kc.capacity = M + c_.iterations * repetitions(suite_options()), kc.dtype = c_.kv_dtype;
+        kc.block_size = c_.kv_block;  // 0: contiguous
+        mh_status s = mh_kv_cache_create_ex(layer_.get(), &kc, &cache);
+        if (s != MH_OK) return fail("mh_kv_cache_create_ex", s);
         cache_.reset(cache);
         kv_bytes_per_token_ = mh_kv_cache_bytes_per_token(cache);
 

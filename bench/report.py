@@ -254,22 +254,31 @@ class Report:
                   "i8 KV/token", "q_err", "rel_l2_err"]
         return header, rows
 
-    def token_major_rows(self):
-        """Each token-major decode case beside the same case on the head-major cache."""
+    def layout_rows(self, suffix, base_name, name):
+        """Each decode case whose shape ends in `suffix` (a regex: another cache layout of the same
+        values) beside the same case on the library's contiguous head-major cache."""
         rows = []
         for c in self.cases:
-            if not c.token_major or c.error:
+            m = re.search(suffix + "$", c.shape) if c.mode == "decode" else None
+            if not m or c.error:
                 continue
-            hm = self.by_key.get(c.key(shape=c.shape[:-len("_tokmajor")]))
-            rows.append([f"{c.variant}/`{c.shape[:-len('_tokmajor')]}`/{c.dtype}", c.isa, fmt_ms(hm.ms) if hm else "-",
-                         fmt_ms(c.ms), f"{c.ms / hm.ms:.2f}x" if hm and hm.ms > 0 else "-",
+            base = c.shape[:m.start()]
+            hm = self.by_key.get(c.key(shape=base))
+            rows.append([f"{c.variant}/`{base}`/{c.dtype}", c.isa, fmt_ms(hm.ms) if hm else "-", fmt_ms(c.ms),
+                         f"{c.ms / hm.ms:.2f}x" if hm and hm.ms > 0 else "-",
                          fmt_num(hm.c("pct_bw"), ".0f") if hm else "-", fmt_num(c.c("pct_bw"), ".0f")])
-        return ["case", "run as", "head-major ms", "token-major ms", "token-/head-major time", "head-major %bw",
-                "token-major %bw"], rows
+        return ["case", "run as", f"{base_name} ms", f"{name} ms", f"{name}/{base_name} time", f"{base_name} %bw",
+                f"{name} %bw"], rows
+
+    def token_major_rows(self):
+        return self.layout_rows("_tokmajor", "head-major", "token-major")
+
+    def paged_rows(self):
+        return self.layout_rows(r"_paged\d+", "contiguous", "paged")
 
     def decode_limit_tables(self):
         """(header, rows) of the three decode-against-the-limits tables, in report order."""
-        return [self.int8_rows(), self.token_major_rows(), self.bound_rows()]
+        return [self.int8_rows(), self.token_major_rows(), self.paged_rows(), self.bound_rows()]
 
     def bound_rows(self):
         """GQA/MQA decode on the core against max(K/V bytes / bandwidth, FLOPs / FMA peak)."""
@@ -441,7 +450,7 @@ class Report:
                    "real model's layer.\n")
         header, rows = self.distance_rows()
         out.append(md_table(header, rows, skeleton=not self.cases))
-        out.append("\n## Decode against the limits: int8 K/V, token-major caches, grouped heads\n")
+        out.append("\n## Decode against the limits: int8 K/V, token-major and paged caches, grouped heads\n")
         intros = [
             "int8 rows store K and V as symmetric int8 with one f32 scale per (token, K/V head) row "
             "(scale = max|x|/127, round to nearest even), as the library's int8 KV cache quantises on "
@@ -454,6 +463,8 @@ class Report:
             "\nToken-major caches (`_tokmajor`: an engine's own `[token][kv heads][D]` cache read in place "
             "through `mh_attention`, stride_token = Hkv*D, stride_head = D) against the library's "
             "head-major layout, same values:\n",
+            "\nPaged KV caches (`_paged<T>`: a layer decode on a cache of T-token blocks, K/V read through "
+            "the block table) against the contiguous cache, same values (bitwise the same outputs):\n",
             "\nGrouped heads (GQA/MQA) on the core against their bound: the larger of the K/V bytes over the "
             "measured read bandwidth and the FLOPs over the measured multiply-add peak (both for the case's "
             "ISA and threads); `x_bound` is the time as a multiple of it (1.00x = at the limit).\n",
@@ -505,7 +516,7 @@ class Report:
                 rows.append([str(r[i]).replace("`", "") for i in idx])
             print(f"== {MODE_TITLES[mode]} ({self.best_isa}, {self.t1} thread)")
             print(text_table(keep, rows))
-        titles = ["int8 K/V against f16", "token-major caches against head-major",
+        titles = ["int8 K/V against f16", "token-major caches against head-major", "paged caches against contiguous",
                   "GQA/MQA decode against max(K/V bytes / bandwidth, FLOPs / peak)"]
         for title, (header, rows) in zip(titles, self.decode_limit_tables()):
             print(f"== decode: {title}")

@@ -95,6 +95,12 @@ CaseSpec token_major(CaseSpec c) {
     return c;
 }
 
+// A layer decode case on a paged KV cache of `block`-token blocks.
+CaseSpec paged(CaseSpec c, int block) {
+    c.kv_block = block;
+    return c;
+}
+
 // The layer-API shape: the loaded layer, or the seeded one.
 Shape layer_shape(const SuiteOptions& o, Shape seeded) {
     if (!o.file_layer) return seeded;
@@ -117,6 +123,7 @@ std::vector<CaseSpec> quick_suite(const SuiteOptions& o) {
     if (!o.file_layer || o.file_layer->kdim == o.file_layer->vdim) s.variants(make(X, "", enc, 16, 48, F32, true));
     if (self_ok) {
         s.add(make(DEC, "mha", enc, 1, 64, F16, true));
+        s.add(paged(make(DEC, "mha", enc, 1, 64, F16, true), 64));
         s.add(make(DEC, "mha", enc, 1, 64, I8, true));
         s.add(make(DEC, "gqa4", enc, 1, 64, F16, true));
         s.add(make(DEC, "mha_rope", enc, 1, 64, F16, true));
@@ -255,10 +262,11 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
             s.add(make(P, v, rope, 2048, 2048, F32, true));
         }
     }
-    // CollabHead's shared keys at length
+    // CollabHead's shared keys, and MHA on int8 and paged caches, at length
     if (o.long_tails && self_ok)
         for (int m : {16384, 32768}) {
             for (const char* v : {"mha", "collab"}) s.add(make(DEC, v, enc, 1, m, F16, true));
+            s.add(paged(make(DEC, "mha", enc, 1, m, F16, true), 256));  // against the contiguous row above
             s.add(make(DEC, "mha", enc, 1, m, I8, true));
         }
 

@@ -503,14 +503,16 @@ typedef struct mh_kv_cache_config {
     int max_seqs;   /* sequences held at once, >= 1 */
     int capacity;   /* the most tokens one sequence can hold, >= 1 */
     mh_dtype dtype; /* of the stored K/V */
-    int block_size; /* 0: contiguous; else paged with blocks of block_size tokens (>= 1) */
+    int block_size; /* 0: contiguous; else paged with blocks of block_size tokens, a multiple
+                       of the driver's key tile (64; SVE wider than 512 bits: 128 or 256) */
     int n_blocks;   /* paged: blocks in the pool; 0 = max_seqs * ceil(capacity / block_size) */
 } mh_kv_cache_config;
 
 /* max_seqs 1, everything else 0 (capacity must be set). */
 MH_API mh_kv_cache_config mh_kv_cache_config_default(void);
 /* MH_ERR_UNSUPPORTED for a cross-attention layer (kdim or vdim != d_model): it cannot decode;
- * and for a paged cache of a variant that cannot read one (CollabHead, DCMHA). */
+ * and for a paged cache of a variant that cannot read one (CollabHead, DCMHA) or of a layer
+ * with a sliding window (its key tiles would straddle blocks). */
 MH_API mh_status mh_kv_cache_create_ex(const mh_layer* layer, const mh_kv_cache_config* config,
                                        mh_kv_cache** out);
 /* A contiguous cache of `batch` sequences: mh_kv_cache_create_ex with max_seqs = batch. */
@@ -545,7 +547,7 @@ MH_API int mh_kv_cache_free_blocks(const mh_kv_cache* cache);
  * paged pool has too few free blocks for the whole call.
  */
 typedef struct mh_decode_args {
-    int batch, n_new;           /* B (the cache's batch), tokens appended per sequence */
+    int batch, n_new;           /* B sequences in this call (1 .. max_seqs), tokens per sequence */
     const float* x;             /* [B, n_new, d_model] */
     float* out;                 /* [B, n_new, d_model] */
     /* MoH only: the routing of the new tokens ([rows of x, A], load over this call), filled

@@ -172,13 +172,15 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     const size_t rows = (size_t)B * (size_t)n;
     mh_gemm_packed(L->kernels, L->threads, rows, x, (size_t)c->d_model, &L->wq, b.q, (size_t)dim_of(c));
     project_kv(L, rows, x, x, &b);
-    mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
-    mh_kv_cache_write_aux(cache, n, b.cb);
+    const mh_kv_seqs s = mh_variant_decode_seqs(a); /* sequences 0 .. B-1, advancing together */
+    mh_kv_cache_write(cache, L->kernels, &s, b.k, b.v);
+    mh_kv_cache_write_aux(cache, &s, b.cb);
 
-    const int total = mh_kv_cache_length(cache) + n;
+    const int total = mh_kv_cache_seq_len(cache, 0) + n;
     mh_shared_key_problem p = problem(L, B, n, total, &b);
     mh_tensor kview;
-    mh_kv_cache_views(cache, &kview, &p.v);
+    mh_kv_pages unused; /* batch row b is sequence b: the plain view */
+    (void)mh_kv_cache_views(cache, &s, &kview, &p.v, &unused);
     p.k = kview.data, p.k_stride_batch = kview.stride_batch;
     p.k_dtype = p.v_dtype = mh_kv_cache_dtype(cache);
     p.bias = mh_kv_cache_aux(cache, &p.bias_stride_batch); /* [B][capacity][H] */

@@ -181,7 +181,7 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     const size_t rows = (size_t)B * (size_t)N;
     project(L, rows, a->query, &b);
     if (mh_positions_on(L)) { /* self-attention from position 0: query i and key i at i */
-        mh_positions_keys(B, N, b.pos);
+        mh_positions_from(0, B, N, b.pos);
         position(L, rows, &b);
     }
     mh_dcmha_problem p = problem(L, B, N, N, &b);
@@ -199,7 +199,8 @@ static void decode_carve(const mh_layer* L, int B, int n, mh_ws* ws) {
 static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode_args* a,
                    void* workspace) {
     const dcmha_dims d = mh_dcmha_dims(&L->cfg);
-    const int B = a->batch, n = a->n_new, length = mh_kv_cache_length(cache);
+    const mh_kv_seqs s = mh_variant_decode_seqs(a); /* sequences 0 .. B-1, advancing together */
+    const int B = a->batch, n = a->n_new, length = mh_kv_cache_seq_len(cache, 0);
     const size_t capacity = (size_t)mh_kv_cache_capacity(cache);
     mh_ws ws = mh_ws_begin(workspace);
     buffers b;
@@ -207,10 +208,10 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     const size_t rows = (size_t)B * (size_t)n;
     project(L, rows, a->x, &b);
     if (mh_positions_on(L)) { /* before k enters the cache */
-        mh_positions_decode(cache, B, n, b.pos);
+        mh_positions_from(length, B, n, b.pos);
         position(L, rows, &b);
     }
-    mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
+    mh_kv_cache_write(cache, L->kernels, &s, b.k, b.v);
     /* the cache's aux stream [B][capacity][aux_dim] holds the key factors in tiles */
     mh_dcmha_key_factors kf = {NULL, 0, capacity, d.branch};
     kf.data = mh_kv_cache_aux(cache, &kf.stride_batch);
@@ -218,7 +219,8 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
 
     const int total = length + n;
     mh_dcmha_problem p = problem(L, B, n, total, &b);
-    mh_kv_cache_views(cache, &p.k, &p.v);
+    mh_kv_pages unused; /* batch row b is sequence b: the plain view */
+    (void)mh_kv_cache_views(cache, &s, &p.k, &p.v, &unused);
     p.k_dtype = p.v_dtype = mh_kv_cache_dtype(cache);
     p.kf = kf;
     p.causal = 1;

@@ -104,7 +104,7 @@ static void cache_layout(const mh_layer* L, mh_cache_layout* out) {
 /* The workspace of one call: projected Q/K/V (o = 0: no halos), the attention output, the
  * rows' positions (rotary or QK-norm only) and the core's scratch.
  *   q [B*N, H*D + 2o]   k [B*M, Hkv*D + 2o]   v [B*M, Hkv*Dv + 2o]   o [B*N, H*(Dv + 2o)]
- *   q_pos [B*N]  k_pos [B*M]  (decode: both [B*n], the same) */
+ *   q_pos [B*N]  k_pos [B*M]  (forward only; decode's positions are mh_decode_bufs.q_pos) */
 typedef struct buffers {
     float *q, *k, *v, *o;
     int64_t *q_pos, *k_pos;
@@ -141,8 +141,8 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     b->k = mh_ws_take(ws, rows_kv, row_width(c, c->n_kv_heads, c->head_dim), sizeof(float));
     b->v = mh_ws_take(ws, rows_kv, row_width(c, c->n_kv_heads, c->head_dim_v), sizeof(float));
     b->o = mh_ws_take(ws, rows_q, (size_t)L->wo.k_in, sizeof(float));
-    b->q_pos = mh_positions_take(L, rows_q, ws);
-    b->k_pos = is_decode ? b->q_pos : mh_positions_take(L, rows_kv, ws);
+    b->q_pos = is_decode ? NULL : mh_positions_take(L, rows_q, ws); /* decode: mh_decode_bufs */
+    b->k_pos = is_decode ? NULL : mh_positions_take(L, rows_kv, ws);
     const mh_attn_problem p = problem(L, B, N, M, b);
     b->attn = is_decode ? mh_core_attention_carve_upto(L->kernels, L->threads, &p, 0, ws)
                         : mh_core_attention_carve(L->kernels, L->threads, &p, 1, ws);
@@ -177,7 +177,7 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     project(L, rows_kv, self ? a->query : a->value, (size_t)c->vdim, &L->wv, b.v);
     if (mh_positions_on(L)) {
         mh_positions_queries(a->opt, B, N, M, b.q_pos);
-        mh_positions_keys(B, M, b.k_pos);
+        mh_positions_from(0, B, M, b.k_pos);
         mh_positions_apply(L, 0, rows_q, (size_t)c->n_heads, b.q_pos, b.q, (size_t)L->wq.n_out);
         mh_positions_apply(L, 1, rows_kv, (size_t)c->n_kv_heads, b.k_pos, b.k, (size_t)L->wk.n_out);
     }
@@ -190,49 +190,56 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
 /* Decode needs no K/V buffers of the cache's length: new K/V rows go to k/v, then the cache. */
 static void decode_carve(const mh_layer* L, int B, int n, mh_ws* ws) {
     buffers b;
+    mh_decode_bufs d;
     carve(L, B, n, n, 1, ws, &b);
+    mh_variant_decode_carve(L, B, n, ws, &d);
 }
 
+/* Every batch row's new tokens in the padded rows [B][n] (core/kv_cache.h: mh_kv_seqs). */
 static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode_args* a,
                    void* workspace) {
     const mh_layer_config* c = &L->cfg;
     const int B = a->batch, n = a->n_new;
-    const float* x = a->x;
+    const mh_kv_seqs s = mh_variant_decode_seqs(a);
     mh_ws ws = mh_ws_begin(workspace);
     buffers b;
+    mh_decode_bufs d;
     carve(L, B, n, n, 1, &ws, &b);
+    mh_variant_decode_carve(L, B, n, &ws, &d);
+    const float* x = mh_variant_rows_in(L, &s, a->x, &d);
+    const int n_kv = mh_variant_decode_positions(cache, &s, &d); /* d.q_pos: each row's cache position */
     const size_t rows = (size_t)B * (size_t)n;
     project(L, rows, x, (size_t)c->d_model, &L->wq, b.q);
     project(L, rows, x, (size_t)c->d_model, &L->wk, b.k);
     project(L, rows, x, (size_t)c->d_model, &L->wv, b.v);
-    if (mh_positions_on(L)) { /* before k enters the cache */
-        mh_positions_decode(cache, B, n, b.q_pos);
-        mh_positions_apply(L, 0, rows, (size_t)c->n_heads, b.q_pos, b.q, (size_t)L->wq.n_out);
-        mh_positions_apply(L, 1, rows, (size_t)c->n_kv_heads, b.q_pos, b.k, (size_t)L->wk.n_out);
+    if (mh_positions_on(L)) { /* before k enters the cache; d.q_pos: each row's cache position */
+        mh_positions_apply(L, 0, rows, (size_t)c->n_heads, d.q_pos, b.q, (size_t)L->wq.n_out);
+        mh_positions_apply(L, 1, rows, (size_t)c->n_kv_heads, d.q_pos, b.k, (size_t)L->wk.n_out);
     }
-    mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
+    mh_kv_cache_write(cache, L->kernels, &s, b.k, b.v);
 
-    const int total = mh_kv_cache_length(cache) + n;
-    mh_attn_problem p = problem(L, B, n, total, &b);
-    mh_kv_cache_views(cache, &p.k, &p.v);
+    mh_attn_problem p = problem(L, B, n, n, &b);
+    mh_attn_options opt = mh_variant_options(L, NULL);
+    mh_core_extra ex = {0};
+    mh_kv_pages pages;
+    mh_variant_decode_view(cache, &s, &d, n_kv, &p, &opt, &ex, &pages);
     if (overlap_of(c) > 0) /* windows within the one padded stream per token (one int8 scale) */
         p.k.stride_head = c->head_dim, p.v.stride_head = c->head_dim_v, p.k.scale_stride_head = p.v.scale_stride_head = 0;
-    p.k_dtype = p.v_dtype = mh_kv_cache_dtype(cache);
-    mh_attn_options opt = mh_variant_options(L, NULL);
-    opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
-    mh_core_attention(L->kernels, L->threads, &p, &opt, 0, b.attn);
-    mh_variant_out_projection(L, rows, b.o, a->out);
+    mh_core_attention_ex(L->kernels, L->threads, &p, &opt, 0, b.attn, &ex);
+    float* out = mh_variant_rows_at(&s, a->out, &d);
+    mh_variant_out_projection(L, rows, b.o, out);
+    mh_variant_rows_out(L, &s, out, a->out);
 }
 
-const mh_variant_ops mh_variant_mha = {"mha", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_POSITIONS, resolve_mha, NULL, create,
+const mh_variant_ops mh_variant_mha = {"mha", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_POSITIONS | MH_CAP_SEQS, resolve_mha, NULL, create,
                                        mh_variant_free_projections, cache_layout, forward_carve,
                                        decode_carve, forward, decode};
-const mh_variant_ops mh_variant_gqa = {"gqa", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_POSITIONS, resolve_gqa, NULL, create,
+const mh_variant_ops mh_variant_gqa = {"gqa", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_POSITIONS | MH_CAP_SEQS, resolve_gqa, NULL, create,
                                        mh_variant_free_projections, cache_layout, forward_carve,
                                        decode_carve, forward, decode};
-const mh_variant_ops mh_variant_mqa = {"mqa", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_POSITIONS, resolve_mqa, NULL, create,
+const mh_variant_ops mh_variant_mqa = {"mqa", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_POSITIONS | MH_CAP_SEQS, resolve_mqa, NULL, create,
                                        mh_variant_free_projections, cache_layout, forward_carve,
                                        decode_carve, forward, decode};
 const mh_variant_ops mh_variant_overlap = {"overlap", sizeof(mh_overlap_config), &overlap_defaults,
-                                           0, MH_CAP_I8_CACHE, resolve_overlap, NULL, create, mh_variant_free_projections, cache_layout,
+                                           0, MH_CAP_I8_CACHE | MH_CAP_SEQS, resolve_overlap, NULL, create, mh_variant_free_projections, cache_layout,
                                            forward_carve, decode_carve, forward, decode};

@@ -167,7 +167,7 @@ typedef struct buffers {
     float* og;                /* [R*H, Dv]  gathered head outputs, gated */
     float* y;                 /* [R, d_model]  one head's out-projection rows */
     unsigned char* kv_active; /* [B, Hkv]  decode: KV heads some new token uses */
-    int64_t *q_pos, *k_pos;   /* [R], [B*M]  rows' positions (rotary or QK-norm; decode: one) */
+    int64_t *q_pos, *k_pos;   /* [R], [B*M]  rows' positions (rotary or QK-norm; forward only) */
     void* attn;               /* decode: the dense core's workspace */
 } buffers;
 
@@ -207,8 +207,8 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     if (is_decode) b->o = mh_ws_take(ws, R, H * Dv, sizeof(float));
     b->og = mh_ws_take(ws, R, H * Dv, sizeof(float));
     b->y = mh_ws_take(ws, R, d, sizeof(float));
-    b->q_pos = mh_positions_take(L, R, ws);
-    b->k_pos = is_decode ? b->q_pos : mh_positions_take(L, rows_kv, ws);
+    b->q_pos = is_decode ? NULL : mh_positions_take(L, R, ws); /* decode: mh_decode_bufs */
+    b->k_pos = is_decode ? NULL : mh_positions_take(L, rows_kv, ws);
     const mh_attn_problem p = problem(L, B, N, M, c->n_heads);
     if (is_decode) {
         b->kv_active = mh_ws_take(ws, (size_t)B, (size_t)c->n_kv_heads, 1);
@@ -280,20 +280,25 @@ static void project_out(const mh_layer* L, int B, size_t R, buffers* b, float* o
     }
 }
 
-static void record(const mh_layer* L, size_t R, const buffers* b, mh_routing_record* rec) {
+/* The routing of the rows of x: token t of batch row b is padded row b * n + t (filler rows
+ * are not recorded). */
+static void record(const mh_layer* L, const mh_kv_seqs* s, const buffers* b, mh_routing_record* rec) {
     const size_t H = (size_t)L->cfg.n_heads;
     const size_t A = (size_t)(moh_cfg(L)->shared_heads + moh_cfg(L)->top_k);
     if (rec->load) memset(rec->load, 0, H * sizeof(int64_t));
-    for (size_t r = 0; r < R; r++) {
-        size_t a = 0;
-        for (size_t h = 0; h < H; h++) {
-            if (!b->sel[r * H + h]) continue;
-            if (rec->heads) rec->heads[r * A + a] = (int32_t)h;
-            if (rec->gates) rec->gates[r * A + a] = b->gate[r * H + h];
-            if (rec->load) rec->load[h]++;
-            a++;
+    size_t packed = 0;
+    for (int bb = 0; bb < s->batch; bb++)
+        for (int t = 0; t < mh_kv_seq_count(s, bb); t++, packed++) {
+            const size_t r = (size_t)bb * (size_t)s->n + (size_t)t;
+            size_t a = 0;
+            for (size_t h = 0; h < H; h++) {
+                if (!b->sel[r * H + h]) continue;
+                if (rec->heads) rec->heads[packed * A + a] = (int32_t)h;
+                if (rec->gates) rec->gates[packed * A + a] = b->gate[r * H + h];
+                if (rec->load) rec->load[h]++;
+                a++;
+            }
         }
-    }
 }
 
 static void forward_carve(const mh_layer* L, int B, int N, int M, mh_ws* ws) {
@@ -319,7 +324,7 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     mh_gemm_packed(L->kernels, L->threads, rows_kv, self ? a->query : a->key, (size_t)c->kdim, &L->wk, b.k, (size_t)L->wk.n_out);
     mh_gemm_packed(L->kernels, L->threads, rows_kv, self ? a->query : a->value, (size_t)c->vdim, &L->wv, b.v, (size_t)L->wv.n_out);
     if (mh_positions_on(L)) { /* after routing: the norm router reads the plain projection */
-        mh_positions_keys(B, M, b.k_pos);
+        mh_positions_from(0, B, M, b.k_pos);
         mh_positions_apply(L, 1, rows_kv, (size_t)c->n_kv_heads, b.k_pos, b.k, (size_t)L->wk.n_out);
         if (!learned(L)) { /* the dense Q; the learned router's gathered rows follow gather_q */
             mh_positions_queries(a->opt, B, N, M, b.q_pos);
@@ -331,38 +336,51 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
         mh_positions_apply(L, 0, (size_t)b.g.seg[(size_t)c->n_heads * (size_t)B], 1, b.g.pos, b.qg, (size_t)c->head_dim);
     mh_gathered_attend(L->kernels, L->threads, &p, &opt, 1, &b.g, b.qg, b.og);
     project_out(L, B, R, &b, a->out);
-    if (a->routing) record(L, R, &b, a->routing);
+    const mh_kv_seqs rows = {B, N, NULL, NULL};
+    if (a->routing) record(L, &rows, &b, a->routing);
 }
 
 static void decode_carve(const mh_layer* L, int B, int n, mh_ws* ws) {
     buffers b;
+    mh_decode_bufs d;
     carve(L, B, n, n, 1, ws, &b);
+    mh_variant_decode_carve(L, B, n, ws, &d);
 }
 
+/* Every batch row's new tokens in the padded rows [B][n] (core/kv_cache.h: mh_kv_seqs); a
+ * filler row runs no head. */
 static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode_args* a,
                    void* workspace) {
     const mh_layer_config* c = &L->cfg;
     const int B = a->batch, n = a->n_new;
-    const float* x = a->x;
     const size_t H = (size_t)c->n_heads, D = (size_t)c->head_dim, Dv = (size_t)c->head_dim_v;
     const size_t R = (size_t)B * (size_t)n, d = (size_t)c->d_model;
+    const mh_kv_seqs s = mh_variant_decode_seqs(a);
     mh_ws ws = mh_ws_begin(workspace);
     buffers b;
+    mh_decode_bufs db;
     carve(L, B, n, n, 1, &ws, &b);
+    mh_variant_decode_carve(L, B, n, &ws, &db);
+    const float* x = mh_variant_rows_in(L, &s, a->x, &db);
+    const int n_kv = mh_variant_decode_positions(cache, &s, &db); /* db.q_pos: each row's cache position */
     mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wk, b.k, (size_t)L->wk.n_out);
     mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wv, b.v, (size_t)L->wv.n_out);
-    if (mh_positions_on(L)) { /* before k enters the cache */
-        mh_positions_decode(cache, B, n, b.q_pos);
-        mh_positions_apply(L, 1, R, (size_t)c->n_kv_heads, b.q_pos, b.k, (size_t)L->wk.n_out);
-    }
-    mh_kv_cache_write(cache, L->kernels, n, b.k, b.v);
+    if (mh_positions_on(L)) /* before k enters the cache; db.q_pos: each row's cache position */
+        mh_positions_apply(L, 1, R, (size_t)c->n_kv_heads, db.q_pos, b.k, (size_t)L->wk.n_out);
+    mh_kv_cache_write(cache, L->kernels, &s, b.k, b.v);
     if (!learned(L)) mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wq, b.q, H * D);
     route(L, R, x, &b);
-    const int total = mh_kv_cache_length(cache) + n;
-    mh_attn_problem p = problem(L, B, n, total, c->n_heads);
+    for (int bb = 0; bb < B; bb++) /* filler rows: no head runs */
+        for (size_t r = (size_t)bb * (size_t)n + (size_t)mh_kv_seq_count(&s, bb); r < (size_t)(bb + 1) * (size_t)n; r++) {
+            memset(b.gate + r * H, 0, H * sizeof(float));
+            memset(b.sel + r * H, 0, H);
+        }
+    mh_attn_problem p = problem(L, B, n, n, c->n_heads);
     mh_attn_options opt = mh_attn_options_default();
-    opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
     opt.window = c->window, opt.softcap = c->softcap, opt.alibi_slopes = L->alibi, opt.sinks = L->sinks;
+    mh_core_extra ex = {0};
+    mh_kv_pages pages;
+    mh_variant_decode_view(cache, &s, &db, n_kv, &p, &opt, &ex, &pages);
     mh_gathered_plan(&p, &opt, b.gate, &b.g);
     if (learned(L)) { /* only the running heads' Q rows, scattered into a zeroed dense Q */
         gather_q(L, B, x, &b);
@@ -378,21 +396,21 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
             if (b.gate[r * H + h] != 0.0f) b.kv_active[(r / (size_t)n) * (size_t)c->n_kv_heads + h / group] = 1;
 
     /* the dense Q after routing (rows of heads that do not run are zeros and stay zeros) */
-    mh_positions_apply(L, 0, R, H, b.q_pos, b.q, H * D);
+    mh_positions_apply(L, 0, R, H, db.q_pos, b.q, H * D);
     p.q.data = b.q, p.o.data = b.o;
-    mh_kv_cache_views(cache, &p.k, &p.v);
-    p.k_dtype = p.v_dtype = mh_kv_cache_dtype(cache);
-    const mh_core_extra ex = {NULL, b.kv_active, NULL, NULL};
+    ex.kv_active = b.kv_active;
     mh_core_attention_ex(L->kernels, L->threads, &p, &opt, 0, b.attn, &ex);
     for (size_t h = 0; h < H; h++) /* the running heads' outputs, in the gathered order */
         for (int64_t e = b.g.seg[h * (size_t)B]; e < b.g.seg[(h + 1) * (size_t)B]; e++)
             memcpy(b.og + (size_t)e * Dv, b.o + (size_t)b.g.row[e] * H * Dv + h * Dv, Dv * sizeof(float));
     mh_gathered_scale(&p, &b.g, b.og);
-    project_out(L, B, R, &b, a->out);
-    if (a->routing) record(L, R, &b, a->routing);
+    float* out = mh_variant_rows_at(&s, a->out, &db);
+    project_out(L, B, R, &b, out);
+    mh_variant_rows_out(L, &s, out, a->out);
+    if (a->routing) record(L, &s, &b, a->routing);
 }
 
 /* Every KV head is cached: MoH does not shrink the cache. */
-const mh_variant_ops mh_variant_moh = {"moh", sizeof(mh_moh_config), &defaults, 1, MH_CAP_ROUTING | MH_CAP_I8_CACHE | MH_CAP_POSITIONS,
+const mh_variant_ops mh_variant_moh = {"moh", sizeof(mh_moh_config), &defaults, 1, MH_CAP_ROUTING | MH_CAP_I8_CACHE | MH_CAP_POSITIONS | MH_CAP_SEQS,
                                        resolve, check_forward, create, destroy, mh_variant_kv_heads_layout,
                                        forward_carve, decode_carve, forward, decode};

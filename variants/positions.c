@@ -95,14 +95,8 @@ void mh_positions_queries(const mh_attn_options* opt, int B, int N, int M, int64
     }
 }
 
-void mh_positions_keys(int B, int M, int64_t* pos) {
-    for (size_t r = 0; r < (size_t)B * (size_t)M; r++) pos[r] = (int64_t)(r % (size_t)M);
-}
-
-void mh_positions_decode(const struct mh_kv_cache* cache, int B, int n, int64_t* pos) {
-    const int64_t length = mh_kv_cache_length(cache);
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < n; i++) pos[(size_t)b * (size_t)n + (size_t)i] = length + i;
+void mh_positions_from(int64_t first, int B, int n, int64_t* pos) {
+    for (size_t r = 0; r < (size_t)B * (size_t)n; r++) pos[r] = first + (int64_t)(r % (size_t)n);
 }
 
 /* One worker's share of mh_positions_apply: a contiguous block of rows. */

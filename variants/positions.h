@@ -34,11 +34,10 @@ int64_t* mh_positions_take(const mh_layer* L, size_t rows, mh_ws* ws);
 /* Forward: the position of query row b*N + i (mh_attn_options' rule: q_offset + i, or
  * kv_len[b] - N + i with kv_len NULL meaning M; opt NULL = the defaults), pos [B*N]. */
 void mh_positions_queries(const mh_attn_options* opt, int B, int N, int M, int64_t* pos);
-/* Forward: key row b*M + j sits at j, pos [B*M]. */
-void mh_positions_keys(int B, int M, int64_t* pos);
-/* Decode: new token i of sequence b sits at the cache position length + i, pos [B*n] (the
- * one place that knows how decode rows map to cache positions). */
-void mh_positions_decode(const struct mh_kv_cache* cache, int B, int n, int64_t* pos);
+/* Row b*n + i sits at first + i, pos [B*n]: a forward's keys (first 0), or the new tokens of
+ * sequences that advance together from length `first` (a decode without MH_CAP_SEQS; the
+ * others take mh_decode_bufs.q_pos). */
+void mh_positions_from(int64_t first, int B, int n, int64_t* pos);
 
 /* QK-norm then rotary on `rows` projected rows of `heads` heads of head_dim (x [rows, ldx]),
  * row r at position pos[r]; k = 0 for q rows (q_norm), 1 for k rows (k_norm). Nothing when

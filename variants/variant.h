@@ -10,6 +10,7 @@
  */
 #ifndef MH_VARIANT_H
 #define MH_VARIANT_H
+#include "core/attention.h"
 #include "core/kv_cache.h"
 #include "core/gemm.h"
 #include "kernels/kernels.h"
@@ -42,7 +43,10 @@ enum {
     MH_CAP_ROUTING = 1,   /* fills a mh_routing_record (forward and decode) */
     MH_CAP_QK_NO_BIAS = 2, /* b_q and b_k stay NULL even with config.bias (shared Q/K) */
     MH_CAP_I8_CACHE = 4,   /* its decode reads an MH_DTYPE_I8 cache (plain per-head K/V rows) */
-    MH_CAP_POSITIONS = 8   /* takes rotary and QK-norm (variants/positions.h) */
+    MH_CAP_POSITIONS = 8,  /* takes rotary and QK-norm (variants/positions.h) */
+    MH_CAP_SEQS = 16       /* its decode serves ragged calls (any ids, counts and lengths) and
+                              paged caches; without it, only sequences 0 .. B-1 advancing
+                              together (equal lengths and counts) in a contiguous cache */
 };
 
 typedef struct mh_variant_ops {
@@ -69,8 +73,9 @@ typedef struct mh_variant_ops {
     void (*decode_carve)(const mh_layer* layer, int batch, int n_new, mh_ws* ws);
     /* Run on validated arguments with a workspace of the carved size. */
     void (*forward)(const mh_layer* layer, const mh_forward_args* args, void* workspace);
-    /* Writes the new tokens at the cache's length and attends over them and everything
-     * before; it never changes the length (the public entry advances it afterwards). */
+    /* Writes each named sequence's new tokens at its length and attends over them and
+     * everything before; it never changes the lengths (the public entry reserves the blocks
+     * before and advances the lengths after). */
     void (*decode)(const mh_layer* layer, struct mh_kv_cache* cache, const mh_decode_args* args,
                    void* workspace);
 } mh_variant_ops;
@@ -88,6 +93,36 @@ mh_status mh_variant_resolve(const mh_variant_ops* ops, mh_layer_config* cfg,
 mh_status mh_variant_resolve_kv_heads(mh_layer_config* cfg, int dflt);
 /* The GQA family's cache: one K stream of D and one V stream of Dv per KV head. */
 void mh_variant_kv_heads_layout(const mh_layer* L, mh_cache_layout* out);
+/* The sequences a decode call names (mh_kv_seqs of its args). */
+mh_kv_seqs mh_variant_decode_seqs(const mh_decode_args* a);
+
+/* What a ragged decode (MH_CAP_SEQS) adds to its workspace, for up to B sequences of n rows:
+ *   rows [B*n, d_model]  the padded input rows, later the padded output rows (used only when
+ *                        some count is below n: the public rows are packed)
+ *   kv_len [B]  q_pos [B*n]  the call's key counts and query positions */
+typedef struct mh_decode_bufs {
+    float* rows;
+    int32_t* kv_len;
+    int64_t* q_pos;
+} mh_decode_bufs;
+void mh_variant_decode_carve(const mh_layer* L, int B, int n, mh_ws* ws, mh_decode_bufs* d);
+/* The input rows in the padded layout [B][n][d_model]: x itself when every count is n, else
+ * d->rows with x's packed rows spread out and the filler rows zero. */
+const float* mh_variant_rows_in(const mh_layer* L, const mh_kv_seqs* s, const float* x, const mh_decode_bufs* d);
+/* Where the padded output rows go: out itself when every count is n, else d->rows; then
+ * mh_variant_rows_out packs them into out (a no-op in the first case). */
+float* mh_variant_rows_at(const mh_kv_seqs* s, float* out, const mh_decode_bufs* d);
+void mh_variant_rows_out(const mh_layer* L, const mh_kv_seqs* s, const float* padded, float* out);
+/* The call's positions, from the lengths before it (they change only after the variant's
+ * decode): d->kv_len [B] and d->q_pos [B*n], the cache position of every padded row's token
+ * (core/kv_cache.h: mh_kv_cache_positions). Returns the longest kv_len. */
+int mh_variant_decode_positions(const struct mh_kv_cache* cache, const mh_kv_seqs* s, const mh_decode_bufs* d);
+/* Points p (queries already set, [B][n] rows) at the cache for the call: K/V views, dtypes,
+ * n_kv (from mh_variant_decode_positions); and sets opt (causal, kv_len) and ex (q_pos when
+ * counts differ, the block map) so batch row b attends over its own sequence with its queries
+ * at their cache positions. pages is the storage ex may point at. */
+void mh_variant_decode_view(const struct mh_kv_cache* cache, const mh_kv_seqs* s, const mh_decode_bufs* d, int n_kv,
+                            mh_attn_problem* p, mh_attn_options* opt, mh_core_extra* ex, mh_kv_pages* pages);
 /* Frees wq, wk, wv and wo (a zeroed matrix is fine). */
 void mh_variant_free_projections(mh_layer* L);
 /* The layer's model-level options (window, soft-cap, ALiBi, sinks) over a call's per-call

@@ -207,28 +207,60 @@ mh_status mh_layer_decode(const mh_layer* layer, mh_kv_cache* cache, const mh_de
     if (c->kdim != c->d_model || c->vdim != c->d_model) return MH_ERR_UNSUPPORTED;
     mh_cache_layout want;
     layer->ops->cache_layout(layer, &want);
-    mh_status st = mh_kv_cache_check(cache, &want, args->batch, args->n_new);
+    const mh_kv_seqs seqs = mh_variant_decode_seqs(args);
+    mh_status st = mh_kv_cache_check(cache, &want, &seqs);
     if (st != MH_OK) return st;
+    if (!(layer->ops->caps & MH_CAP_SEQS) && !mh_kv_cache_uniform(cache, &seqs)) return MH_ERR_UNSUPPORTED;
     if (!rows_fit(args->batch, args->n_new, c->d_model)) return MH_ERR_SIZE_OVERFLOW;
     size_t need;
     st = measure(layer, args->batch, args->n_new, -1, &need);
     if (st == MH_OK) st = check_workspace(need, workspace, workspace_bytes);
     if (st != MH_OK) return st;
+    mh_kv_cache_reserve(cache, &seqs); /* the blocks the new tokens go to (cannot fail now) */
     layer->ops->decode(layer, cache, args, workspace);
-    mh_kv_cache_advance(cache, args->n_new); /* the only place a cache's length grows */
+    mh_kv_cache_advance(cache, &seqs); /* the only place a sequence's length grows */
+    return MH_OK;
+}
+
+/* The config's rules, n_blocks resolved. A paged cache needs a variant that reads block
+ * tables (MH_CAP_SEQS) and key tiles that never straddle two blocks: block_size a multiple of
+ * the driver's key tile, and no sliding window (its tiles start at the window's first key,
+ * anywhere in a block). */
+static mh_status check_cache_config(const mh_layer* layer, mh_kv_cache_config* c) {
+    const mh_dtype dt = c->dtype;
+    if (c->max_seqs <= 0 || c->capacity <= 0 || c->block_size < 0 || c->n_blocks < 0 ||
+        (c->block_size == 0 && c->n_blocks != 0))
+        return MH_ERR_INVALID_ARGUMENT;
+    if (dt != MH_DTYPE_F32 && dt != MH_DTYPE_F16 && dt != MH_DTYPE_BF16 && dt != MH_DTYPE_I8)
+        return MH_ERR_INVALID_ARGUMENT;
+    if (dt == MH_DTYPE_I8 && !(layer->ops->caps & MH_CAP_I8_CACHE)) return MH_ERR_UNSUPPORTED;
+    const mh_layer_config* cfg = &layer->cfg;
+    if (cfg->kdim != cfg->d_model || cfg->vdim != cfg->d_model) return MH_ERR_UNSUPPORTED;
+    if (c->block_size == 0) return MH_OK;
+    if (!(layer->ops->caps & MH_CAP_SEQS) || cfg->window > 0) return MH_ERR_UNSUPPORTED;
+    if ((size_t)c->block_size % layer->kernels->attn_kv_tile != 0) return MH_ERR_INVALID_ARGUMENT;
+    if (c->n_blocks == 0) {
+        const int64_t n = (int64_t)c->max_seqs * (((int64_t)c->capacity + c->block_size - 1) / c->block_size);
+        if (n > INT_MAX) return MH_ERR_SIZE_OVERFLOW;
+        c->n_blocks = (int)n;
+    }
     return MH_OK;
 }
 
 /* The layer's cache layout decides the streams; a cross-attention layer has nothing to cache. */
-mh_status mh_kv_cache_create(const mh_layer* layer, int batch, int capacity, mh_dtype dtype,
-                             mh_kv_cache** out) {
-    if (!layer || !out || batch <= 0 || capacity <= 0) return MH_ERR_INVALID_ARGUMENT;
-    if (dtype != MH_DTYPE_F32 && dtype != MH_DTYPE_F16 && dtype != MH_DTYPE_BF16 && dtype != MH_DTYPE_I8)
-        return MH_ERR_INVALID_ARGUMENT;
-    if (dtype == MH_DTYPE_I8 && !(layer->ops->caps & MH_CAP_I8_CACHE)) return MH_ERR_UNSUPPORTED;
-    const mh_layer_config* cfg = &layer->cfg;
-    if (cfg->kdim != cfg->d_model || cfg->vdim != cfg->d_model) return MH_ERR_UNSUPPORTED;
+mh_status mh_kv_cache_create_ex(const mh_layer* layer, const mh_kv_cache_config* config, mh_kv_cache** out) {
+    if (!layer || !config || !out) return MH_ERR_INVALID_ARGUMENT;
+    mh_kv_cache_config c = *config;
+    const mh_status st = check_cache_config(layer, &c);
+    if (st != MH_OK) return st;
     mh_cache_layout layout;
     layer->ops->cache_layout(layer, &layout);
-    return mh_kv_cache_alloc(&layout, batch, capacity, dtype, out);
+    return mh_kv_cache_alloc(&layout, &c, out);
+}
+
+mh_status mh_kv_cache_create(const mh_layer* layer, int batch, int capacity, mh_dtype dtype,
+                             mh_kv_cache** out) {
+    mh_kv_cache_config c = mh_kv_cache_config_default();
+    c.max_seqs = batch, c.capacity = capacity, c.dtype = dtype;
+    return mh_kv_cache_create_ex(layer, &c, out);
 }

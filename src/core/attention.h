@@ -2,6 +2,7 @@
  * by the caller (src/api/attention_api.c or a variant); this layer trusts them. */
 #ifndef MH_CORE_ATTENTION_H
 #define MH_CORE_ATTENTION_H
+#include "core/kv_pages.h"
 #include "kernels/kernels.h"
 #include "util/workspace.h"
 
@@ -29,12 +30,14 @@ void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* 
  *             read and its output rows are not written).
  *   q_row     [B][N] row i reads Q and writes O at token q_row[i] of its sequence (Q and O
  *             strides), instead of at token i: rows gathered in place, without copies.
- *   o_scale   [B][N] every output row is multiplied by it after normalising (gates). */
+ *   o_scale   [B][N] every output row is multiplied by it after normalising (gates).
+ *   pages     K/V are a cache's blocks: batch b's rows are found through it (core/kv_pages.h). */
 typedef struct mh_core_extra {
     const int64_t* q_pos;
     const unsigned char* kv_active;
     const int32_t* q_row;
     const float* o_scale;
+    const mh_kv_pages* pages;
 } mh_core_extra;
 
 void mh_core_attention_ex(const mh_kernels* k, int threads, const mh_attn_problem* p,

@@ -113,7 +113,7 @@ static void load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch*
 
 /* K (or V) rows of head h of the task from key j0, in the storage dtype. */
 static mh_rows kv_rows(const mh_tensor* x, mh_dtype dt, const mh_drv_task* t, size_t h, int64_t j0) {
-    return mh_drv_rows(x, dt, (size_t)t->b, t->h0 + h, j0);
+    return mh_drv_rows(x, NULL, dt, (size_t)t->b, t->h0 + h, j0);
 }
 
 /* Packed tiles (prepacked per call, or packed here per head for a two-pass task of enough

@@ -193,7 +193,7 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
                        size_t nc, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const size_t dqk = st->dqk, tk = st->tk, mr = k->gemm_mr, nr = k->gemm_nr, rows = t->rows;
-    const mh_rows ksrc = mh_drv_rows(&st->key, st->k_dtype, (size_t)t->b, (size_t)t->s, j0);
+    const mh_rows ksrc = mh_drv_rows(&st->key, st->pages, st->k_dtype, (size_t)t->b, (size_t)t->s, j0);
     if (t->direct_qk) { /* chunks the kernel takes; the K tile stays in cache */
         for (size_t r = 0; r < rows; r += k->attn_direct_rows - 1)
             k->qk_direct(min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk, &ksrc,
@@ -261,7 +261,7 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
     for (size_t hv = 0; hv < n_v; hv++) {
         const size_t r0 = hv * per, r1 = r0 + per;
         const size_t head = st->v_per_head ? t->h0 + hv : (size_t)t->s;
-        const mh_rows vsrc = mh_drv_rows(&st->value, st->v_dtype, (size_t)t->b, head, j0);
+        const mh_rows vsrc = mh_drv_rows(&st->value, st->pages, st->v_dtype, (size_t)t->b, head, j0);
         if (t->direct_pv) {
             for (size_t r = r0; r < r1; r += dr) pv_rows(st, t, &vsrc, NULL, 0, r, min_size(dr, r1 - r), 0, dv, j0, nc, inside, sc);
             continue;
@@ -530,8 +530,8 @@ static void prepack_tile(const call* c, size_t item) {
     const size_t n_tiles = n_kv_tiles(st), head = item / n_tiles, j0 = (item % n_tiles) * st->tk;
     const size_t b = head / (size_t)st->pack_heads, h = head % (size_t)st->pack_heads;
     const size_t nc = min_size(st->tk, (size_t)st->n_kv - j0);
-    const mh_rows kr = mh_drv_rows(&st->key, st->k_dtype, b, h, (int64_t)j0);
-    const mh_rows vr = mh_drv_rows(&st->value, st->v_dtype, b, h, (int64_t)j0);
+    const mh_rows kr = mh_drv_rows(&st->key, st->pages, st->k_dtype, b, h, (int64_t)j0);
+    const mh_rows vr = mh_drv_rows(&st->value, st->pages, st->v_dtype, b, h, (int64_t)j0);
     st->k->pack_kt(nc, st->dqk, &kr, c->cw.kt_all + item * kt_floats(st));
     st->k->pack_v(nc, st->dv, &vr, c->cw.vt_all + item * vt_floats(st));
 }

@@ -26,6 +26,7 @@
  */
 #ifndef MH_CORE_DRIVER_H
 #define MH_CORE_DRIVER_H
+#include "core/kv_pages.h"
 #include "core/score.h"
 #include "kernels/kernels.h"
 #include "util/workspace.h"
@@ -82,6 +83,7 @@ struct mh_drv_stage {
     mh_tensor key, value;   /* K [B][M] by stream (head index = s); V by stream, or by query
                                head with v_per_head; the prepack grid's heads index both */
     mh_dtype k_dtype, v_dtype;
+    const mh_kv_pages* pages; /* K/V in a cache's blocks (batch index = block), or NULL */
     int v_per_head;
     mh_tensor_out o;        /* [B][N][H][dv] by query head */
     int prepack;            /* pack K/V tiles once per call (workspace depends on M) */
@@ -135,8 +137,10 @@ void mh_drv_block(const mh_drv_stage* st, const mh_attn_options* opt, const int6
 const float* mh_drv_packed(const mh_drv_stage* st, int kv, size_t b, size_t h, int64_t j0);
 
 /* The rows of x (K or V, storage dtype dt) of batch b and head h from key j0, as the kernels
- * read them: rows stride_token apart and, for MH_DTYPE_I8, the scales of the same rows. */
-mh_rows mh_drv_rows(const mh_tensor* x, mh_dtype dt, size_t b, size_t h, int64_t j0);
+ * read them: rows stride_token apart and, for MH_DTYPE_I8, the scales of the same rows. With
+ * pages (not NULL), x's batch index is a cache block and b's rows are found through pg
+ * (core/kv_pages.h); the rows read from j0 must then lie in one block. */
+mh_rows mh_drv_rows(const mh_tensor* x, const mh_kv_pages* pg, mh_dtype dt, size_t b, size_t h, int64_t j0);
 
 /* 1 if some value of columns [d_lo, d_hi) of V's rows [c_lo, c_hi) is NaN or inf (for int8,
  * whose values are finite, if some of those rows' scales is): P.V then runs row by row over

@@ -88,7 +88,7 @@ void mh_gathered_attend(const mh_kernels* k, int threads, const mh_attn_problem*
             o.alibi_slopes = opt->alibi_slopes ? opt->alibi_slopes + h : NULL;
             o.sinks = opt->sinks ? opt->sinks + h : NULL;
             o.mask = NULL, o.probs = NULL, o.head_gates = NULL;
-            const mh_core_extra ex = {g->pos + e0, NULL, qg ? NULL : g->tok + e0, g->gate + e0};
+            const mh_core_extra ex = {g->pos + e0, NULL, qg ? NULL : g->tok + e0, g->gate + e0, NULL};
             mh_core_attention_ex(k, threads, &q, &o, prepack_ok, g->attn, &ex);
         }
 }

@@ -331,6 +331,22 @@ static void run_layer_calls(int threads, mh_variant variant) {
         calls = stop_counting(what);
         check_status("decode", st, MH_OK), check_true(what, calls == 0);
     }
+    /* a paged cache: ragged calls (packed rows, sequence 1 not advanced), fork, a copy on
+     * write, reset */
+    mh_kv_cache_config pc = mh_kv_cache_config_default();
+    pc.max_seqs = 3, pc.capacity = CAP, pc.block_size = 64;
+    mh_kv_cache* paged = NULL;
+    check_status("paged cache", mh_kv_cache_create_ex(f.layer, &pc, &paged), MH_OK);
+    const int32_t ids[2] = {2, 0}, cnt[2] = {N, 3}, one[2] = {1, 1}, fork_ids[2] = {0, 1};
+    snprintf(what, sizeof what, "%d thread(s): ragged decode on a paged cache, fork, copy on write, reset allocate nothing", threads);
+    start_counting();
+    st = mh_layer_decode(f.layer, paged, &(mh_decode_args){.batch = 2, .n_new = N, .x = x, .out = y, .seq_ids = ids, .n_new_seq = cnt}, ws_dec, dec_bytes);
+    if (st == MH_OK) st = mh_kv_cache_seq_fork(paged, 0, 1);
+    if (st == MH_OK) st = mh_layer_decode(f.layer, paged, &(mh_decode_args){.batch = 2, .n_new = 1, .x = x, .out = y, .seq_ids = fork_ids, .n_new_seq = one}, ws_dec1, dec1_bytes);
+    if (st == MH_OK) st = mh_kv_cache_seq_reset(paged, 1);
+    calls = stop_counting(what);
+    check_status("paged calls", st, MH_OK), check_true(what, calls == 0);
+    mh_kv_cache_destroy(paged);
     if (variant == MH_VARIANT_GQA) run_moh_calls(threads, ctx, &f, x, y);
 
     /* error returns allocate nothing either */

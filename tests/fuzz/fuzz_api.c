@@ -669,7 +669,7 @@ static void layer_decode_op(input* in, rng* r, const layer_case* L, const mh_lay
     const int d = L->cfg.d_model;
     int B = cache_batch;
     const int wrong_batch = one_in(in, 12);
-    if (wrong_batch) B = cache_batch % 3 + 1; /* another batch size */
+    if (wrong_batch) B = cache_batch + 1 + cache_batch % 2; /* more sequences than the cache holds (fewer are legal) */
     const int n = range(in, 1, 6);
     const int len = mh_kv_cache_length(ct), cap = mh_kv_cache_capacity(ct);
     mh_status expect = wrong_batch ? MH_ERR_SHAPE_MISMATCH : len + n > cap ? MH_ERR_CACHE_FULL : MH_OK;

@@ -50,9 +50,11 @@ static void round_trip(const mh_context* ctx, const mh_kernels* K, test_rng* r) 
     }
     for (size_t e = 0; e < D; e++) k[3 * D + e] = 0.0f; /* row 3 of K all zero */
     k[5 * D + 7] = NAN, v[8 * D + 2] = INFINITY;        /* rows 5 of K, 8 of V not finite */
-    mh_kv_cache_write(cache, K, T, k, v); /* batch-major [B][T][2 heads * D] */
+    const mh_kv_seqs all = {B, T, NULL, NULL};
+    mh_kv_cache_write(cache, K, &all, k, v); /* batch-major [B][T][2 heads * D] */
     mh_tensor kv[2];
-    mh_kv_cache_views(cache, &kv[0], &kv[1]);
+    mh_kv_pages unused;
+    mh_kv_cache_views(cache, &all, &kv[0], &kv[1], &unused);
     int ok_scale = 1, ok_q = 1, ok_zero = 1, ok_nan = 1;
     for (int t2 = 0; t2 < 2; t2++) {
         const float* src = t2 ? v : k;
@@ -90,8 +92,10 @@ static void round_trip(const mh_context* ctx, const mh_kernels* K, test_rng* r) 
 /* 1 if two int8 caches of layer L hold the same bytes (K/V and scales) over their length. */
 static int same_cache(const mh_kv_cache* a, const mh_kv_cache* b, int heads_k, int dk, int heads_v, int dv) {
     mh_tensor ka, va, kb, vb;
-    mh_kv_cache_views(a, &ka, &va);
-    mh_kv_cache_views(b, &kb, &vb);
+    const mh_kv_seqs all = {B, 1, NULL, NULL};
+    mh_kv_pages unused;
+    mh_kv_cache_views(a, &all, &ka, &va, &unused);
+    mh_kv_cache_views(b, &all, &kb, &vb, &unused);
     const int len = mh_kv_cache_length(a);
     int same = len == mh_kv_cache_length(b);
     for (int x = 0; x < 2; x++) {

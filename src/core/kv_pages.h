@@ -1,0 +1,27 @@
+/*
+ * Where the driver finds a sequence's K/V rows in a KV cache (core/kv_cache.c makes it,
+ * mh_drv_rows in core/driver_rows.c reads it). A cache's storage is blocks of tokens, each
+ * holding its tokens of every head ([block][head][token][dim], the K/V view's stride_batch
+ * between blocks, stride_head and stride_token within one): a contiguous cache has one block of
+ * `capacity` tokens per sequence (block s = sequence s), a paged cache a pool of blocks of
+ * block_size tokens and a block table per sequence.
+ *
+ * Batch row b of a call reads sequence seq[b]; its key j is row j % block_size of block
+ * table[seq[b] * per_seq + j / block_size] (paged), or row j of block seq[b] (contiguous).
+ * The driver never reads a key tile across two blocks: a paged cache's block_size is a
+ * multiple of the key tile (attn_kv_tile) and a decode's tiles start on multiples of it (no
+ * sliding window: see mh_kv_cache_create_ex).
+ */
+#ifndef MH_CORE_KV_PAGES_H
+#define MH_CORE_KV_PAGES_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct mh_kv_pages {
+    const int32_t* seq;   /* [B] the cache sequence of batch row b, or NULL: sequence b */
+    const int32_t* table; /* [sequences][per_seq] pool blocks of each sequence, or NULL: contiguous */
+    ptrdiff_t per_seq;    /* table entries per sequence */
+    int64_t block_size;   /* tokens per block (paged) */
+} mh_kv_pages;
+
+#endif
