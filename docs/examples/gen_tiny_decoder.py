@@ -39,9 +39,10 @@ the continuous-batching mode's, each with its own generation length):
 The logits of step s are the ones the model gives after the prompt and tokens 0..s-1; token s
 is their argmax. The reference runs the model in float64 on the float32 weights (the rotary
 angles still in float32, as HF computes them), so it is the exact model, and the script checks
-that torch's own float32 run stays within the C program's tolerance of it and picks the same
-tokens, and that every greedy choice (and MoH head choice) wins by a clear margin, so rounding
-cannot flip it. Seeded (torch.manual_seed): re-running gives the same files.
+that torch's own float32 run of prompt 0 stays within the C program's tolerance of it and
+picks the same tokens, and that every greedy choice wins by twice that tolerance (and every MoH
+head choice by ROUTE_MARGIN), so a C run within the tolerance cannot flip it. Seeded
+(torch.Generator): re-running gives the same files.
 """
 import argparse
 import json
@@ -56,8 +57,9 @@ VOCAB, D_MODEL, LAYERS, HEADS, HEAD_DIM, FFN = 256, 256, 3, 8, 32, 512
 THETA, NORM_EPS = 10000.0, 1e-5
 MOH_SHARED, MOH_TOP_K = 4, 2
 DC_RANK, DC_HIDDEN = 2, 32
-PROMPTS = [b"The quick brown fox jumps over", b"Hello", b"Attention is all you need, they said",
-           b"Once upon a", b"C11 and SIMD", b"multihead"]
+PROMPTS = [b"The quick brown fox jumps over", b"Hello",
+           b"Attention is all you need, they said; then came the mixture of heads.", b"Once upon a",
+           b"C11 and SIMD", b"multihead: attention layers for CPUs, from MHA to DCMHA, with a KV cache"]
 GEN = [32, 6, 17, 9, 12, 20]
 TOL = 1e-4           # the C program's: max |logit - ref| <= TOL * max |ref logit| at every step
 # top-1 minus top-2 logit, relative to the largest: a C run within TOL keeps every argmax
@@ -235,7 +237,7 @@ def write_safetensors(path, tensors, meta):
 
 
 def run_variant(variant, rotary, out):
-    seed = {"gqa": 1, "moh": 2, "dcmha": 3}[variant]
+    seed = {"gqa": 1, "moh": 13, "dcmha": 11}[variant]  # seeds whose every choice clears TIE_MARGIN
     w32 = make_weights(variant, seed)
     exact = Model(variant, rotary, {k: v.double() for k, v in w32.items()})
     single = Model(variant, rotary, w32)
@@ -243,11 +245,12 @@ def run_variant(variant, rotary, out):
     for i, (p, g) in enumerate(zip(PROMPTS, GEN)):
         prompt = list(p)
         tokens, logits, margin = exact.generate(prompt, g, moh_gaps)
-        tokens32, logits32, _ = single.generate(prompt, g, [])
         worst_margin = min(worst_margin, margin)
-        worst_f32 = max(worst_f32, ((logits32.double() - logits).abs().max() / logits.abs().max()).item())
-        if tokens32 != tokens:
-            sys.exit(f"{variant}: prompt {i}: torch float32 generates other tokens than float64")
+        if i == 0:  # torch's float32 run of prompt 0: the tolerance's evidence
+            tokens32, logits32, _ = single.generate(prompt, g, [])
+            worst_f32 = ((logits32.double() - logits).abs().max() / logits.abs().max()).item()
+            if tokens32 != tokens:
+                sys.exit(f"{variant}: torch float32 generates other tokens than float64")
         ref[f"prompt.{i}"] = torch.tensor(prompt, dtype=torch.int32)
         ref[f"tokens.{i}"] = torch.tensor(tokens, dtype=torch.int32)
         ref[f"logits.{i}"] = logits.float()

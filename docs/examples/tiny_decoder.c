@@ -11,7 +11,8 @@
  *   default   prompt 0 alone on a contiguous cache: the prompt prefilled as one chunk
  *             (one mh_layer_decode call per layer), then one token per step, 32 steps;
  *   --serve   continuous batching on a paged cache (tiny_decoder_serve.c): 6 prompts of
- *             different lengths through 4 sequence slots; prompts join as slots free up.
+ *             different lengths through 4 sequence slots; prompts join as slots free up
+ *             (gqa and moh: DCMHA layers have no ragged or paged caches).
  *
  * Checks: at every step the logits equal PyTorch's to TD_TOL (1e-4) times the largest
  * reference logit, and the greedy tokens are PyTorch's. Exit status 0 when every check holds.
@@ -112,7 +113,7 @@ static int load_references(const st_file* f, int vocab, td_reference* refs, int 
 }
 
 static int usage(void) {
-    puts("usage: tiny_decoder --variant gqa|moh|dcmha [--no-rotary] [--serve] [--dir DIR]");
+    puts("usage: tiny_decoder --variant gqa|moh|dcmha [--no-rotary] [--serve (gqa, moh)] [--dir DIR]");
     return 2;
 }
 
@@ -127,6 +128,10 @@ int main(int argc, char** argv) {
         else return usage();
     }
     if (!variant || (strcmp(variant, "gqa") && strcmp(variant, "moh") && strcmp(variant, "dcmha"))) return usage();
+    if (serve && !strcmp(variant, "dcmha")) {
+        puts("tiny_decoder: --serve needs ragged, paged caches, which DCMHA layers do not have (gqa or moh)");
+        return 2;
+    }
     char model_path[4096], ref_path[4096];
     snprintf(model_path, sizeof model_path, "%s/tiny_decoder_%s%s.safetensors", dir, variant, rotary ? "" : "_norope");
     snprintf(ref_path, sizeof ref_path, "%s/tiny_decoder_%s%s_ref.safetensors", dir, variant, rotary ? "" : "_norope");

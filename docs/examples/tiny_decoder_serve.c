@@ -1,8 +1,8 @@
 /*
  * tiny_decoder --serve: continuous batching on a paged KV cache.
  *
- * Every layer gets a paged cache of `slots` sequences (blocks of 16 tokens taken from a pool
- * of 12 as sequences grow). Prompts take free slots in order; each step is ONE ragged decode call
+ * Every layer gets a paged cache of `slots` sequences (blocks of 64 tokens taken from a pool
+ * of 7 as sequences grow). Prompts take free slots in order; each step is ONE ragged decode call
  * per layer (mh_decode_args.seq_ids / n_new_seq) that advances every live sequence: a prompt
  * that just joined brings its whole prompt as a chunk (prefill), the others one token each
  * (their previous greedy choice). A sequence that has generated its prompt's number of tokens
@@ -17,10 +17,11 @@
 #include "tiny_decoder.h"
 #include "example_util.h"
 
-/* Blocks of 16 tokens; a pool of 12 blocks: less than the 16 that 4 sequences of the longest
- * prompt + generation (62 tokens) would reserve, and enough for the peak of this schedule (10),
- * as sequences finish and return their blocks. */
-enum { BLOCK_SIZE = 16, POOL_BLOCKS = 12 };
+/* Blocks of 64 tokens (a block must hold whole key tiles of the driver: 64 on every ISA up to
+ * 512-bit SVE); a pool of 7 blocks: fewer than the 8 that 4 sequences of the longest prompt +
+ * generation (93 tokens) would reserve, more than this schedule's peak (6), as sequences finish
+ * and return their blocks. */
+enum { BLOCK_SIZE = 64, POOL_BLOCKS = 7 };
 
 /* One prompt's progress through the server. */
 typedef struct served {
