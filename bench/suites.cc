@@ -209,6 +209,7 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
         else s.variants(make(DEC, "", enc, 1, 4096, F16, true), {"mha", "gqa8", "gqa4", "mqa"});
         s.add(make(DEC, "gqa4", enc, 1, 4096, F32, true));
         for (int m : {1024, 4096}) s.add(make(DEC, "mha", enc, 1, m, I8, true));
+        s.add(paged(make(DEC, "mha", enc, 1, 4096, F16, true), 256));  // against the contiguous row above
     }
 
     // 5. cross-attention: decoder queries over an encoder output of another length
@@ -262,11 +263,15 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
             s.add(make(P, v, rope, 2048, 2048, F32, true));
         }
     }
-    // CollabHead's shared keys, and MHA on int8 and paged caches, at length
-    if (o.long_tails && self_ok)
+    // MHA on contiguous and paged caches at 32K keys; the long tails add 16K, CollabHead's shared
+    // keys and int8 caches at length
+    if (self_ok)
         for (int m : {16384, 32768}) {
-            for (const char* v : {"mha", "collab"}) s.add(make(DEC, v, enc, 1, m, F16, true));
+            if (!o.long_tails && m != 32768) continue;
+            s.add(make(DEC, "mha", enc, 1, m, F16, true));
             s.add(paged(make(DEC, "mha", enc, 1, m, F16, true), 256));  // against the contiguous row above
+            if (!o.long_tails) continue;
+            s.add(make(DEC, "collab", enc, 1, m, F16, true));
             s.add(make(DEC, "mha", enc, 1, m, I8, true));
         }
 
