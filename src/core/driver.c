@@ -261,7 +261,8 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
     for (size_t hv = 0; hv < n_v; hv++) {
         const size_t r0 = hv * per, r1 = r0 + per;
         const size_t head = st->v_per_head ? t->h0 + hv : (size_t)t->s;
-        const mh_rows vsrc = mh_drv_rows(&st->value, st->pages, st->v_dtype, (size_t)t->b, head, j0);
+        mh_rows vsrc = mh_drv_rows(&st->value, st->pages, st->v_dtype, (size_t)t->b, head, j0);
+        vsrc.interleaved = n_v > 1;
         if (t->direct_pv) {
             for (size_t r = r0; r < r1; r += dr) pv_rows(st, t, &vsrc, NULL, 0, r, min_size(dr, r1 - r), 0, dv, j0, nc, inside, sc);
             continue;

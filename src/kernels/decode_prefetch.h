@@ -7,6 +7,9 @@
  *  - three or more rows (grouped heads) are bound by the core: rows are prefetched
  *    MH_NEAR_PREFETCH_KEYS keys ahead into L2 so the FMAs do not wait on L3 or DRAM (on Zen 4,
  *    GQA-8: 1.4x faster than no prefetch in L3, 1.35x faster than a prefetch into L1 from DRAM);
+ *  - row sets read in turn tile by tile (mh_rows.interleaved: CollabHead's 16 per-head V
+ *    streams) outnumber the streams the hardware follows: near rows are prefetched as for
+ *    grouped heads;
  *  - rows kilobytes apart (an engine's token-major cache) are fetched MH_FAR_PREFETCH_KEYS
  *    keys ahead into L2, since no hardware prefetcher follows such strides across pages.
  * Plain C (a GCC/Clang builtin): included by ISA-flagged kernel sources. A prefetch never
@@ -28,7 +31,7 @@
 static inline __attribute__((always_inline)) void mh_decode_prefetch(const mh_rows* x, mh_dtype dtype, size_t c,
                                                                      size_t row_elems, size_t rows) {
     const int far = x->ld != (ptrdiff_t)row_elems;
-    if (!far && rows < MH_NEAR_PREFETCH_ROWS) return;
+    if (!far && rows < MH_NEAR_PREFETCH_ROWS && !x->interleaved) return;
     const size_t ahead = far ? MH_FAR_PREFETCH_KEYS : MH_NEAR_PREFETCH_KEYS;
     const char* row = mh_dtype_at(x->data, dtype, (ptrdiff_t)(c + ahead) * x->ld);
     const size_t bytes = row_elems * mh_dtype_size(dtype);

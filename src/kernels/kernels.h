@@ -57,6 +57,9 @@ typedef struct mh_rows {
     mh_dtype dtype;
     const float* scale;  /* [cols] row scales, ld_scale apart (MH_DTYPE_I8 only, else NULL) */
     ptrdiff_t ld_scale;
+    int interleaved;     /* 1: one of several row sets the caller reads in turn, tile by tile
+                            (CollabHead's per-head V): the decode kernels prefetch it
+                            (kernels/decode_prefetch.h); 0: read alone */
 } mh_rows;
 
 /*
