@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/parallel.h"
+#include "core/score.h"
 #include "util/alloc.h"
 
 mh_status mh_positions_resolve(mh_layer_config* c, unsigned caps) {
@@ -87,10 +88,9 @@ int64_t* mh_positions_take(const mh_layer* L, size_t rows, mh_ws* ws) {
 }
 
 void mh_positions_queries(const mh_attn_options* opt, int B, int N, int M, int64_t* pos) {
-    const int64_t q_offset = opt ? opt->q_offset : MH_Q_OFFSET_END;
+    const mh_attn_options dflt = mh_attn_options_default();
     for (int b = 0; b < B; b++) {
-        const int64_t kv_len = opt && opt->kv_len ? opt->kv_len[b] : M;
-        const int64_t q0 = q_offset == MH_Q_OFFSET_END ? kv_len - N : q_offset;
+        const int64_t q0 = mh_score_first_query(opt ? opt : &dflt, b, N, M);
         for (int i = 0; i < N; i++) pos[(size_t)b * (size_t)N + (size_t)i] = q0 + i;
     }
 }

@@ -142,7 +142,7 @@ const float* mh_drv_packed(const mh_drv_stage* st, int kv, size_t b, size_t h, i
 
 void mh_drv_block(const mh_drv_stage* st, const mh_attn_options* opt, const int64_t* pos, mh_drv_task* t) {
     const int64_t kv_len = opt->kv_len ? opt->kv_len[t->b] : st->n_kv;
-    const int64_t q0 = opt->q_offset == MH_Q_OFFSET_END ? kv_len - st->n_q : opt->q_offset;
+    const int64_t q0 = mh_score_first_query(opt, t->b, st->n_q, st->n_kv);
     mh_score_block blk = {t->nq, st->hg, q0 + (int64_t)t->i0, opt->causal, opt->window, opt->softcap,
                           opt->alibi_slopes ? opt->alibi_slopes + t->h0 : NULL, NULL,
                           opt->mask_stride_head, opt->mask_stride_row, NULL};

@@ -1,5 +1,6 @@
 #include "core/gathered.h"
 
+#include "core/score.h"
 #include "util/checked.h"
 #include "util/dtype.h"
 
@@ -44,8 +45,7 @@ void mh_gathered_plan(const mh_attn_problem* p, const mh_attn_options* opt, cons
     int64_t e = 0;
     for (int h = 0; h < H; h++)
         for (int s = 0; s < B; s++) {
-            const int64_t kv_len = opt->kv_len ? opt->kv_len[s] : p->n_kv;
-            const int64_t q0 = opt->q_offset == MH_Q_OFFSET_END ? kv_len - N : opt->q_offset;
+            const int64_t q0 = mh_score_first_query(opt, s, N, p->n_kv);
             g->seg[h * B + s] = e;
             for (int t = 0; t < N; t++) {
                 const int32_t r = s * N + t;
