@@ -6,13 +6,9 @@
 
 mh_rows mh_drv_rows(const mh_tensor* x, const mh_kv_pages* pg, mh_dtype dt, size_t b, size_t h, int64_t j0) {
     if (pg) { /* batch row b's sequence, then the block holding key j0 (core/kv_pages.h) */
-        const int64_t s = pg->seq ? pg->seq[b] : (int64_t)b;
-        if (pg->table) {
-            b = (size_t)pg->table[s * pg->per_seq + j0 / pg->block_size];
-            j0 %= pg->block_size;
-        } else {
-            b = (size_t)s;
-        }
+        int64_t blk;
+        mh_kv_pages_find(pg->table, pg->per_seq, pg->block_size, pg->seq ? pg->seq[b] : (int64_t)b, j0, &blk, &j0);
+        b = (size_t)blk;
     }
     mh_rows r = {.data = mh_dtype_at(x->data, dt, (ptrdiff_t)b * x->stride_batch + (ptrdiff_t)h * x->stride_head +
                                                       (ptrdiff_t)j0 * x->stride_token),

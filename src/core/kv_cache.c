@@ -293,13 +293,10 @@ int mh_kv_cache_positions(const mh_kv_cache* c, const mh_kv_seqs* s, int32_t* kv
 
 /* Storage block and row of token pos of sequence seq. */
 static void locate(const mh_kv_cache* c, int seq, int pos, size_t* blk, size_t* row) {
-    if (!c->paged) {
-        *blk = (size_t)seq, *row = (size_t)pos;
-        return;
-    }
     const mh_kv_pool* p = &c->pool;
-    *blk = (size_t)p->table[(size_t)seq * (size_t)p->per_seq + (size_t)(pos / p->block_size)];
-    *row = (size_t)(pos % p->block_size);
+    int64_t b, r;
+    mh_kv_pages_find(c->paged ? p->table : NULL, p->per_seq, p->block_size, seq, pos, &b, &r);
+    *blk = (size_t)b, *row = (size_t)r;
 }
 
 /* dst row of `dim` elements of the cache dtype from an f32 row; int8 rows also set *scale. */

@@ -24,4 +24,15 @@ typedef struct mh_kv_pages {
     int64_t block_size;   /* tokens per block (paged) */
 } mh_kv_pages;
 
+/* Storage block and row of key j of sequence s: row j % block_size of block
+ * table[s * per_seq + j / block_size] (table not NULL: paged), else row j of block s. */
+static inline void mh_kv_pages_find(const int32_t* table, ptrdiff_t per_seq, int64_t block_size, int64_t s,
+                                    int64_t j, int64_t* blk, int64_t* row) {
+    if (table) {
+        *blk = table[s * per_seq + j / block_size], *row = j % block_size;
+    } else {
+        *blk = s, *row = j;
+    }
+}
+
 #endif
