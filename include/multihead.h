@@ -23,7 +23,7 @@ extern "C" {
 
 /* ------------------------------------------------------------------ version */
 #define MH_VERSION_MAJOR 0
-#define MH_VERSION_MINOR 4
+#define MH_VERSION_MINOR 5
 #define MH_VERSION_PATCH 0
 #define MH_VERSION_NUMBER (MH_VERSION_MAJOR * 10000 + MH_VERSION_MINOR * 100 + MH_VERSION_PATCH)
 
@@ -87,6 +87,30 @@ MH_API int mh_isa_supported(mh_isa isa);
  * MH_ERR_INVALID_ARGUMENT if it names no ISA at all. */
 MH_API mh_status mh_isa_default(mh_isa* out);
 
+/* ------------------------------------------------------------------ compute modes */
+/*
+ * The precision the two GEMMs of attention (Q.K^T and P.V) compute in. F32 is exact to fp32.
+ * BF16 and F16 round Q, K, V and P to that format on entry to the GEMMs; products accumulate
+ * in f32, softmax and the output stay f32 (expect a relative L2 error of about 3e-3 for BF16
+ * against the double oracle). A compute mode is a sub-feature of an ISA: its kernels need the
+ * ISA's extension (BF16: AVX512-BF16 with MH_ISA_AVX512, Arm BF16 with MH_ISA_NEON / SVE;
+ * F16: AVX512-FP16, Arm FP16 FMLA). A mode the context's ISA cannot run on this CPU is refused
+ * with MH_ERR_ISA_UNAVAILABLE, never run in another precision. docs/api.md, "Compute modes".
+ */
+typedef enum mh_compute {
+    MH_COMPUTE_DEFAULT = 0, /* in a layer config or options: the context's; in a context
+                               config: MH_COMPUTE from the environment, else F32 */
+    MH_COMPUTE_F32 = 1,
+    MH_COMPUTE_BF16 = 2,
+    MH_COMPUTE_F16 = 3
+} mh_compute;
+#define MH_COMPUTE_COUNT 4
+
+/* "f32", "bf16", "f16"; "default" for MH_COMPUTE_DEFAULT; "unknown" otherwise. */
+MH_API const char* mh_compute_name(mh_compute compute);
+/* 1 if `isa` is supported and runs `compute` on this CPU (and OS); F32 on every supported ISA. */
+MH_API int mh_compute_supported(mh_isa isa, mh_compute compute);
+
 /* ------------------------------------------------------------------ context */
 typedef struct mh_context mh_context;
 
@@ -100,6 +124,9 @@ typedef struct mh_context_config {
      * omp_set_num_threads, else all processors), capped at MH_MAX_THREADS. */
     int num_threads;
     mh_isa isa;      /* MH_ISA_AUTO, or a forced ISA (an error if unsupported, never a fallback) */
+    mh_compute compute; /* the default compute mode of layers and calls on this context
+                           (MH_COMPUTE_DEFAULT: the environment's MH_COMPUTE, else F32);
+                           MH_ERR_ISA_UNAVAILABLE if the ISA cannot run it */
 } mh_context_config;
 
 MH_API mh_context_config mh_context_config_default(void);
@@ -107,6 +134,7 @@ MH_API mh_status mh_context_create(const mh_context_config* config, mh_context**
 MH_API void mh_context_destroy(mh_context* ctx); /* accepts NULL */
 MH_API mh_isa mh_context_isa(const mh_context* ctx);
 MH_API int mh_context_num_threads(const mh_context* ctx);
+MH_API mh_compute mh_context_compute(const mh_context* ctx); /* resolved: never DEFAULT */
 
 /* ------------------------------------------------------------------ tensors */
 typedef enum mh_dtype {
@@ -181,6 +209,16 @@ typedef struct mh_attn_options {
      * zeros); any other row's output is multiplied by its gate. Gates must be finite
      * (MH_ERR_INVALID_ARGUMENT); mask and probs are MH_ERR_UNSUPPORTED with gates. */
     const float* head_gates;
+    /* Partial attention over a shard of the keys (context parallelism, docs/scale-out.md). */
+    float* lse;        /* [B, H, N] out, or NULL: each row's natural log of the sum of exp over
+                        * its kept scores (and its sink); -INFINITY flags a row with no kept key
+                        * and no sink (its output row is zeros). Merge shards with
+                        * mh_attention_merge; pass sinks on one shard only. */
+    int64_t kv_offset; /* absolute position of key 0, >= 0 (a shard holding keys from
+                        * kv_offset); causal, window and ALiBi use absolute positions, the mask
+                        * and probs the view's own key index. With MH_Q_OFFSET_END query i sits
+                        * at kv_offset + kv_len[b] - N + i. */
+    mh_compute compute; /* DEFAULT: the context's (mh_attention only; layers use their own) */
 } mh_attn_options;
 
 /* All zero, q_offset = MH_Q_OFFSET_END. */
@@ -226,6 +264,21 @@ MH_API mh_status mh_attention_workspace_bound(const mh_context* ctx, const mh_at
 /* opt may be NULL (defaults). workspace must be 64-byte aligned. */
 MH_API mh_status mh_attention(const mh_context* ctx, const mh_attn_problem* p,
                               const mh_attn_options* opt, void* workspace, size_t workspace_bytes);
+
+/*
+ * Merges P partial results of the same queries over disjoint key shards into the exact
+ * result over all their keys (log-sum-exp rescaling, the arithmetic of the driver's own split
+ * of decode keys; parts are folded in index order):
+ *   outs[p] [B, N, H, Dv]  lses[p] [B, H, N]   (contiguous, as mh_attention writes them with
+ *                                                lse and a contiguous o)
+ *   out     [B, N, H, Dv]  written; lse_out [B, H, N] written, or NULL
+ * A row whose every part has lse -INFINITY gets zeros (and -INFINITY). out may be outs[0]
+ * (in place). n_parts 1 copies. MH_ERR_INVALID_ARGUMENT for NULL pointers or sizes < 1
+ * (nothing written).
+ */
+MH_API mh_status mh_attention_merge(int n_parts, const float* const* outs,
+                                    const float* const* lses, int batch, int n_q, int n_heads,
+                                    int head_dim_v, float* out, float* lse_out);
 
 /* ------------------------------------------------------------------ layers */
 typedef enum mh_variant {
@@ -377,6 +430,7 @@ typedef struct mh_layer_config {
     int qk_norm;               /* 1: per-head RMSNorm of q and k before rotary (Qwen3, Gemma 3):
                                   x * w / sqrt(mean(x^2) + eps), w = weights' q_norm / k_norm */
     float qk_norm_eps;         /* 0 = 1e-6 */
+    mh_compute compute;        /* DEFAULT: the context's compute mode */
 } mh_layer_config;
 
 /* PyTorch nn.Linear layout; copied and packed at create, the caller keeps ownership. */
@@ -405,8 +459,9 @@ MH_API mh_layer_config mh_layer_config_default(void); /* MHA, everything else 0 
 MH_API mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
                                  const mh_layer_weights* weights, mh_layer** out);
 MH_API void mh_layer_destroy(mh_layer* layer); /* accepts NULL */
-/* The config as validated (defaults resolved, including scale; pointers cleared, including
- * variant_config: read that with mh_layer_get_variant_config). */
+/* The config as validated (defaults resolved, including scale and compute; pointers cleared,
+ * including variant_config: read that with mh_layer_get_variant_config). A shard's is the full
+ * layer's (mh_layer_get_shard tells its heads). */
 MH_API mh_status mh_layer_get_config(const mh_layer* layer, mh_layer_config* out);
 /* The variant's config as validated (defaults resolved) into `out`, a mh_<variant>_config
  * whose tag the caller set to the layer's variant (MH_ERR_INVALID_ARGUMENT if it differs or
@@ -414,6 +469,29 @@ MH_API mh_status mh_layer_get_config(const mh_layer* layer, mh_layer_config* out
 MH_API mh_status mh_layer_get_variant_config(const mh_layer* layer, void* out);
 /* Bytes of packed weights the layer holds. */
 MH_API size_t mh_layer_weights_bytes(const mh_layer* layer);
+
+/*
+ * Head-sharded layers (tensor parallelism, docs/scale-out.md). Shard `index` of `count` of the
+ * layer (config, weights) holds query heads [index * H/count, (index + 1) * H/count), the K/V
+ * heads they read (whole groups; MQA's one K/V head on every shard), their rows of W_Q, W_K,
+ * W_V and biases, the matching columns of W_O, and its KV caches only those K/V heads. Its
+ * forward and decode write a partial output [.., d_model]: the sum over the shards is the
+ * full layer's output; shard 0 alone adds b_o. MHA/GQA/MQA and MoH (each shard routes on the
+ * full head set, so its routing record equals the full layer's, and runs its selected local
+ * heads); MH_ERR_UNSUPPORTED for the variants that mix heads (overlapping heads, CollabHead,
+ * DCMHA). MH_ERR_INVALID_ARGUMENT if count < 1, index outside 0 .. count - 1, or H (or
+ * Hkv > 1) is not a multiple of count. count 1 is the full layer.
+ */
+MH_API mh_status mh_layer_create_shard(const mh_context* ctx, const mh_layer_config* config,
+                                       const mh_layer_weights* weights, int index, int count,
+                                       mh_layer** out);
+
+typedef struct mh_shard_info {
+    int index, count;               /* 0, 1 for a layer made by mh_layer_create */
+    int head_begin, n_heads;        /* the full layer's query heads this layer holds */
+    int kv_head_begin, n_kv_heads;  /* and its K/V heads */
+} mh_shard_info;
+MH_API mh_status mh_layer_get_shard(const mh_layer* layer, mh_shard_info* out);
 
 /*
  * MHA -> GQA/MQA conversion (GQA paper): K/V head j of the result is the mean of the source's

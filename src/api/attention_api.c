@@ -1,6 +1,7 @@
 /* mh_attention: the core on pre-projected tensors. */
 #include <string.h>
 
+#include "api/compute.h"
 #include "api/context.h"
 #include "api/validate.h"
 #include "core/attention.h"
@@ -37,6 +38,8 @@ static mh_status prepare(const mh_context* ctx, const mh_attn_problem* p, const 
     if (!mh_context_valid(ctx) || !p) return MH_ERR_INVALID_ARGUMENT;
     mh_status st = mh_validate_problem(p);
     if (st == MH_OK) st = mh_validate_options(opt, p->batch, p->n_q, p->n_kv, p->n_heads);
+    mh_compute compute = opt->compute;
+    if (st == MH_OK) st = mh_compute_pick(ctx->kernels->isa, ctx->compute, &compute);
     if (st != MH_OK) return st;
     if (opt->probs && !mh_probs_fit(p->batch, p->n_heads, p->n_q, p->n_kv))
         return MH_ERR_SIZE_OVERFLOW;
@@ -99,4 +102,12 @@ mh_status mh_attention(const mh_context* ctx, const mh_attn_problem* p, const mh
     void* scratch = mh_core_attention_carve(ctx->kernels, ctx->num_threads, p, 1, &ws);
     mh_core_attention(ctx->kernels, ctx->num_threads, p, opt, 1, scratch);
     return MH_OK;
+}
+
+mh_status mh_attention_merge(int n_parts, const float* const* outs, const float* const* lses, int batch,
+                             int n_q, int n_heads, int head_dim_v, float* out, float* lse_out) {
+    (void)lse_out;
+    if (n_parts < 1 || !outs || !lses || batch < 1 || n_q < 1 || n_heads < 1 || head_dim_v < 1 || !out)
+        return MH_ERR_INVALID_ARGUMENT;
+    return MH_ERR_UNSUPPORTED; /* partials: not yet */
 }

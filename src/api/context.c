@@ -3,10 +3,11 @@
 #include <omp.h>
 #include <stdlib.h>
 
+#include "api/compute.h"
 #include "dispatch/dispatch.h"
 
 mh_context_config mh_context_config_default(void) {
-    mh_context_config c = {0, MH_ISA_AUTO};
+    mh_context_config c = {.num_threads = 0, .isa = MH_ISA_AUTO, .compute = MH_COMPUTE_DEFAULT};
     return c;
 }
 
@@ -22,11 +23,15 @@ mh_status mh_context_create(const mh_context_config* config, mh_context** out) {
     }
     const mh_kernels* kernels = mh_dispatch_table(isa);
     if (!kernels) return MH_ERR_ISA_UNAVAILABLE;
+    mh_compute compute = config->compute;
+    mh_status st = mh_compute_resolve(isa, &compute);
+    if (st != MH_OK) return st;
     mh_context* ctx = malloc(sizeof *ctx);
     if (!ctx) return MH_ERR_OUT_OF_MEMORY;
     ctx->magic = MH_CONTEXT_MAGIC;
     ctx->kernels = kernels;
     const int runtime = omp_get_max_threads(); /* what an OpenMP program set for its regions */
+    ctx->compute = compute;
     ctx->num_threads = config->num_threads ? config->num_threads
                                            : runtime < MH_MAX_THREADS ? runtime : MH_MAX_THREADS;
     *out = ctx;
@@ -44,3 +49,7 @@ mh_isa mh_context_isa(const mh_context* ctx) {
 }
 
 int mh_context_num_threads(const mh_context* ctx) { return mh_context_valid(ctx) ? ctx->num_threads : 0; }
+
+mh_compute mh_context_compute(const mh_context* ctx) {
+    return mh_context_valid(ctx) ? ctx->compute : MH_COMPUTE_DEFAULT;
+}

@@ -7,6 +7,7 @@ struct mh_context {
     uint64_t magic; /* MH_CONTEXT_MAGIC while alive; cleared by destroy */
     const mh_kernels* kernels;
     int num_threads; /* >= 1 */
+    mh_compute compute; /* resolved: never MH_COMPUTE_DEFAULT */
 };
 
 /* Marks a live context: a destroyed one or another object passed as a context is refused

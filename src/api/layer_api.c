@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/compute.h"
 #include "api/context.h"
 #include "api/validate.h"
 #include "core/kv_cache.h"
@@ -68,6 +69,7 @@ mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
     if (!ops) return MH_ERR_INVALID_ARGUMENT;
     mh_layer_config c = *config;
     mh_status st = check_config(&c);
+    if (st == MH_OK) st = mh_compute_pick(ctx->kernels->isa, ctx->compute, &c.compute);
     if (st != MH_OK) return st;
     mh_layer* L = calloc(1, sizeof *L);
     if (!L) return MH_ERR_OUT_OF_MEMORY;
@@ -106,6 +108,20 @@ mh_status mh_layer_get_config(const mh_layer* layer, mh_layer_config* out) {
     *out = layer->cfg;
     out->alibi_slopes = NULL, out->sinks = NULL, out->variant_config = NULL;
     out->rotary.inv_freq = NULL;
+    return MH_OK;
+}
+
+mh_status mh_layer_create_shard(const mh_context* ctx, const mh_layer_config* config,
+                                const mh_layer_weights* weights, int index, int count, mh_layer** out) {
+    if (count < 1 || index < 0 || index >= count) return MH_ERR_INVALID_ARGUMENT;
+    if (count == 1) return mh_layer_create(ctx, config, weights, out);
+    return MH_ERR_UNSUPPORTED; /* sharding: not yet */
+}
+
+mh_status mh_layer_get_shard(const mh_layer* layer, mh_shard_info* out) {
+    if (!layer || !out) return MH_ERR_INVALID_ARGUMENT;
+    *out = (mh_shard_info){.index = 0, .count = 1, .head_begin = 0, .n_heads = layer->cfg.n_heads,
+                           .kv_head_begin = 0, .n_kv_heads = layer->cfg.n_kv_heads};
     return MH_OK;
 }
 
@@ -163,7 +179,8 @@ static mh_status check_forward(const mh_layer* L, const mh_forward_args* a) {
     const int M = self ? a->n_q : a->n_kv;
     if (a->opt) {
         const mh_attn_options* o = a->opt;
-        if (o->window || o->softcap != 0.0f || o->alibi_slopes || o->sinks)
+        if (o->window || o->softcap != 0.0f || o->alibi_slopes || o->sinks || o->lse ||
+            o->kv_offset || o->compute != MH_COMPUTE_DEFAULT) /* the layer's own, or core only */
             return MH_ERR_INVALID_ARGUMENT;
         mh_status st = mh_validate_options(o, a->batch, a->n_q, M, c->n_heads);
         if (st != MH_OK) return st;

@@ -465,7 +465,7 @@ static void threads_bitwise(mh_isa isa, test_rng* rng) {
     enum { B = 2, N = 96, DM = 64 };
     const spec specs[] = {{MH_MOH_ROUTER_LEARNED, 8, 8, 2, 3, 16, DM, 1}, {MH_MOH_ROUTER_NORM, 8, 2, 4, 2, 16, DM, 1}};
     mh_context *c1, *c2;
-    mh_context_config cc = {1, isa};
+    mh_context_config cc = {.num_threads = 1, .isa = isa};
     if (!check_status("ctx1", mh_context_create(&cc, &c1), MH_OK)) return;
     cc.num_threads = 2;
     if (!check_status("ctx2", mh_context_create(&cc, &c2), MH_OK)) {

@@ -1,0 +1,42 @@
+#include "api/compute.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char* const names[MH_COMPUTE_COUNT] = {"default", "f32", "bf16", "f16"};
+
+const char* mh_compute_name(mh_compute compute) {
+    return compute >= 0 && compute < MH_COMPUTE_COUNT ? names[compute] : "unknown";
+}
+
+int mh_compute_supported(mh_isa isa, mh_compute compute) {
+    /* Only f32 has kernels so far; the bf16/f16 kernels will report here. */
+    return mh_isa_supported(isa) && compute == MH_COMPUTE_F32;
+}
+
+static mh_status check(mh_isa isa, mh_compute c) {
+    if (c <= MH_COMPUTE_DEFAULT || c >= MH_COMPUTE_COUNT) return MH_ERR_INVALID_ARGUMENT;
+    return mh_compute_supported(isa, c) ? MH_OK : MH_ERR_ISA_UNAVAILABLE;
+}
+
+mh_status mh_compute_resolve(mh_isa isa, mh_compute* c) {
+    if (*c == MH_COMPUTE_DEFAULT) {
+        const char* env = getenv("MH_COMPUTE");
+        *c = MH_COMPUTE_F32;
+        if (env && *env) {
+            int found = 0;
+            for (int i = MH_COMPUTE_F32; i < MH_COMPUTE_COUNT; i++)
+                if (strcmp(env, names[i]) == 0) *c = (mh_compute)i, found = 1;
+            if (!found) return MH_ERR_INVALID_ARGUMENT;
+        }
+    }
+    return check(isa, *c);
+}
+
+mh_status mh_compute_pick(mh_isa isa, mh_compute ctx_compute, mh_compute* c) {
+    if (*c == MH_COMPUTE_DEFAULT) {
+        *c = ctx_compute;
+        return MH_OK;
+    }
+    return check(isa, *c);
+}
