@@ -11,6 +11,7 @@
 
 #include "core/parallel.h"
 #include "core/split_kv.h"
+#include "kernels/decode_prefetch.h"
 #include "util/dtype.h"
 
 /* Two-pass decode keeps pass 1's tiles for pass 2 in a store of a size fixed by the shapes
@@ -187,13 +188,21 @@ static void start_rows(const mh_drv_stage* st, const mh_drv_task* t, size_t rows
 
 /* ---- one-pass mode ---- */
 
+/* A stream tile a decode across streams reads after the current one: the target of the
+ * direct kernels' far-row prefetch (mh_rows.next). */
+typedef struct next_tile {
+    const mh_drv_task* t;
+    int64_t j0;
+} next_tile;
+
 /* Finished scores (Q.K^T, the stage's bias, the score step) of keys [j0, j0 + nc) into sc->s.
  * Direct tasks read K in place; the others pack the tile (unless prepacked) for the GEMM. */
 static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float* kt_pre, int64_t j0,
-                       size_t nc, mh_drv_scratch* sc) {
+                       size_t nc, const next_tile* nx, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const size_t dqk = st->dqk, tk = st->tk, mr = k->gemm_mr, nr = k->gemm_nr, rows = t->rows;
-    const mh_rows ksrc = mh_drv_rows(&st->key, st->pages, st->k_dtype, (size_t)t->b, (size_t)t->s, j0);
+    mh_rows ksrc = mh_drv_rows(&st->key, st->pages, st->k_dtype, (size_t)t->b, (size_t)t->s, j0);
+    if (nx) ksrc.next = mh_drv_rows(&st->key, st->pages, st->k_dtype, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
     if (t->direct_qk) { /* chunks the kernel takes; the K tile stays in cache */
         for (size_t r = 0; r < rows; r += k->attn_direct_rows - 1)
             k->qk_direct(min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk, &ksrc,
@@ -253,7 +262,7 @@ static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows*
 /* o = alpha * o + P.V for keys [j0, j0 + nc), against the stream's V (all rows) or each
  * head's V (its nq rows). vt_pre, if given, is the tile packed for vt_cols (>= nc) keys from j0. */
 static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const float* vt_pre, size_t vt_cols,
-                          int64_t j0, size_t nc, mh_drv_scratch* sc) {
+                          int64_t j0, size_t nc, const next_tile* nx, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const size_t dv = st->dv, mr = k->gemm_mr, nr = k->gemm_nr, dr = k->attn_direct_rows - 1;
     const size_t n_v = st->v_per_head ? st->hg : 1, per = t->rows / n_v;
@@ -263,6 +272,8 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
         const size_t head = st->v_per_head ? t->h0 + hv : (size_t)t->s;
         mh_rows vsrc = mh_drv_rows(&st->value, st->pages, st->v_dtype, (size_t)t->b, head, j0);
         vsrc.interleaved = n_v > 1;
+        if (nx && n_v == 1)
+            vsrc.next = mh_drv_rows(&st->value, st->pages, st->v_dtype, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
         if (t->direct_pv) {
             for (size_t r = r0; r < r1; r += dr) pv_rows(st, t, &vsrc, NULL, 0, r, min_size(dr, r1 - r), 0, dv, j0, nc, inside, sc);
             continue;
@@ -280,14 +291,16 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
     }
 }
 
-/* One key tile [j0, j0 + nc) of the online softmax: scores, softmax step, P.V. */
-static void attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, mh_drv_scratch* sc) {
+/* One key tile [j0, j0 + nc) of the online softmax: scores, softmax step, P.V. nx: the tile to
+ * prefetch in a decode across streams, or NULL. */
+static void attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, const next_tile* nx,
+                        mh_drv_scratch* sc) {
     const size_t tk = st->tk;
     const float* kt = mh_drv_packed(st, 0, (size_t)t->b, (size_t)t->s, j0);
     const float* vt = mh_drv_packed(st, 1, (size_t)t->b, (size_t)t->s, j0);
-    score_tile(st, t, kt, j0, nc, sc);
+    score_tile(st, t, kt, j0, nc, nx, sc);
     st->k->softmax_tile(t->rows, nc, sc->s, tk, sc->m, sc->l, sc->alpha);
-    accumulate_pv(st, t, vt, vt ? min_size(tk, (size_t)st->n_kv - (size_t)j0) : 0, j0, nc, sc);
+    accumulate_pv(st, t, vt, vt ? min_size(tk, (size_t)st->n_kv - (size_t)j0) : 0, j0, nc, nx, sc);
 }
 
 /* Online softmax over keys [j_lo, j_hi) of the task into sc->m, sc->l, sc->o (unnormalised).
@@ -298,7 +311,22 @@ static void attend(const call* c, const mh_drv_task* t, int64_t j_lo, int64_t j_
     const size_t tk = st->tk;
     start_rows(st, t, t->rows, sc);
     if (c->cw.kt_all && j_lo > 0) j_lo -= j_lo % (int64_t)tk;
-    for (int64_t j0 = j_lo; j0 < j_hi; j0 += (int64_t)tk) attend_tile(st, t, j0, min_size(tk, (size_t)(j_hi - j0)), sc);
+    for (int64_t j0 = j_lo; j0 < j_hi; j0 += (int64_t)tk) attend_tile(st, t, j0, min_size(tk, (size_t)(j_hi - j0)), NULL, sc);
+}
+
+/* The tile attend_across reads MH_FAR_PREFETCH_STREAMS tiles after stream s's at offset off
+ * (streams in turn at off, then at off + tk, ...), or NULL past the last one. */
+static const next_tile* tile_ahead(const struct mh_drv_lane* lanes, size_t n_s, size_t s, int64_t off, size_t tk,
+                                   next_tile* nx) {
+    size_t left = MH_FAR_PREFETCH_STREAMS;
+    for (size_t i = s + 1; i < s + 1 + 2 * n_s; i++) { /* at most two rounds hold it */
+        const struct mh_drv_lane* ln = &lanes[i % n_s];
+        const int64_t j0 = ln->lo + off + (int64_t)(i / n_s) * (int64_t)tk;
+        if (!ln->t.active || j0 >= ln->hi || --left) continue;
+        *nx = (next_tile){.t = &ln->t, .j0 = j0};
+        return nx;
+    }
+    return NULL;
 }
 
 /* Decode on K/V rows far apart (an engine's token-major cache): chunk ci of every stream of
@@ -327,7 +355,8 @@ static void attend_across(const call* c, size_t b, size_t ci, mh_drv_scratch* sc
             float* part = mh_split_partial(&c->split, b * n_s + s, ci);
             v.m = part, v.l = part + ln->t.rows, v.o = part + 2 * ln->t.rows;
             st->load_q(st, &ln->t, &v);
-            attend_tile(st, &ln->t, j0, min_size(tk, (size_t)(ln->hi - j0)), &v);
+            next_tile nx;
+            attend_tile(st, &ln->t, j0, min_size(tk, (size_t)(ln->hi - j0)), tile_ahead(sc->lanes, n_s, s, off, tk, &nx), &v);
         }
     }
 }
@@ -377,7 +406,7 @@ static void write_probs(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scr
     }
     for (int64_t j0 = t->j_begin; j0 < t->j_end; j0 += (int64_t)tk) {
         const size_t nc = min_size(tk, (size_t)(t->j_end - j0));
-        score_tile(st, t, NULL, j0, nc, sc);
+        score_tile(st, t, NULL, j0, nc, NULL, sc);
         for (size_t r = 0; r < t->rows; r++) {
             if (sc->m[r] == -INFINITY) continue;
             const size_t h = t->h0 + r / t->nq, i = t->i0 + r % t->nq;
