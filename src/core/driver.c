@@ -195,6 +195,22 @@ typedef struct next_tile {
     int64_t j0;
 } next_tile;
 
+/* A decode-shaped task that packs its tiles (many query rows on one K/V head: MQA) is bound
+ * by the core, not memory: the rows of its next tile (keys [j0 + tk, ...) of K or V, below the
+ * task's last key) are fetched into L2 while this tile is packed and multiplied, as the direct
+ * kernels do for grouped heads (kernels/decode_prefetch.h). */
+static void prefetch_next_tile(const mh_drv_stage* st, const mh_drv_task* t, int kv, int64_t j0) {
+    const int64_t j1 = j0 + (int64_t)st->tk;
+    if (j1 >= t->j_end || mh_drv_query_tiles(st) != 1) return;
+    const mh_dtype dt = kv ? st->v_dtype : st->k_dtype;
+    const mh_rows x = mh_drv_rows(kv ? &st->value : &st->key, st->pages, dt, (size_t)t->b, (size_t)t->s, j1);
+    const size_t n = min_size(st->tk, (size_t)(t->j_end - j1)), bytes = (kv ? st->dv : st->dqk) * mh_dtype_size(dt);
+    for (size_t c = 0; c < n; c++) {
+        const char* row = mh_dtype_at(x.data, dt, (ptrdiff_t)c * x.ld);
+        for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off, 0, 2);
+    }
+}
+
 /* Finished scores (Q.K^T, the stage's bias, the score step) of keys [j0, j0 + nc) into sc->s.
  * Direct tasks read K in place; the others pack the tile (unless prepacked) for the GEMM. */
 static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float* kt_pre, int64_t j0,
@@ -210,6 +226,7 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
     } else {
         const float* kt = kt_pre;
         if (!kt) {
+            prefetch_next_tile(st, t, 0, j0);
             k->pack_kt(nc, dqk, &ksrc, sc->kt);
             kt = sc->kt;
         }
@@ -281,6 +298,7 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
         const float* vt = vt_pre;
         size_t cols = vt_cols;
         if (!vt) {
+            if (n_v == 1) prefetch_next_tile(st, t, 1, j0);
             k->pack_v(nc, dv, &vsrc, sc->vt);
             vt = sc->vt, cols = nc;
         }
