@@ -121,7 +121,10 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, size_t la
                                                     : _mm256_maskload_ps(orow + 8 * (J - 1), mlast));
     }
     for (size_t c = 0; c < cols; c++) {
-        if (first) mh_decode_prefetch(v, dtype, c, dv, (size_t)R); /* the whole row, for this and the later chunks */
+        if (first) { /* the whole row, for this and the later chunks */
+            mh_decode_prefetch(v, dtype, c, dv, (size_t)R);
+            if (8 * (size_t)J < dv) mh_decode_prefetch_rest(v, dtype, c, 8 * (size_t)J, dv);
+        }
         const void* row = mh_dtype_at(v->data, dtype, (ptrdiff_t)c * v->ld + (ptrdiff_t)d0);
         const float sc = dtype == MH_DTYPE_I8 ? v->scale[(ptrdiff_t)c * v->ld_scale] : 1.0f;
         if (R <= 4) { /* R broadcasts, then each V vector is used as soon as it is loaded */
