@@ -73,30 +73,33 @@ MH_INLINE void dot_rows(const int R, const mh_dtype dtype, size_t d, const float
     for (int r = 0; r < R; r++) out[r] = _mm512_add_ps(a[r], b[r]);
 }
 
+/* One 16-column step of dot4_rows: columns [d0, d0 + 16) (with masked, only the lanes of m). */
+MH_INLINE void dot4_step(const int R, const mh_dtype dtype, const int masked, __mmask16 m, size_t d0, const float* q,
+                         size_t ldq, const void* k, ptrdiff_t ldk, __m512* a0, __m512* a1, __m512* a2, __m512* a3) {
+    const __m512 v0 = load16(mh_dtype_at(k, dtype, (ptrdiff_t)d0), dtype, masked, m);
+    const __m512 v1 = load16(mh_dtype_at(k, dtype, ldk + (ptrdiff_t)d0), dtype, masked, m);
+    const __m512 v2 = load16(mh_dtype_at(k, dtype, 2 * ldk + (ptrdiff_t)d0), dtype, masked, m);
+    const __m512 v3 = load16(mh_dtype_at(k, dtype, 3 * ldk + (ptrdiff_t)d0), dtype, masked, m);
+    for (int r = 0; r < R; r++) {
+        const float* qr = q + (size_t)r * ldq + d0;
+        const __m512 qv = masked ? _mm512_maskz_loadu_ps(m, qr) : _mm512_loadu_ps(qr);
+        a0[r] = _mm512_fmadd_ps(qv, v0, a0[r]);
+        a1[r] = _mm512_fmadd_ps(qv, v1, a1[r]);
+        a2[r] = _mm512_fmadd_ps(qv, v2, a2[r]);
+        a3[r] = _mm512_fmadd_ps(qv, v3, a3[r]);
+    }
+}
+
 /* q.k of four key rows for R query rows (R >= 3, the core's limit rather than memory's), d
  * outer: each q vector is loaded once for the four keys and each K vector once for the R
- * rows, one FMA chain per row and key. */
+ * rows, one FMA chain per row and key. Full steps carry no mask and no branch; the d tail is
+ * one masked step (zero lanes on both sides). */
 MH_INLINE void dot4_rows(const int R, const mh_dtype dtype, size_t d, const float* q, size_t ldq, const void* k,
                          ptrdiff_t ldk, __m512* a0, __m512* a1, __m512* a2, __m512* a3) {
     for (int r = 0; r < R; r++) a0[r] = a1[r] = a2[r] = a3[r] = _mm512_setzero_ps();
-    const void* k1 = mh_dtype_at(k, dtype, ldk);
-    const void* k2 = mh_dtype_at(k, dtype, 2 * ldk);
-    const void* k3 = mh_dtype_at(k, dtype, 3 * ldk);
-    for (size_t d0 = 0; d0 < d; d0 += 16) {
-        const int masked = d0 + 16 > d;
-        const __mmask16 m = mh_mask16(d, d0);
-        const __m512 v0 = load16(mh_dtype_at(k, dtype, (ptrdiff_t)d0), dtype, masked, m);
-        const __m512 v1 = load16(mh_dtype_at(k1, dtype, (ptrdiff_t)d0), dtype, masked, m);
-        const __m512 v2 = load16(mh_dtype_at(k2, dtype, (ptrdiff_t)d0), dtype, masked, m);
-        const __m512 v3 = load16(mh_dtype_at(k3, dtype, (ptrdiff_t)d0), dtype, masked, m);
-        for (int r = 0; r < R; r++) {
-            const __m512 qv = _mm512_maskz_loadu_ps(m, q + (size_t)r * ldq + d0);
-            a0[r] = _mm512_fmadd_ps(qv, v0, a0[r]);
-            a1[r] = _mm512_fmadd_ps(qv, v1, a1[r]);
-            a2[r] = _mm512_fmadd_ps(qv, v2, a2[r]);
-            a3[r] = _mm512_fmadd_ps(qv, v3, a3[r]);
-        }
-    }
+    size_t d0 = 0;
+    for (; d0 + 16 <= d; d0 += 16) dot4_step(R, dtype, 0, 0, d0, q, ldq, k, ldk, a0, a1, a2, a3);
+    if (d0 < d) dot4_step(R, dtype, 1, mh_mask16(d, d0), d0, q, ldq, k, ldk, a0, a1, a2, a3);
 }
 
 /* Scores of the `cols` keys of k for R rows, four keys at a time; a last one to three keys go
