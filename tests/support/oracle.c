@@ -36,6 +36,19 @@ double oracle_kv(const mh_tensor* t, mh_dtype dtype, int b, int j, int h, int d)
     return (double)t->scale[b * t->scale_stride_batch + j * t->scale_stride_token + h * t->scale_stride_head] * x;
 }
 
+/* x (an f32 value) rounded to bf16, nearest even (NaN stays NaN). */
+static double round_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* An operand of the products: as stored, or, in bf16 compute, its f32 value rounded to bf16. */
+static double operand(double x, int bf16) { return bf16 ? round_bf16((float)x) : x; }
+
 static int key_kept(const mh_attn_options* opt, int64_t p, int64_t j, int64_t kv_len) {
     if (j >= kv_len) return 0;
     if (opt->causal && j > p) return 0;
@@ -51,7 +64,11 @@ void oracle_attention(const mh_attn_problem* p, const mh_attn_options* opt_in, d
     mh_attn_options opt = opt_in ? *opt_in : mh_attn_options_default();
     const int B = p->batch, N = p->n_q, M = p->n_kv, H = p->n_heads, Hkv = p->n_kv_heads;
     const int Dqk = p->head_dim_qk, Dv = p->head_dim_v, g = H / Hkv;
-    const double scale = p->scale != 0.0f ? p->scale : 1.0 / sqrt((double)Dqk);
+    /* bf16 compute rounds the pre-scaled query fl32(q * scale) with the f32 scale, so the
+     * score is the dot itself; f32 compute scales the exact dot */
+    const int bf16 = opt.compute == MH_COMPUTE_BF16;
+    const float fscale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)Dqk);
+    const double scale = bf16 ? 1.0 : p->scale != 0.0f ? p->scale : 1.0 / sqrt((double)Dqk);
     double* s = malloc(sizeof(double) * (size_t)M);
     const float* q = p->q.data;
     for (int b = 0; b < B; b++) {
@@ -69,9 +86,10 @@ void oracle_attention(const mh_attn_problem* p, const mh_attn_options* opt_in, d
                     }
                     double dot = 0;
                     for (int d = 0; d < Dqk; d++) {
-                        double qv = q[b * p->q.stride_batch + i * p->q.stride_token +
-                                      h * p->q.stride_head + d];
-                        double kv = oracle_kv(&p->k, p->k_dtype, b, j, kh, d);
+                        const float qf = q[b * p->q.stride_batch + i * p->q.stride_token +
+                                           h * p->q.stride_head + d];
+                        double qv = bf16 ? round_bf16(qf * fscale) : qf;
+                        double kv = operand(oracle_kv(&p->k, p->k_dtype, b, j, kh, d), bf16);
                         dot += qv * kv;
                     }
                     double x = dot * scale;
@@ -103,7 +121,7 @@ void oracle_attention(const mh_attn_problem* p, const mh_attn_options* opt_in, d
                     if (prow) prow[j] = pj;
                     if (pj == 0.0) continue;
                     for (int d = 0; d < Dv; d++)
-                        orow[d] += pj * oracle_kv(&p->v, p->v_dtype, b, j, kh, d);
+                        orow[d] += pj * operand(oracle_kv(&p->v, p->v_dtype, b, j, kh, d), bf16);
                 }
             }
         }

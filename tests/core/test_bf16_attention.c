@@ -1,0 +1,101 @@
+/*
+ * The bf16 compute mode (mh_attn_options.compute = MH_COMPUTE_BF16) of mh_attention against
+ * the double oracle run on the bf16-rounded operands (tests/support/oracle.c rounds the
+ * pre-scaled Q, K and V when opt->compute is BF16), on every ISA that has the mode; skipped
+ * (exit 77) where the ISA lacks it. Prefill and decode shapes, GQA/MQA, odd head dims and key
+ * counts, f32/f16/bf16/int8 K/V, causal, windows, ragged kv_len, sinks; 1 and 2 threads
+ * bitwise equal; and the same call in f32 is bitwise what it was without the mode's field.
+ *
+ * Tolerance. The oracle rounds Q, K and V exactly as the kernels do; what it cannot round
+ * like them is P: the driver rounds each tile's exp(s - m) relative to the running max m of
+ * the tiles seen so far (online softmax), so P's rounding depends on the tile grid. Each
+ * p_j carries a relative error of at most 2^-9, independent across keys, which averages in
+ * o = sum_j p_j v_j / l to about 2^-9 / sqrt(3) relative: rel-L2 <= 2e-3 is asserted.
+ * Against the plain double oracle (nothing rounded) the mode's full error is reported.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "oracle.h"
+#include "problem.h"
+
+static double worst_rounded = 0, worst_plain = 0;
+
+static void run_case(const mh_context* c1, const mh_context* c2, test_rng* r, int B, int N, int M, int H,
+                     int Hkv, int Dqk, int Dv, mh_dtype dt, int causal, int window, int ragged, int sinks) {
+    test_problem t;
+    problem_make(&t, r, B, N, M, H, Hkv, Dqk, Dv, dt, (test_layout)rng_int(r, 0, 2), 1.0f);
+    mh_attn_options opt = mh_attn_options_default();
+    int32_t kv_len[4] = {M, M, M, M};
+    float sink[64];
+    opt.causal = causal, opt.window = window;
+    if (ragged)
+        for (int b = 1; b < B; b++) kv_len[b] = rng_int(r, N, M);
+    opt.kv_len = ragged ? kv_len : NULL;
+    if (sinks) {
+        for (int h = 0; h < H; h++) sink[h] = rng_uniform(r, -1.0f, 1.0f);
+        opt.sinks = sink;
+    }
+    char what[200];
+    snprintf(what, sizeof what, "B%d N%d M%d H%d Hkv%d Dqk%d Dv%d dt%d causal%d win%d ragged%d sinks%d", B, N, M, H,
+             Hkv, Dqk, Dv, (int)dt, causal, window, ragged, sinks);
+    const size_t n = (size_t)B * N * H * Dv;
+    float* f32_before = malloc(n * sizeof(float));
+    float* got = malloc(n * sizeof(float));
+    float* got2 = malloc(n * sizeof(float));
+    double* want = malloc(n * sizeof(double));
+    double* plain = malloc(n * sizeof(double));
+    /* f32: the mode's field set explicitly gives the bits of the default */
+    check_status(what, run_attention(c1, &t.p, &opt), MH_OK);
+    problem_gather_o(&t, f32_before);
+    opt.compute = MH_COMPUTE_F32;
+    check_status(what, run_attention(c1, &t.p, &opt), MH_OK);
+    problem_gather_o(&t, got);
+    check_bitwise(what, got, f32_before, n);
+    /* bf16 on 1 and 2 threads */
+    opt.compute = MH_COMPUTE_BF16;
+    check_status(what, run_attention(c1, &t.p, &opt), MH_OK);
+    problem_gather_o(&t, got);
+    check_status(what, run_attention(c2, &t.p, &opt), MH_OK);
+    problem_gather_o(&t, got2);
+    check_bitwise(what, got2, got, n);
+    oracle_attention(&t.p, &opt, want, NULL);
+    opt.compute = MH_COMPUTE_F32;
+    oracle_attention(&t.p, &opt, plain, NULL);
+    const err_stats e = err_f32_f64(got, want, n), ep = err_f32_f64(got, plain, n);
+    if (e.rel_l2 > worst_rounded) worst_rounded = e.rel_l2;
+    if (ep.rel_l2 > worst_plain) worst_plain = ep.rel_l2;
+    printf("%-70s rel-L2 %.2e (rounded oracle) %.2e (plain)\n", what, e.rel_l2, ep.rel_l2);
+    check_close(what, got, want, n, 1e30, 2e-3);
+    free(f32_before), free(got), free(got2), free(want), free(plain);
+    problem_free(&t);
+}
+
+int main(void) {
+    mh_context* c1 = test_context(1);
+    mh_context* c2 = test_context(2);
+    const mh_isa isa = mh_context_isa(c1);
+    if (!mh_compute_supported(isa, MH_COMPUTE_BF16)) {
+        printf("skipped: %s has no bf16 compute on this CPU\n", mh_isa_name(isa));
+        return 77;
+    }
+    test_rng r;
+    rng_seed(&r, 17);
+    const mh_dtype dts[] = {MH_DTYPE_F32, MH_DTYPE_F16, MH_DTYPE_BF16, MH_DTYPE_I8};
+    for (int i = 0; i < 4; i++) {
+        run_case(c1, c2, &r, 2, 130, 130, 4, 2, 64, 64, dts[i], 1, 0, 0, 0);   /* prefill, GQA */
+        run_case(c1, c2, &r, 2, 1, 300, 4, 1, 64, 64, dts[i], 0, 0, 1, 0);     /* decode, MQA */
+    }
+    run_case(c1, c2, &r, 1, 200, 333, 2, 2, 33, 71, MH_DTYPE_F32, 1, 0, 0, 1); /* odd dims */
+    run_case(c1, c2, &r, 2, 97, 257, 3, 3, 128, 128, MH_DTYPE_F16, 0, 40, 1, 0);
+    run_case(c1, c2, &r, 1, 3, 3000, 8, 2, 128, 128, MH_DTYPE_BF16, 0, 0, 0, 1); /* split-KV decode */
+    run_case(c1, c2, &r, 1, 256, 256, 2, 1, 128, 128, MH_DTYPE_F32, 1, 0, 0, 0);
+    printf("worst rel-L2: %.2e against the rounded-operand oracle, %.2e against the plain one\n", worst_rounded,
+           worst_plain);
+    mh_context_destroy(c1);
+    mh_context_destroy(c2);
+    return test_exit_code("test_bf16_attention");
+}
