@@ -6,12 +6,18 @@
  * counts, f32/f16/bf16/int8 K/V, causal, windows, ragged kv_len, sinks; 1 and 2 threads
  * bitwise equal; and the same call in f32 is bitwise what it was without the mode's field.
  *
- * Tolerance. The oracle rounds Q, K and V exactly as the kernels do; what it cannot round
- * like them is P: the driver rounds each tile's exp(s - m) relative to the running max m of
- * the tiles seen so far (online softmax), so P's rounding depends on the tile grid. Each
- * p_j carries a relative error of at most 2^-9, independent across keys, which averages in
- * o = sum_j p_j v_j / l to about 2^-9 / sqrt(3) relative: rel-L2 <= 2e-3 is asserted.
- * Against the plain double oracle (nothing rounded) the mode's full error is reported.
+ * Tolerance. The oracle rounds Q, K and V as the kernels do, and P as the online softmax
+ * holds it (each key tile's exp(s - m) relative to the running max, tiles of 64 keys from
+ * key 0). What remains is f32 accumulation (about 1e-7) and rare flips: an exp that the f32
+ * path and the double oracle put on the two sides of a bf16 rounding boundary (their scores
+ * differ by about 1e-6) moves that p by one bf16 ulp (2^-8 relative); with a dominant p that
+ * reaches 1e-5 of the row. Measured: 5e-8 without a flip, 1e-5 to 3e-5 with one;
+ * rel-L2 <= 1e-4 is asserted, 20x below what rounding P differently gives (1.5e-3, measured
+ * with an oracle that leaves P exact). Split-KV decode (M >= 2048 keys, one query tile) runs
+ * each key chunk's online softmax from its own max, a grid the oracle does not model: there
+ * P's rounding is only bounded by 2^-9 per key, which averages in o = sum p v / l to about
+ * 2^-9 / sqrt(3): rel-L2 <= 2e-3. Against the plain double oracle (nothing rounded) the
+ * mode's whole error is reported (about 2e-3).
  */
 #include <math.h>
 #include <stdio.h>
@@ -25,7 +31,8 @@
 static double worst_rounded = 0, worst_plain = 0;
 
 static void run_case(const mh_context* c1, const mh_context* c2, test_rng* r, int B, int N, int M, int H,
-                     int Hkv, int Dqk, int Dv, mh_dtype dt, int causal, int window, int ragged, int sinks) {
+                     int Hkv, int Dqk, int Dv, mh_dtype dt, int causal, int window, int ragged, int sinks,
+                     double tol) {
     test_problem t;
     problem_make(&t, r, B, N, M, H, Hkv, Dqk, Dv, dt, (test_layout)rng_int(r, 0, 2), 1.0f);
     mh_attn_options opt = mh_attn_options_default();
@@ -66,10 +73,10 @@ static void run_case(const mh_context* c1, const mh_context* c2, test_rng* r, in
     opt.compute = MH_COMPUTE_F32;
     oracle_attention(&t.p, &opt, plain, NULL);
     const err_stats e = err_f32_f64(got, want, n), ep = err_f32_f64(got, plain, n);
-    if (e.rel_l2 > worst_rounded) worst_rounded = e.rel_l2;
+    if (tol <= 1e-4 && e.rel_l2 > worst_rounded) worst_rounded = e.rel_l2;
     if (ep.rel_l2 > worst_plain) worst_plain = ep.rel_l2;
     printf("%-70s rel-L2 %.2e (rounded oracle) %.2e (plain)\n", what, e.rel_l2, ep.rel_l2);
-    check_close(what, got, want, n, 1e30, 2e-3);
+    check_close(what, got, want, n, 1e30, tol);
     free(f32_before), free(got), free(got2), free(want), free(plain);
     problem_free(&t);
 }
@@ -86,14 +93,14 @@ int main(void) {
     rng_seed(&r, 17);
     const mh_dtype dts[] = {MH_DTYPE_F32, MH_DTYPE_F16, MH_DTYPE_BF16, MH_DTYPE_I8};
     for (int i = 0; i < 4; i++) {
-        run_case(c1, c2, &r, 2, 130, 130, 4, 2, 64, 64, dts[i], 1, 0, 0, 0);   /* prefill, GQA */
-        run_case(c1, c2, &r, 2, 1, 300, 4, 1, 64, 64, dts[i], 0, 0, 1, 0);     /* decode, MQA */
+        run_case(c1, c2, &r, 2, 130, 130, 4, 2, 64, 64, dts[i], 1, 0, 0, 0, 1e-4); /* prefill, GQA */
+        run_case(c1, c2, &r, 2, 1, 300, 4, 1, 64, 64, dts[i], 0, 0, 1, 0, 1e-4);   /* decode, MQA */
     }
-    run_case(c1, c2, &r, 1, 200, 333, 2, 2, 33, 71, MH_DTYPE_F32, 1, 0, 0, 1); /* odd dims */
-    run_case(c1, c2, &r, 2, 97, 257, 3, 3, 128, 128, MH_DTYPE_F16, 0, 40, 1, 0);
-    run_case(c1, c2, &r, 1, 3, 3000, 8, 2, 128, 128, MH_DTYPE_BF16, 0, 0, 0, 1); /* split-KV decode */
-    run_case(c1, c2, &r, 1, 256, 256, 2, 1, 128, 128, MH_DTYPE_F32, 1, 0, 0, 0);
-    printf("worst rel-L2: %.2e against the rounded-operand oracle, %.2e against the plain one\n", worst_rounded,
+    run_case(c1, c2, &r, 1, 200, 333, 2, 2, 33, 71, MH_DTYPE_F32, 1, 0, 0, 1, 1e-4); /* odd dims */
+    run_case(c1, c2, &r, 2, 97, 257, 3, 3, 128, 128, MH_DTYPE_F16, 0, 40, 1, 0, 1e-4);
+    run_case(c1, c2, &r, 1, 3, 3000, 8, 2, 128, 128, MH_DTYPE_BF16, 0, 0, 0, 1, 2e-3); /* split-KV decode */
+    run_case(c1, c2, &r, 1, 256, 256, 2, 1, 128, 128, MH_DTYPE_F32, 1, 0, 0, 0, 1e-4);
+    printf("worst rel-L2: %.2e against the rounded-operand oracle (its tile grid), %.2e against the plain one\n", worst_rounded,
            worst_plain);
     mh_context_destroy(c1);
     mh_context_destroy(c2);
