@@ -196,7 +196,7 @@ void Fixture::report(benchmark::State& st, double flops, double bytes, double to
     if (c_.impl == Impl::Blas) {
         for (int i = 1; i < MH_ISA_COUNT; i++) peak = std::max(peak, lim.peak(static_cast<mh_isa>(i), c_.threads));
     } else {
-        peak = lim.peak(c_.isa, c_.threads);
+        peak = lim.peak(c_.isa, c_.threads, c_.compute);
     }
     const double bw = lim.bandwidth(c_.threads);
     st.counters["gflops"] = Counter(flops * 1e-9, Counter::kIsRate);

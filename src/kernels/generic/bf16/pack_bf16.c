@@ -30,32 +30,38 @@ MH_INLINE void row_bf16(const mh_dtype dtype, const mh_rows* x, size_t c, size_t
     MH_KNAME(f32_to_bf16)(n, f, out);
 }
 
-/* dst[pair][j][2] of a panel whose pairs run over d: key j of the panel, element dd. */
+/* Key c of panel c / NR: its row in bf16, a pair (two elements, one 32-bit store) at a time
+ * into column c % NR of each pair row ([pairs][NR][2]); keys past cols and the pad of an odd
+ * d are zero. */
 MH_INLINE void pack_kt_bf16(const mh_dtype dtype, size_t cols, size_t d, const mh_rows* kr, uint16_t* dst) {
     const size_t nr = MH_GEMM_NR, pairs = (d + 1) / 2, padded = (cols + nr - 1) / nr * nr;
     uint16_t buf[CHUNK];
     for (size_t c = 0; c < padded; c++) {
-        uint16_t* col = dst + ((c / nr) * pairs * nr + c % nr) * 2; /* element dd at col[(dd/2) * nr * 2 + dd % 2] */
+        uint16_t* col = dst + ((c / nr) * pairs * nr + c % nr) * 2;
         for (size_t d0 = 0; d0 < 2 * pairs; d0 += CHUNK) {
             const size_t n = d - d0 < CHUNK ? d - d0 : CHUNK, span = 2 * pairs - d0 < CHUNK ? 2 * pairs - d0 : CHUNK;
+            memset(buf, 0, sizeof buf);
             if (c < cols) row_bf16(dtype, kr, c, d0, n, buf);
-            for (size_t e = 0; e < span; e++)
-                col[((d0 + e) / 2) * nr * 2 + (d0 + e) % 2] = c < cols && e < n ? buf[e] : 0;
+            for (size_t e = 0; e < span; e += 2) memcpy(col + (d0 + e) * nr, buf + e, 2 * sizeof(uint16_t));
         }
     }
 }
 
-/* dst[pair][j][2] of a panel whose pairs run over keys: column j of the panel, key c. */
+/* Panel p's pair of keys (c, c + 1): the two rows' columns [p*NR, p*NR + NR) interleaved
+ * (key c first), zero past dv and for a key at cols (the pad of an odd cols). */
 MH_INLINE void pack_v_bf16(const mh_dtype dtype, size_t cols, size_t dv, const mh_rows* v, uint16_t* dst) {
-    const size_t nr = MH_GEMM_NR, pairs = (cols + 1) / 2, width = (dv + nr - 1) / nr * nr;
-    uint16_t buf[CHUNK];
-    for (size_t c = 0; c < 2 * pairs; c++)
-        for (size_t d0 = 0; d0 < width; d0 += CHUNK) {
-            const size_t n = d0 >= dv ? 0 : dv - d0 < CHUNK ? dv - d0 : CHUNK;
-            if (c < cols && n) row_bf16(dtype, v, c, d0, n, buf);
-            for (size_t e = 0; e < CHUNK && d0 + e < width; e++) {
-                const size_t col = d0 + e;
-                dst[(((col / nr) * pairs + c / 2) * nr + col % nr) * 2 + c % 2] = c < cols && e < n ? buf[e] : 0;
+    const size_t nr = MH_GEMM_NR, pairs = (cols + 1) / 2, n_panels = (dv + nr - 1) / nr;
+    uint16_t b0[CHUNK], b1[CHUNK];
+    for (size_t p = 0; p < n_panels; p++)
+        for (size_t c = 0; c < cols; c += 2) {
+            uint16_t* out = dst + ((p * pairs + c / 2) * nr) * 2;
+            for (size_t d0 = 0; d0 < nr; d0 += CHUNK) { /* NR is at most CHUNK or a multiple of it */
+                const size_t col = p * nr + d0, n = col >= dv ? 0 : dv - col < CHUNK ? dv - col : CHUNK;
+                memset(b0, 0, sizeof b0), memset(b1, 0, sizeof b1);
+                if (n) row_bf16(dtype, v, c, col, n, b0);
+                if (n && c + 1 < cols) row_bf16(dtype, v, c + 1, col, n, b1);
+                const size_t w = nr - d0 < CHUNK ? nr - d0 : CHUNK;
+                for (size_t j = 0; j < w; j++) out[2 * (d0 + j)] = b0[j], out[2 * (d0 + j) + 1] = b1[j];
             }
         }
 }
