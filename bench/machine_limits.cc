@@ -110,43 +110,31 @@ struct FmaProbe {
     X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) \
         X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23)
 
-__attribute__((target("avx512f"))) double probe_avx512(long rounds, const float* ab, float* out) {
-    __asm__ volatile(
-        "vbroadcastss (%[ab]), %%zmm31\n\t"
-        "vbroadcastss 4(%[ab]), %%zmm30\n\t" MHB_X24(MHB_INIT512)
-        "1:\n\t" MHB_X24(MHB_FMA512)
-        "dec %[n]\n\t"
-        "jnz 1b\n\t"
-        "vmovups %%zmm0, (%[out])\n\t"
-        "vzeroupper\n\t"
-        : [n] "+r"(rounds)
-        : [ab] "r"(ab), [out] "r"(out)
-        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20",
-          "xmm21", "xmm22", "xmm23", "xmm30", "xmm31", "memory", "cc");
-    return 2.0 * 16 * 24;
-}
+// An AVX-512 probe: 24 chains of `OP zmm31, zmm31, zmm_k` (accumulators from zmm30), FLOPS per round.
+#define MHB_PROBE512(name, OP, FLOPS)                                                                 \
+    __attribute__((target("avx512f"))) double name(long rounds, const float* ab, float* out) {        \
+        __asm__ volatile("vbroadcastss (%[ab]), %%zmm31\n\t"                                          \
+                         "vbroadcastss 4(%[ab]), %%zmm30\n\t" MHB_X24(MHB_INIT512) "1:\n\t" MHB_X24(OP) \
+                         "dec %[n]\n\t"                                                               \
+                         "jnz 1b\n\t"                                                                 \
+                         "vmovups %%zmm0, (%[out])\n\t"                                               \
+                         "vzeroupper\n\t"                                                             \
+                         : [n] "+r"(rounds)                                                           \
+                         : [ab] "r"(ab), [out] "r"(out)                                               \
+                         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",    \
+                           "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16",     \
+                           "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm30",    \
+                           "xmm31", "memory", "cc");                                                  \
+        return FLOPS;                                                                                 \
+    }
 
-// zmm31's 32-bit lanes hold the bf16 pairs the chains add the dot products of: the chains grow
-// linearly (|a0 a0 + a1 a1| < 2 per round), never to infinity in a probe's rounds.
+MHB_PROBE512(probe_avx512, MHB_FMA512, 2.0 * 16 * 24)
+
+// zmm31's 32-bit lanes hold the bf16 pairs the chains add the dot products of (a = ab[0] as
+// two bf16 halves): the chains grow linearly (|a0 a0 + a1 a1| < 2 per round), never to
+// infinity in a probe's rounds.
 #define MHB_DPBF16(k) "vdpbf16ps %%zmm31, %%zmm31, %%zmm" MHB_STR(k) "\n\t"
-
-__attribute__((target("avx512f"))) double probe_avx512_bf16(long rounds, const float* ab, float* out) {
-    __asm__ volatile(
-        "vbroadcastss 4(%[ab]), %%zmm31\n\t"
-        "vbroadcastss (%[ab]), %%zmm30\n\t" MHB_X24(MHB_INIT512)
-        "1:\n\t" MHB_X24(MHB_DPBF16)
-        "dec %[n]\n\t"
-        "jnz 1b\n\t"
-        "vmovups %%zmm0, (%[out])\n\t"
-        "vzeroupper\n\t"
-        : [n] "+r"(rounds)
-        : [ab] "r"(ab), [out] "r"(out)
-        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20",
-          "xmm21", "xmm22", "xmm23", "xmm30", "xmm31", "memory", "cc");
-    return 2.0 * 32 * 24;
-}
+MHB_PROBE512(probe_avx512_bf16, MHB_DPBF16, 2.0 * 32 * 24)
 
 #define MHB_FMA256(k) "vfmadd132ps %%ymm15, %%ymm15, %%ymm" MHB_STR(k) "\n\t"
 #define MHB_INIT256(k) "vmovaps %%ymm14, %%ymm" MHB_STR(k) "\n\t"

@@ -323,6 +323,12 @@ class Report:
                   "speed vs base", "rel_l2_err (oracle)"]
         return header, rows
 
+    def section(self, out, title, intro, table):
+        """Appends a section: its title, its intro and its (header, rows) table."""
+        out.append(title)
+        out.append(intro)
+        out.append(md_table(table[0], table[1], skeleton=not self.cases))
+
     def compute_rows(self):
         """Every case in a compute mode other than f32 beside the same case in f32: the time
         ratio, %peak against each mode's own peak, and each one's error against the double oracle."""
@@ -464,16 +470,13 @@ class Report:
             out.append(f"### {MODE_TITLES[mode]}\n")
             out.append(md_table(header, rows, skeleton=not self.cases))
             out.append("")
-        out.append("## Compute modes: bf16 beside f32\n")
-        out.append("The `compute` column above is the precision of the attention's two GEMMs (`mh_compute`; the "
+        self.section(out, "## Compute modes: bf16 beside f32\n", "The `compute` column above is the precision of the attention's two GEMMs (`mh_compute`; the "
                    "case name's ISA reads `avx512+bf16`): bf16 rounds Q, K, V and P to bf16 on entry to the "
                    "products, which accumulate in f32, and keeps scores, softmax and the output in f32. Here "
                    "each bf16 case sits beside the same case in f32: the time ratio, `%peak` against each mode's "
                    "own measured peak (bf16: the VDPBF16PS probe, twice the FMA rate), and each one's `rel_l2_err` "
                    "against the double oracle on the unrounded inputs (bf16's about 2e-3 is the rounding of its "
-                   "operands).\n")
-        header, rows = self.compute_rows()
-        out.append(md_table(header, rows, skeleton=not self.cases))
+                   "operands).\n", self.compute_rows())
         out.append("")
         out.append("## Distance from the base: what each derived variant gives up\n")
         out.append("Each derived layer's output against the base (MHA) layer's output on the same inputs, next to "
@@ -504,15 +507,12 @@ class Report:
         for intro, (header, rows) in zip(intros, self.decode_limit_tables()):
             out.append(intro)
             out.append(md_table(header, rows, skeleton=not self.cases))
-        out.append("\n## Baselines, other ISAs, thread scaling\n")
-        out.append("Each case next to a reference run of the same case: `scalar` (the library's portable path, "
+        self.section(out, "\n## Baselines, other ISAs, thread scaling\n", "Each case next to a reference run of the same case: `scalar` (the library's portable path, "
                    "`MH_ISA=scalar`), `openblas` (the attention a C user writes without this library: per-head "
                    "`cblas_sgemm` + softmax + `cblas_sgemm`, bench/blas_baseline.h) and other ISAs against the "
                    "default ISA at one thread, so `time ratio` is how many times slower they are; runs on more "
                    "threads against the same implementation at one thread, so below 1x is the speedup from the "
-                   "extra threads.\n")
-        header, rows = self.baseline_rows()
-        out.append(md_table(header, rows, skeleton=not self.cases))
+                   "extra threads.\n", self.baseline_rows())
         out.append("\n## Plots\n")
         if not self.cases:
             out.append("_Throughput against sequence length per variant (`throughput_vs_seqlen.png`), decode time "
