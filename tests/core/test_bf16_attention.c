@@ -87,6 +87,8 @@ int main(void) {
     const mh_isa isa = mh_context_isa(c1);
     if (!mh_compute_supported(isa, MH_COMPUTE_BF16)) {
         printf("skipped: %s has no bf16 compute on this CPU\n", mh_isa_name(isa));
+        mh_context_destroy(c1);
+        mh_context_destroy(c2);
         return 77;
     }
     test_rng r;

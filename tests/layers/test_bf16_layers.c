@@ -73,6 +73,8 @@ int main(void) {
     mh_context* c2 = test_context(2);
     if (!mh_compute_supported(mh_context_isa(c1), MH_COMPUTE_BF16)) {
         printf("skipped: %s has no bf16 compute on this CPU\n", mh_isa_name(mh_context_isa(c1)));
+        mh_context_destroy(c1);
+        mh_context_destroy(c2);
         return 77;
     }
     test_rng r;
