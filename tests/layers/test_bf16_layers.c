@@ -9,7 +9,9 @@
  * moves the output by about 2e-3 relative, so 1e-4 < rel-L2 < 1e-2 (the lower bound shows
  * that the bf16 kernels ran); 1 and 2 threads bitwise equal; and, for the GQA family,
  * decode token by token through a cache equals the causal forward (both round the same
- * operands on the same key-tile grid) to rel-L2 <= 1e-5.
+ * operands on the same key-tile grid) to rel-L2 <= 1e-5, a bf16 cache gives the f32 cache's
+ * bits (it holds the values the packs round the f32 ones to: fed as they are) and a paged
+ * cache the contiguous one's.
  */
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +29,16 @@ static void forward(const mh_layer* L, const float* x, float* out, const char* w
     opt.causal = 1;
     mh_forward_args a = {.batch = B, .n_q = N, .n_kv = N, .query = x, .out = out, .opt = &opt};
     check_status(what, run_forward(L, &a), MH_OK);
+}
+
+/* Decodes x token by token through a cache of dtype (block > 0: paged) into y. */
+static void decode_on(const mh_layer* L, mh_dtype dtype, int block, const float* x, float* y, const char* what) {
+    mh_kv_cache_config cc = mh_kv_cache_config_default();
+    cc.max_seqs = B, cc.capacity = N, cc.dtype = dtype, cc.block_size = block;
+    mh_kv_cache* cache = NULL;
+    check_status(what, mh_kv_cache_create_ex(L, &cc, &cache), MH_OK);
+    decode_in_chunks(L, cache, B, N, D_MODEL, x, y, NULL);
+    mh_kv_cache_destroy(cache);
 }
 
 static void run_variant(const mh_context* c1, const mh_context* c2, test_rng* r, mh_layer_config cfg,
@@ -54,13 +66,17 @@ static void run_variant(const mh_context* c1, const mh_context* c2, test_rng* r,
     printf("%-10s bf16 vs f32 layer: rel-L2 %.2e\n", name, e.rel_l2);
     check_true(name, e.rel_l2 > 1e-4 && e.rel_l2 < 1e-2);
     if (decode) {
-        mh_kv_cache* cache = NULL;
-        check_status(name, mh_kv_cache_create(f.layer, B, N, MH_DTYPE_F32, &cache), MH_OK);
-        decode_in_chunks(f.layer, cache, B, N, D_MODEL, x, dec, NULL);
+        decode_on(f.layer, MH_DTYPE_F32, 0, x, dec, name);
         const err_stats d = err_f32_f32(dec, o16, n);
         printf("%-10s bf16 decode vs forward: rel-L2 %.2e\n", name, d.rel_l2);
         check_true(name, d.rel_l2 <= 1e-5);
-        mh_kv_cache_destroy(cache);
+        /* a bf16 cache holds the rounded K/V the packs would make of the f32 one; paged == contiguous */
+        float* other = malloc(n * sizeof(float));
+        decode_on(f.layer, MH_DTYPE_BF16, 0, x, other, name);
+        check_bitwise(name, other, dec, n);
+        decode_on(f.layer, MH_DTYPE_F32, 64, x, other, name);
+        check_bitwise(name, other, dec, n);
+        free(other);
     }
     mh_layer_destroy(L2);
     mh_layer_destroy(L32);
