@@ -3,8 +3,9 @@
  * the double oracle run on the bf16-rounded operands (tests/support/oracle.c rounds the
  * pre-scaled Q, K and V when opt->compute is BF16), on every ISA that has the mode; skipped
  * (exit 77) where the ISA lacks it. Prefill and decode shapes, GQA/MQA, odd head dims and key
- * counts, f32/f16/bf16/int8 K/V, causal, windows, ragged kv_len, sinks; 1 and 2 threads
- * bitwise equal; and the same call in f32 is bitwise what it was without the mode's field.
+ * counts, f32/f16/bf16/int8 K/V, causal, windows, ragged kv_len, sinks; NaN V on keys no
+ * row keeps; 1 and 2 threads bitwise equal; and the same call in f32 is bitwise what it was
+ * without the mode's field.
  *
  * Tolerance. The oracle rounds Q, K and V as the kernels do, and P as the online softmax
  * holds it (each key tile's exp(s - m) relative to the running max, tiles of 64 keys from
@@ -81,6 +82,29 @@ static void run_case(const mh_context* c1, const mh_context* c2, test_rng* r, in
     problem_free(&t);
 }
 
+/* Causal prefill, queries 0..98 (q_offset 0) against 101 keys whose last two V rows are NaN:
+ * no row keeps them, so the output is finite and the oracle's. The last key tile holds 37 keys
+ * and row 98 keeps 35 of them: its odd last pair's partner is the NaN key 99, which the bf16
+ * GEMM must ignore. */
+static void nan_case(const mh_context* ctx, test_rng* r) {
+    test_problem t;
+    problem_make(&t, r, 1, 99, 101, 2, 1, 32, 32, MH_DTYPE_F32, LAYOUT_HEAD_MAJOR, 1.0f);
+    float* v = t.v;
+    for (int j = 99; j < 101; j++)
+        for (int d = 0; d < 32; d++) v[j * t.p.v.stride_token + d] = NAN;
+    mh_attn_options opt = mh_attn_options_default();
+    opt.causal = 1, opt.q_offset = 0, opt.compute = MH_COMPUTE_BF16;
+    const size_t n = (size_t)99 * 2 * 32;
+    float* got = malloc(n * sizeof(float));
+    double* want = malloc(n * sizeof(double));
+    check_status("NaN V past every row's keys", run_attention(ctx, &t.p, &opt), MH_OK);
+    problem_gather_o(&t, got);
+    oracle_attention(&t.p, &opt, want, NULL);
+    check_close("NaN V past every row's keys", got, want, n, 1e30, 1e-4);
+    free(got), free(want);
+    problem_free(&t);
+}
+
 int main(void) {
     mh_context* c1 = test_context(1);
     mh_context* c2 = test_context(2);
@@ -102,6 +126,7 @@ int main(void) {
     run_case(c1, c2, &r, 2, 97, 257, 3, 3, 128, 128, MH_DTYPE_F16, 0, 40, 1, 0, 1e-4);
     run_case(c1, c2, &r, 1, 3, 3000, 8, 2, 128, 128, MH_DTYPE_BF16, 0, 0, 0, 1, 2e-3); /* split-KV decode */
     run_case(c1, c2, &r, 1, 256, 256, 2, 1, 128, 128, MH_DTYPE_F32, 1, 0, 0, 0, 1e-4);
+    nan_case(c1, &r);
     printf("worst rel-L2: %.2e against the rounded-operand oracle (its tile grid), %.2e against the plain one\n", worst_rounded,
            worst_plain);
     mh_context_destroy(c1);
