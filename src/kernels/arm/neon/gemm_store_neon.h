@@ -1,6 +1,6 @@
 /* The stores of the NEON GEMM micro-kernels (f32 and bf16): a 6 x 16 tile of f32 accumulators
  * acc[MR][NV] written to c, only the first n columns (a lane-exact partial path), and the
- * body specialised per row count. */
+ * row-count switch (gemm_switch.h). */
 #ifndef MH_GEMM_STORE_NEON_H
 #define MH_GEMM_STORE_NEON_H
 #include "kernels/arm/neon/simd_neon.h"
@@ -8,6 +8,8 @@
 #define MR MH_GEMM_MR
 #define NR MH_GEMM_NR
 #define NV 4
+#define MH_GEMM_ACC float32x4_t
+#include "kernels/gemm_switch.h"
 
 /* c = acc + bias (bias NULL: + 0). */
 MH_INLINE void store_bias(const int M, size_t n, const float* bias, float* c, size_t ldc,
@@ -33,25 +35,5 @@ MH_INLINE void store_acc(const int M, size_t n, const float* alpha, float* c, si
         }
     }
 }
-
-/* The body of a micro-kernel: `accumulate` (the file's own, with the arguments k, a, lda,
- * panel) specialised per row count m = 1..6, then STORE(M, n, EXTRA, c, ldc, acc). */
-#define GEMM_CASE(M, STORE, EXTRA)            \
-    case M: {                                 \
-        float32x4_t acc[MR][NV];              \
-        accumulate(M, k, a, lda, panel, acc); \
-        STORE(M, n, EXTRA, c, ldc, acc);      \
-        break;                                \
-    }
-#define GEMM_SWITCH(m, STORE, EXTRA) \
-    switch (m) {                     \
-        GEMM_CASE(1, STORE, EXTRA)   \
-        GEMM_CASE(2, STORE, EXTRA)   \
-        GEMM_CASE(3, STORE, EXTRA)   \
-        GEMM_CASE(4, STORE, EXTRA)   \
-        GEMM_CASE(5, STORE, EXTRA)   \
-        GEMM_CASE(6, STORE, EXTRA)   \
-    default: break;                  \
-    }
 
 #endif

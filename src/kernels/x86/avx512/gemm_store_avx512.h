@@ -1,5 +1,6 @@
 /* The stores of the AVX-512 GEMM micro-kernels (f32 and bf16): a 6 x 64 tile of f32
- * accumulators acc[MR][NV] written to c, masked past n columns. */
+ * accumulators acc[MR][NV] written to c, masked past n columns, and the row-count switch
+ * (gemm_switch.h). */
 #ifndef MH_GEMM_STORE_AVX512_H
 #define MH_GEMM_STORE_AVX512_H
 #include "kernels/x86/avx512/simd_avx512.h"
@@ -7,6 +8,8 @@
 #define MR 6
 #define NR 64
 #define NV 4
+#define MH_GEMM_ACC __m512
+#include "kernels/gemm_switch.h"
 
 /* c = acc + bias (bias NULL: + 0). */
 MH_INLINE void store_bias(const int M, size_t n, const float* bias, float* c, size_t ldc,
@@ -31,25 +34,5 @@ MH_INLINE void store_acc(const int M, size_t n, const float* alpha, float* c, si
         }
     }
 }
-
-/* The body of a micro-kernel: `accumulate` (the file's own, with the arguments k, a, lda,
- * panel) specialised per row count m = 1..6, then STORE(M, n, EXTRA, c, ldc, acc). */
-#define GEMM_CASE(M, STORE, EXTRA)                  \
-    case M: {                                       \
-        __m512 acc[MR][NV];                         \
-        accumulate(M, k, a, lda, panel, acc);       \
-        STORE(M, n, EXTRA, c, ldc, acc);            \
-        break;                                      \
-    }
-#define GEMM_SWITCH(m, STORE, EXTRA) \
-    switch (m) {                     \
-        GEMM_CASE(1, STORE, EXTRA)   \
-        GEMM_CASE(2, STORE, EXTRA)   \
-        GEMM_CASE(3, STORE, EXTRA)   \
-        GEMM_CASE(4, STORE, EXTRA)   \
-        GEMM_CASE(5, STORE, EXTRA)   \
-        GEMM_CASE(6, STORE, EXTRA)   \
-    default: break;                  \
-    }
 
 #endif
