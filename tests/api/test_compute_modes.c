@@ -1,8 +1,8 @@
 #define _POSIX_C_SOURCE 200809L /* setenv */
 /*
  * Compute modes (docs/api.md, "Compute modes") on every ISA this CPU runs: F32 everywhere;
- * BF16 where mh_compute_supported says so (AVX512 with AVX512-BF16, NEON with FEAT_BF16, the
- * scalar reference; SVE has no bf16 kernels) and refused with MH_ERR_ISA_UNAVAILABLE elsewhere, at
+ * BF16 where mh_compute_supported says so (AVX512 with AVX512-BF16, NEON with FEAT_BF16, SVE
+ * with SVE BF16, the scalar reference) and refused with MH_ERR_ISA_UNAVAILABLE elsewhere, at
  * context create, layer create and per call, writing nothing; F16 refused everywhere (no
  * kernels yet); bad values MH_ERR_INVALID_ARGUMENT; MH_COMPUTE as the context's default.
  */

@@ -52,8 +52,8 @@ static double operand(double x, int bf16) { return bf16 ? round_bf16((float)x) :
 /* bf16 compute rounds P as the online softmax holds it: key j's exp(s_j - m_t), relative to
  * the running max m_t over the kept scores of the key tiles up to its own (tiles of
  * ORACLE_KEY_TILE keys from key 0: the driver's attn_kv_tile on the ISAs with bf16 kernels,
- * with no window and no split-KV), rounded to f32 then bf16; the sums l stay unrounded. w[j]: that rounded
- * value rescaled to the final max m. */
+ * SVE up to 512 bits; no split-KV), rounded to f32 then bf16; the sums l stay unrounded.
+ * w[j]: that rounded value rescaled to the final max m. */
 #define ORACLE_KEY_TILE 64
 
 static void rounded_weights(const double* s, int M, double m, double* w) {

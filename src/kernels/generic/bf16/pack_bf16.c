@@ -9,7 +9,7 @@
 
 #include "kernels/generic/simd.h"
 
-/* Elements per chunk: a multiple of every MH_VL of an ISA with bf16 kernels, and even. */
+/* Elements per chunk: even (pairs never straddle two chunks). */
 #define CHUNK 64
 
 /* Elements [d0, d0 + n) (n <= CHUNK) of row c of x as bf16 into out. */
@@ -20,7 +20,7 @@ MH_INLINE void row_bf16(const mh_dtype dtype, const mh_rows* x, size_t c, size_t
         return;
     }
     const mh_vf sc = mh_vset1(dtype == MH_DTYPE_I8 ? x->scale[(ptrdiff_t)c * x->ld_scale] : 1.0f);
-    float f[CHUNK];
+    float f[CHUNK + 64]; /* whole vectors: up to MH_VL - 1 (< 64 on every ISA) past n */
     for (size_t j = 0; j < n; j += MH_VL) {
         const void* p = mh_dtype_at(src, dtype, (ptrdiff_t)j);
         mh_vf v = j + MH_VL <= n ? mh_vload_dt(p, dtype) : mh_vload_dt_n(p, dtype, n - j);
