@@ -90,6 +90,7 @@
 #include <benchmark/benchmark.h>
 
 #include "fixture.h"
+#include "machine_limits.h"
 #include "model.h"
 #include "suites.h"
 
@@ -157,7 +158,7 @@ std::string case_name(const CaseSpec& c) {
     if (c.d_model > 0) shape += "_dm" + std::to_string(c.d_model);
     if (c.token_major) shape += "_tokmajor";
     if (c.kv_block > 0) shape += "_paged" + std::to_string(c.kv_block);
-    const std::string isa = c.impl == Impl::Blas ? "openblas" : mh_isa_name(c.isa);
+    const std::string isa = c.impl == Impl::Blas ? "openblas" : kernel_label(c.isa, c.compute);
     return std::string(mode_name(c.mode)) + "/" + c.variant + "/" + shape + "/" + dtype_name(c.kv_dtype) + "/" + isa +
            "/threads:" + std::to_string(c.threads);
 }

@@ -25,7 +25,8 @@
 //          i8 (symmetric int8 with one f32 scale per (token, K/V head) row); f32 for layer and
 //          cross, whose forward keeps K/V in float
 // isa      the kernel table (scalar, avx2, avx512, neon, sve), or "openblas" for the baseline
-//          written with cblas_sgemm (blas_baseline.h)
+//          written with cblas_sgemm (blas_baseline.h); "+bf16" after it: the bf16 compute mode
+//          (mh_compute, the attention GEMMs on bf16 operands), e.g. avx512+bf16; none: f32
 #ifndef MH_BENCH_CASES_H
 #define MH_BENCH_CASES_H
 
@@ -63,6 +64,9 @@ struct CaseSpec {
     // Decode through the layer: > 0, a paged KV cache of blocks of this many tokens (its
     // default pool) instead of the contiguous one. The shape ends in _paged<kv_block>.
     int kv_block = 0;
+    // The compute mode of the attention GEMMs (core: mh_attn_options.compute; layers:
+    // mh_layer_config.compute); not f32: the isa in the case name reads <isa>+<mode>.
+    mh_compute compute = MH_COMPUTE_F32;
 };
 
 struct SuiteOptions {

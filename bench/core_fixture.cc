@@ -141,6 +141,7 @@ private:
         }
         opt_ = mh_attn_options_default();
         opt_.causal = 1;
+        opt_.compute = c_.compute;
         if (moh()) {
             route_queries();
             opt_.head_gates = gates_.data();

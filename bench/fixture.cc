@@ -49,12 +49,13 @@ std::string base_variant(const CaseSpec& c) {
 std::string base_output_key(CaseSpec c) {
     c.token_major = false;
     const std::string n = case_name(c);
-    // mode/variant/shape/dtype/isa/threads:T -> mode/shape/dtype
+    // mode/variant/shape/dtype/isa/threads:T -> mode/shape/dtype (+ the compute mode: bf16
+    // cases compare with the base variant in bf16)
     std::vector<std::string> parts;
     size_t a = 0;
     for (size_t b; (b = n.find('/', a)) != std::string::npos; a = b + 1) parts.push_back(n.substr(a, b - a));
     parts.push_back(n.substr(a));
-    return parts[0] + "/" + parts[2] + "/" + parts[3];
+    return parts[0] + "/" + parts[2] + "/" + parts[3] + (c.compute != MH_COMPUTE_F32 ? mh_compute_name(c.compute) : "");
 }
 
 std::map<std::string, std::vector<float>> g_base_outputs;
@@ -196,7 +197,7 @@ void Fixture::report(benchmark::State& st, double flops, double bytes, double to
     if (c_.impl == Impl::Blas) {
         for (int i = 1; i < MH_ISA_COUNT; i++) peak = std::max(peak, lim.peak(static_cast<mh_isa>(i), c_.threads));
     } else {
-        peak = lim.peak(c_.isa, c_.threads);
+        peak = lim.peak(c_.isa, c_.threads, c_.compute);
     }
     const double bw = lim.bandwidth(c_.threads);
     st.counters["gflops"] = Counter(flops * 1e-9, Counter::kIsRate);

@@ -20,6 +20,7 @@ protected:
     bool build_layer() {
         w_ = variant_->derive(base_layer(c_), kv_);
         cfg_ = layer_config(*variant_, w_);
+        cfg_.compute = c_.compute;
         if (c_.impl == Impl::Blas) {
             weights_bytes_ = sizeof(float) * (w_.wq.size() + w_.wk.size() + w_.wv.size() + w_.wo.size() + w_.bq.size() +
                                               w_.bk.size() + w_.bv.size() + w_.bo.size());

@@ -7,6 +7,9 @@
 //  - avx512: 24 independent chains  zmm_k = zmm_k * a + a  (vfmadd132ps, zmm0-23; a in zmm31).
 //    FMA latency is 4 cycles and two ports issue one each per cycle: 8 chains keep them busy,
 //    24 is 3x that.
+//  - avx512+bf16 (the bf16 compute mode's peak, "peak_gflops/avx512+bf16/threads:T"): the same
+//    24 chains of vdpbf16ps zmm_k += pairs of zmm31 x zmm31 (16 lanes x a pair: 2 x 32 FLOPs
+//    per instruction), where the CPU has AVX512-BF16 (mh_compute_supported).
 //  - avx2:   15 chains on ymm0-14 (a in ymm15), the most 16 registers allow (>= 2 x 8).
 //  - scalar: the library's scalar kernels are compiled for the baseline x86-64 target (SSE2,
 //    no FMA), where the compiler auto-vectorises at 4 floats with separate mulps and addps. The
@@ -92,6 +95,7 @@ struct FmaProbe {
     mh_isa isa;
     const char* what;
     double (*fn)(long rounds, const float* ab, float* out);
+    mh_compute compute = MH_COMPUTE_F32;  // the compute mode whose peak it measures
 };
 
 #define MHB_STR2(x) #x
@@ -106,22 +110,31 @@ struct FmaProbe {
     X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) \
         X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23)
 
-__attribute__((target("avx512f"))) double probe_avx512(long rounds, const float* ab, float* out) {
-    __asm__ volatile(
-        "vbroadcastss (%[ab]), %%zmm31\n\t"
-        "vbroadcastss 4(%[ab]), %%zmm30\n\t" MHB_X24(MHB_INIT512)
-        "1:\n\t" MHB_X24(MHB_FMA512)
-        "dec %[n]\n\t"
-        "jnz 1b\n\t"
-        "vmovups %%zmm0, (%[out])\n\t"
-        "vzeroupper\n\t"
-        : [n] "+r"(rounds)
-        : [ab] "r"(ab), [out] "r"(out)
-        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20",
-          "xmm21", "xmm22", "xmm23", "xmm30", "xmm31", "memory", "cc");
-    return 2.0 * 16 * 24;
-}
+// An AVX-512 probe: 24 chains of `OP zmm31, zmm31, zmm_k` (accumulators from zmm30), FLOPS per round.
+#define MHB_PROBE512(name, OP, FLOPS)                                                                 \
+    __attribute__((target("avx512f"))) double name(long rounds, const float* ab, float* out) {        \
+        __asm__ volatile("vbroadcastss (%[ab]), %%zmm31\n\t"                                          \
+                         "vbroadcastss 4(%[ab]), %%zmm30\n\t" MHB_X24(MHB_INIT512) "1:\n\t" MHB_X24(OP) \
+                         "dec %[n]\n\t"                                                               \
+                         "jnz 1b\n\t"                                                                 \
+                         "vmovups %%zmm0, (%[out])\n\t"                                               \
+                         "vzeroupper\n\t"                                                             \
+                         : [n] "+r"(rounds)                                                           \
+                         : [ab] "r"(ab), [out] "r"(out)                                               \
+                         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",    \
+                           "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16",     \
+                           "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm30",    \
+                           "xmm31", "memory", "cc");                                                  \
+        return FLOPS;                                                                                 \
+    }
+
+MHB_PROBE512(probe_avx512, MHB_FMA512, 2.0 * 16 * 24)
+
+// zmm31's 32-bit lanes hold the bf16 pairs the chains add the dot products of (a = ab[0] as
+// two bf16 halves): the chains grow linearly (|a0 a0 + a1 a1| < 2 per round), never to
+// infinity in a probe's rounds.
+#define MHB_DPBF16(k) "vdpbf16ps %%zmm31, %%zmm31, %%zmm" MHB_STR(k) "\n\t"
+MHB_PROBE512(probe_avx512_bf16, MHB_DPBF16, 2.0 * 32 * 24)
 
 #define MHB_FMA256(k) "vfmadd132ps %%ymm15, %%ymm15, %%ymm" MHB_STR(k) "\n\t"
 #define MHB_INIT256(k) "vmovaps %%ymm14, %%ymm" MHB_STR(k) "\n\t"
@@ -201,8 +214,15 @@ double probe_neon(long rounds, const float* ab, float* out) {
 }
 #endif
 
-// The probe of one ISA, or {isa, nullptr, nullptr} where there is none for it on this machine.
-FmaProbe probe_of(mh_isa isa) {
+// The probe of one ISA's compute mode, or {isa, nullptr, nullptr} where there is none for it
+// on this machine (the scalar ISA's bf16 mode multiplies in f32: its f32 probe is its peak).
+FmaProbe probe_of(mh_isa isa, mh_compute compute) {
+    if (compute == MH_COMPUTE_BF16) {
+#if defined(MHB_X86_PROBES)
+        if (isa == MH_ISA_AVX512) return {isa, "AVX512-BF16 vdpbf16ps 16 lanes x 2, 24 chains", probe_avx512_bf16, compute};
+#endif
+        return {isa, nullptr, nullptr, compute};
+    }
 #if defined(MHB_X86_PROBES)
     if (isa == MH_ISA_SCALAR) return {isa, "SSE2 mulps+addps, 12 chains", probe_sse};
     if (isa == MH_ISA_AVX2) return {isa, "AVX2 vfmadd 8 lanes, 15 chains", probe_avx2};
@@ -213,14 +233,15 @@ FmaProbe probe_of(mh_isa isa) {
     return {isa, nullptr, nullptr};
 }
 
-// A probe for every ISA of the registry that this machine runs (mh_isa_supported) and that
-// has one.
+// A probe for every ISA of the registry and compute mode that this machine runs
+// (mh_compute_supported) and that has one.
 std::vector<FmaProbe> available_probes() {
     std::vector<FmaProbe> out;
-    for (int i = MH_ISA_SCALAR; i < MH_ISA_COUNT; i++) {
-        const FmaProbe p = probe_of(static_cast<mh_isa>(i));
-        if (p.fn && mh_isa_supported(p.isa)) out.push_back(p);
-    }
+    for (int i = MH_ISA_SCALAR; i < MH_ISA_COUNT; i++)
+        for (mh_compute m : {MH_COMPUTE_F32, MH_COMPUTE_BF16}) {
+            const FmaProbe p = probe_of(static_cast<mh_isa>(i), m);
+            if (p.fn && mh_compute_supported(p.isa, m)) out.push_back(p);
+        }
     return out;
 }
 
@@ -404,8 +425,15 @@ std::string fmt(double v) {
 
 }  // namespace
 
-double MachineLimits::peak(mh_isa isa, int threads) const {
-    auto it = peak_gflops.find({static_cast<int>(isa), threads});
+std::string kernel_label(mh_isa isa, mh_compute compute) {
+    std::string s = mh_isa_name(isa);
+    if (compute != MH_COMPUTE_F32) s += std::string("+") + mh_compute_name(compute);
+    return s;
+}
+
+double MachineLimits::peak(mh_isa isa, int threads, mh_compute compute) const {
+    if (isa == MH_ISA_SCALAR) compute = MH_COMPUTE_F32; /* its bf16 kernels multiply in f32 */
+    auto it = peak_gflops.find({kernel_label(isa, compute), threads});
     return it == peak_gflops.end() ? 0.0 : it->second;
 }
 
@@ -419,10 +447,11 @@ void measure_machine_limits(const std::vector<int>& thread_counts, bool quick) {
     for (const FmaProbe& p : available_probes()) {
         for (int threads : thread_counts) {
             const double g = measure_fma(p, threads, quick);
-            g_limits.peak_gflops[{static_cast<int>(p.isa), threads}] = g;
-            g_limits.peak_method[static_cast<int>(p.isa)] = p.what;
+            const std::string label = kernel_label(p.isa, p.compute);
+            g_limits.peak_gflops[{label, threads}] = g;
+            g_limits.peak_method[label] = p.what;
             std::fprintf(stderr, "machine: peak multiply-add, %s (%s), %d thread(s): %.1f GFLOP/s\n",
-                         mh_isa_name(p.isa), p.what, threads, g);
+                         label.c_str(), p.what, threads, g);
         }
     }
     measure_bandwidth(thread_counts, quick);
@@ -430,14 +459,11 @@ void measure_machine_limits(const std::vector<int>& thread_counts, bool quick) {
 
 void add_machine_limits_context() {
     for (const auto& kv : g_limits.peak_gflops) {
-        benchmark::AddCustomContext(std::string("peak_gflops/") +
-                                        mh_isa_name(static_cast<mh_isa>(kv.first.first)) +
-                                        "/threads:" + std::to_string(kv.first.second),
+        benchmark::AddCustomContext("peak_gflops/" + kv.first.first + "/threads:" + std::to_string(kv.first.second),
                                     fmt(kv.second));
     }
     for (const auto& kv : g_limits.peak_method)
-        benchmark::AddCustomContext(std::string("peak_probe/") + mh_isa_name(static_cast<mh_isa>(kv.first)),
-                                    kv.second);
+        benchmark::AddCustomContext("peak_probe/" + kv.first, kv.second);
     for (const auto& kv : g_limits.read_gbps)
         benchmark::AddCustomContext("read_gbps/threads:" + std::to_string(kv.first), fmt(kv.second));
     if (g_limits.bw_buffer_bytes) {

@@ -16,17 +16,22 @@
 namespace mhb {
 
 struct MachineLimits {
-    std::map<std::pair<int, int>, double> peak_gflops;  // (mh_isa, threads) -> GFLOP/s
-    std::map<int, const char*> peak_method;              // mh_isa -> what the probe issues
+    // keyed by kernel_label: the ISA's name, "+bf16" for its bf16 compute mode
+    std::map<std::pair<std::string, int>, double> peak_gflops;  // (label, threads) -> GFLOP/s
+    std::map<std::string, const char*> peak_method;              // label -> what the probe issues
     std::map<int, double> read_gbps;                     // threads -> GB/s (1e9 bytes/s)
     size_t bw_buffer_bytes = 0;
     const char* bw_method = "";
     long llc_bytes = 0;  // last-level cache (sysfs, else the C library); 0 if unknown
 
     // 0 when not measured (the counter that needs it is then left out).
-    double peak(mh_isa isa, int threads) const;
+    // The peak of the ISA's compute mode (scalar: its f32 one for every mode).
+    double peak(mh_isa isa, int threads, mh_compute compute = MH_COMPUTE_F32) const;
     double bandwidth(int threads) const;
 };
+
+// "avx512", "avx512+bf16": an ISA and compute mode as case names and the peaks name them.
+std::string kernel_label(mh_isa isa, mh_compute compute);
 
 // Measures every probe this CPU can run for each thread count; `quick` shortens each probe.
 // Prints one line per result to stderr as it goes.

@@ -66,10 +66,13 @@ class Case:
         parts = self.name.split("/")
         self.ok = len(parts) == 6 and parts[5].startswith("threads:")
         if self.ok:
-            self.mode, self.variant, self.shape, self.dtype, self.isa, t = parts
+            self.mode, self.variant, self.shape, self.dtype, isa, t = parts
             self.threads = int(t.split(":")[1])
+            # "avx512+bf16": the ISA and the compute mode of the attention GEMMs (none: f32)
+            self.isa, _, compute = isa.partition("+")
+            self.compute = compute or "f32"
         else:
-            self.mode = self.variant = self.shape = self.dtype = self.isa = "?"
+            self.mode = self.variant = self.shape = self.dtype = self.isa = self.compute = "?"
             self.threads = 0
         self.dims = parse_shape(self.shape) if self.ok else {}
         self.layer_api = "dm" in self.dims
@@ -86,9 +89,9 @@ class Case:
 
     def key(self, **override):
         f = dict(mode=self.mode, variant=self.variant, shape=self.shape, dtype=self.dtype, isa=self.isa,
-                 threads=self.threads)
+                 threads=self.threads, compute=self.compute)
         f.update(override)
-        return (f["mode"], f["variant"], f["shape"], f["dtype"], f["isa"], f["threads"])
+        return (f["mode"], f["variant"], f["shape"], f["dtype"], f["isa"], f["threads"], f["compute"])
 
     def api(self):
         if self.mode == "decode":
@@ -209,14 +212,14 @@ class Report:
         cs = self.grid(mode)
         order = {v: i for i, v in enumerate(self.variants)}
         cs.sort(key=lambda c: (c.api(), c.dims.get("dm", 0), c.dims.get("H", 0), c.dims.get("D", 0),
-                               c.dims.get("B", 1), c.token_major, DTYPE_ORDER.get(c.dtype, 9), c.dims.get("N", 0),
+                               c.dims.get("B", 1), c.token_major, DTYPE_ORDER.get(c.dtype, 9), c.compute, c.dims.get("N", 0),
                                c.dims.get("M", 0), order.get(c.variant, 99)))
         rows = []
         for c in cs:
             base = self.base_of(c)
             speed = f"{base.ms / c.ms:.2f}x" if base is not None and c.ms > 0 else "-"
             row = [
-                f"`{c.shape}`", c.variant, c.dtype, fmt_ms(c.ms), fmt_cv(c.cv), fmt_si(c.c("tokens_per_s")),
+                f"`{c.shape}`", c.variant, c.dtype, c.compute, fmt_ms(c.ms), fmt_cv(c.cv), fmt_si(c.c("tokens_per_s")),
                 fmt_num(c.c("gflops"), ".1f"), fmt_num(c.c("pct_peak"), ".0f"), fmt_num(c.c("gbps"), ".2f"),
                 fmt_num(c.c("pct_bw"), ".0f") + self.bw_note(c),
                 fmt_bytes(c.c("weights_bytes")), fmt_bytes(c.c("kv_bytes_per_token")), fmt_bytes(c.c("workspace_bytes")),
@@ -225,7 +228,7 @@ class Report:
             if mode == "decode":
                 row += [fmt_x(c.c("x_bound")), fmt_err_opt(c.c("q_err")), self.i8_over_f16(c)]
             rows.append(row)
-        header = ["shape", "variant", "K/V", "ms/call", "cv", "tokens/s", "GFLOP/s", "%peak", "GB/s", "%bw", "weights",
+        header = ["shape", "variant", "K/V", "compute", "ms/call", "cv", "tokens/s", "GFLOP/s", "%peak", "GB/s", "%bw", "weights",
                   "KV/token", "workspace", "peak RSS", "rel_l2_err", "dist. from base", "speed vs base"]
         if mode == "decode":
             header += ["x_bound", "q_err", "i8/f16 time"]
@@ -320,6 +323,29 @@ class Report:
                   "speed vs base", "rel_l2_err (oracle)"]
         return header, rows
 
+    def section(self, out, title, intro, table):
+        """Appends a section: its title, its intro and its (header, rows) table."""
+        out.append(title)
+        out.append(intro)
+        out.append(md_table(table[0], table[1], skeleton=not self.cases))
+
+    def compute_rows(self):
+        """Every case in a compute mode other than f32 beside the same case in f32: the time
+        ratio, %peak against each mode's own peak, and each one's error against the double oracle."""
+        rows = []
+        for c in self.cases:
+            if c.error or c.compute == "f32":
+                continue
+            ref = self.by_key.get(c.key(compute="f32"))
+            rows.append([c.mode, f"`{c.shape}`", c.variant, c.dtype, c.isa + (f", {c.threads} threads" if c.threads > 1 else ""),
+                         c.compute, fmt_ms(ref.ms) if ref else "-", fmt_ms(c.ms),
+                         f"{ref.ms / c.ms:.2f}x" if ref and c.ms > 0 else "-",
+                         fmt_num(ref.c("pct_peak"), ".0f") if ref else "-", fmt_num(c.c("pct_peak"), ".0f"),
+                         fmt_err(ref.c("rel_l2_err")) if ref else "-", fmt_err(c.c("rel_l2_err"))])
+        header = ["mode", "shape", "variant", "K/V", "run as", "compute", "f32 ms/call", "ms/call", "f32 time / time",
+                  "f32 %peak", "%peak (its peak)", "f32 rel_l2_err", "rel_l2_err"]
+        return header, rows
+
     def baseline_rows(self):
         """Every case outside the comparison grid next to its reference: a baseline or another ISA
         against the default ISA at one thread; more threads against the same implementation at
@@ -346,7 +372,7 @@ class Report:
         peaks = defaultdict(dict)
         bws = {}
         for k, v in self.ctx.items():
-            m = re.fullmatch(r"peak_gflops/(\w+)/threads:(\d+)", k)
+            m = re.fullmatch(r"peak_gflops/([\w+]+)/threads:(\d+)", k)
             if m:
                 peaks[m.group(1)][int(m.group(2))] = float(v)
             m = re.fullmatch(r"read_gbps/threads:(\d+)", k)
@@ -392,8 +418,9 @@ class Report:
         threads = sorted({t for p in peaks.values() for t in p} | set(bws))
         lrows = []
         order = registry_isas()
-        for isa in sorted(peaks, key=lambda i: order.index(i) if i in order else len(order)):
-            lrows.append([f"peak fp32 multiply-add, {isa} ({ctx.get('peak_probe/' + isa, '')})"]
+        for isa in sorted(peaks, key=lambda i: (order.index(i.split("+")[0]) if i.split("+")[0] in order else len(order), i)):
+            what = "peak bf16 dot product" if isa.endswith("+bf16") else "peak fp32 multiply-add"
+            lrows.append([f"{what}, {isa} ({ctx.get('peak_probe/' + isa, '')})"]
                          + [fmt_num(peaks[isa].get(t), ".1f") + " GFLOP/s" for t in threads])
         lrows.append([f"streaming read, {fmt_bytes(self.ctx_float('read_buffer_bytes'))} buffer "
                       f"({ctx.get('read_probe', '')})"] + [fmt_num(bws.get(t), ".1f") + " GB/s" for t in threads])
@@ -443,6 +470,14 @@ class Report:
             out.append(f"### {MODE_TITLES[mode]}\n")
             out.append(md_table(header, rows, skeleton=not self.cases))
             out.append("")
+        self.section(out, "## Compute modes: bf16 beside f32\n", "The `compute` column above is the precision of the attention's two GEMMs (`mh_compute`; the "
+                   "case name's ISA reads `avx512+bf16`): bf16 rounds Q, K, V and P to bf16 on entry to the "
+                   "products, which accumulate in f32, and keeps scores, softmax and the output in f32. Here "
+                   "each bf16 case sits beside the same case in f32: the time ratio, `%peak` against each mode's "
+                   "own measured peak (bf16: the VDPBF16PS probe, twice the FMA rate), and each one's `rel_l2_err` "
+                   "against the double oracle on the unrounded inputs (bf16's about 2e-3 is the rounding of its "
+                   "operands).\n", self.compute_rows())
+        out.append("")
         out.append("## Distance from the base: what each derived variant gives up\n")
         out.append("Each derived layer's output against the base (MHA) layer's output on the same inputs, next to "
                    "its memory and speed. With seeded random weights the heads are unrelated, so pooling them "
@@ -472,15 +507,12 @@ class Report:
         for intro, (header, rows) in zip(intros, self.decode_limit_tables()):
             out.append(intro)
             out.append(md_table(header, rows, skeleton=not self.cases))
-        out.append("\n## Baselines, other ISAs, thread scaling\n")
-        out.append("Each case next to a reference run of the same case: `scalar` (the library's portable path, "
+        self.section(out, "\n## Baselines, other ISAs, thread scaling\n", "Each case next to a reference run of the same case: `scalar` (the library's portable path, "
                    "`MH_ISA=scalar`), `openblas` (the attention a C user writes without this library: per-head "
                    "`cblas_sgemm` + softmax + `cblas_sgemm`, bench/blas_baseline.h) and other ISAs against the "
                    "default ISA at one thread, so `time ratio` is how many times slower they are; runs on more "
                    "threads against the same implementation at one thread, so below 1x is the speedup from the "
-                   "extra threads.\n")
-        header, rows = self.baseline_rows()
-        out.append(md_table(header, rows, skeleton=not self.cases))
+                   "extra threads.\n", self.baseline_rows())
         out.append("\n## Plots\n")
         if not self.cases:
             out.append("_Throughput against sequence length per variant (`throughput_vs_seqlen.png`), decode time "

@@ -56,7 +56,7 @@ public:
         if (impl == Impl::Blas && (!blas_available() || c.kv_dtype != MH_DTYPE_F32 ||
                                    (c.mode != Mode::Layer && c.mode != Mode::Cross && is_layer_api(c))))
             return;
-        if (!mh_isa_supported(c.isa)) return;
+        if (!mh_isa_supported(c.isa) || !mh_compute_supported(c.isa, c.compute)) return;
         if (case_kv_heads(c) <= 0) return;
         if (c.mode == Mode::Decode && is_layer_api(c) && c.iterations == 0) c.iterations = o_.quick ? 16 : 64;
         const std::string n = case_name(c);
@@ -95,6 +95,15 @@ CaseSpec token_major(CaseSpec c) {
     return c;
 }
 
+// The case in the bf16 compute mode (added only where the ISA has it).
+CaseSpec bf16(CaseSpec c) {
+    c.compute = MH_COMPUTE_BF16;
+    return c;
+}
+// The variants whose attention runs through the driver's one-pass stage: the ones the bf16
+// compute mode serves (DCMHA refuses it).
+const std::vector<std::string> kBf16Rows = {"mha", "gqa8", "mqa", "moh50", "overlap25", "collab"};
+
 // A layer decode case on a paged KV cache of `block`-token blocks.
 CaseSpec paged(CaseSpec c, int block) {
     c.kv_block = block;
@@ -128,7 +137,9 @@ std::vector<CaseSpec> quick_suite(const SuiteOptions& o) {
         s.add(make(DEC, "gqa4", enc, 1, 64, F16, true));
         s.add(make(DEC, "mha_rope", enc, 1, 64, F16, true));
         for (const char* v : {"mha", "mha_rope"}) s.add(make(P, v, enc, 64, 64, F32, true));
+        s.add(bf16(make(L, "mha", enc, 64, 64, F32, true)));
     }
+    s.add(bf16(make(P, "mha", core, 64, 64, F32, false)));
     // baselines and ISAs
     s.add(make(P, "mha", core, 64, 64, F32, false), MH_ISA_SCALAR);
     s.add(make(DEC, "gqa8", core, 1, 256, F16, false), MH_ISA_SCALAR);
@@ -166,6 +177,8 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
     for (int n : {512, 1024, 2048}) s.variants(make(P, "", llm, n, n, F32, false));
     if (o.long_tails) s.variants(make(P, "", llm, 4096, 4096, F32, false), {"mha", "gqa8"});
     s.add(make(P, "gqa8", llm, 2048, 2048, F16, false));  // K/V storage type in prefill
+    // the compute axis: the bf16 compute mode beside f32 (pct_peak against the bf16 peak)
+    for (int n : {512, 1024, 2048}) s.variants(bf16(make(P, "", llm, n, n, F32, false)), {"mha", "gqa8"});
     // MoH's core against MHA's at MoH's reference shape (H 16, D 64: d_model 1024)
     s.variants(make(P, "", Shape{16, 64, 0}, 2048, 2048, F32, false), {"mha", "moh50", "moh75", "moh88"});
 
@@ -196,6 +209,7 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
         for (int n : o.long_tails ? std::vector<int>{128, 512, 1024, 2048, 4096} : std::vector<int>{128, 512})
             s.variants(make(L, "", enc, n, n, F32, true));
         if (!o.long_tails) s.variants(make(L, "", enc, 1024, 1024, F32, true), {"mha", "gqa8", "gqa4", "mqa"});
+        s.variants(bf16(make(L, "", enc, 512, 512, F32, true)), kBf16Rows);
         if (o.long_tails && !file) {
             s.variants(make(L, "", Shape{32, 64, 2048}, 512, 512, F32, true));
             s.variants(make(L, "", Shape{8, 128, 1024}, 512, 512, F32, true));

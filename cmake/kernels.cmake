@@ -57,6 +57,39 @@ set(MH_ISA_DEFINITIONS)
 set(MH_TARGET_ISAS) # the registry's ISAs of this target architecture (the per-ISA tests run these)
 file(GLOB MH_GENERIC_KERNEL_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/kernels/generic/*.c)
 
+# The bf16 compute mode's kernels of an ISA: its folder's bf16/ subfolder (the bf16 GEMMs) plus
+# src/kernels/generic/bf16/*.c (the bf16 packing, the ISA's flags only); the bf16/ files get
+# these extra flags, which only they get (the rest of the ISA does not require the extension;
+# the run-time check is mh_compute_supported). Built when cmake/probes/<name>_bf16.c compiles
+# (no probe: always); an ISA without bf16/ (or whose probe fails) leaves the bf16 slots NULL.
+set(MH_BF16_FLAGS_scalar "")
+set(MH_BF16_FLAGS_avx512 "-mavx512bf16")
+set(MH_BF16_FLAGS_neon "-march=armv8.6-a+bf16")
+set(MH_BF16_FLAGS_sve "-march=armv8.6-a+sve+bf16")
+
+# mh_isa_bf16_sources(name folder flags out): the bf16 sources of an ISA, or empty.
+function(mh_isa_bf16_sources name folder flags out)
+  set(${out} "" PARENT_SCOPE)
+  file(GLOB own CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/kernels/${folder}/bf16/*.c)
+  if(NOT own)
+    return()
+  endif()
+  if(EXISTS ${PROJECT_SOURCE_DIR}/cmake/probes/${name}_bf16.c)
+    set(CMAKE_REQUIRED_FLAGS "${flags};${MH_BF16_FLAGS_${name}}")
+    string(REPLACE ";" " " CMAKE_REQUIRED_FLAGS "${CMAKE_REQUIRED_FLAGS}")
+    file(READ ${PROJECT_SOURCE_DIR}/cmake/probes/${name}_bf16.c probe)
+    check_c_source_compiles("${probe}" MH_COMPILER_HAS_${name}_BF16)
+    if(NOT MH_COMPILER_HAS_${name}_BF16)
+      message(STATUS "multihead: ${name} bf16 kernels disabled (the compiler cannot build them)")
+      return()
+    endif()
+  endif()
+  # only the ISA's own files (the generic ones are shared by every ISA's object library)
+  set_source_files_properties(${own} PROPERTIES COMPILE_OPTIONS "${MH_BF16_FLAGS_${name}}")
+  file(GLOB generic CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/kernels/generic/bf16/*.c)
+  set(${out} ${own} ${generic} PARENT_SCOPE)
+endfunction()
+
 # mh_add_isa(ENUM name folder flags): one ISA's object library, if its probe compiles.
 function(mh_add_isa enum name folder flags)
   set(CMAKE_REQUIRED_FLAGS "${flags}")
@@ -71,10 +104,14 @@ function(mh_add_isa enum name folder flags)
     endif()
   endif()
   file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/kernels/${folder}/*.c)
-  add_library(mh_kernels_${name} OBJECT ${sources} ${MH_GENERIC_KERNEL_SOURCES})
+  mh_isa_bf16_sources(${name} ${folder} "${flags}" bf16_sources)
+  add_library(mh_kernels_${name} OBJECT ${sources} ${MH_GENERIC_KERNEL_SOURCES} ${bf16_sources})
   target_compile_options(mh_kernels_${name} PRIVATE ${flags} ${MH_WARNINGS})
   target_compile_definitions(mh_kernels_${name} PRIVATE MH_ISA_SUFFIX=${name} MH_ISA_ENUM=${enum}
     "MH_SIMD_HEADER=\"kernels/${folder}/simd_${name}.h\"")
+  if(bf16_sources)
+    target_compile_definitions(mh_kernels_${name} PRIVATE MH_BF16_KERNELS=1)
+  endif()
   target_include_directories(mh_kernels_${name} PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(mh_kernels_${name} PRIVATE PkgConfig::SLEEF)
   set_target_properties(mh_kernels_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)

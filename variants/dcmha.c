@@ -34,6 +34,9 @@ static mh_status resolve(mh_layer_config* c, void* vcfg) {
     if (c->n_kv_heads != c->n_heads || c->kdim != c->d_model || c->vdim != c->d_model)
         return MH_ERR_INVALID_ARGUMENT; /* MHA projections, self-attention only */
     if (c->window || c->softcap != 0.0f || c->alibi_slopes || c->sinks) return MH_ERR_INVALID_ARGUMENT;
+    /* its two-pass stage runs its own f32 GEMMs per composed tile (core/dcmha_attention.c):
+     * no bf16 kernels there yet, so a bf16 mode is refused, never run in f32 */
+    if (c->compute != MH_COMPUTE_F32) return MH_ERR_UNSUPPORTED;
     if (d->rank < 1 || d->rank > MH_DCMHA_MAX_RANK || d->groups < 1 || c->n_heads % d->groups != 0)
         return MH_ERR_INVALID_ARGUMENT;
     if (d->hidden == 0) d->hidden = 4 * (c->n_heads / d->groups);

@@ -320,6 +320,7 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     p.k.data = b.k, p.v.data = b.v;
     mh_attn_options opt = call;
     opt.window = c->window, opt.softcap = c->softcap, opt.alibi_slopes = L->alibi, opt.sinks = L->sinks;
+    opt.compute = c->compute;
     mh_gathered_plan(&p, &opt, b.gate, &b.g);
     mh_gemm_packed(L->kernels, L->threads, rows_kv, self ? a->query : a->key, (size_t)c->kdim, &L->wk, b.k, (size_t)L->wk.n_out);
     mh_gemm_packed(L->kernels, L->threads, rows_kv, self ? a->query : a->value, (size_t)c->vdim, &L->wv, b.v, (size_t)L->wv.n_out);
@@ -378,6 +379,7 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     mh_attn_problem p = problem(L, B, n, n, c->n_heads);
     mh_attn_options opt = mh_attn_options_default();
     opt.window = c->window, opt.softcap = c->softcap, opt.alibi_slopes = L->alibi, opt.sinks = L->sinks;
+    opt.compute = c->compute;
     mh_core_extra ex = {0};
     mh_kv_pages pages;
     mh_variant_decode_view(cache, &s, &db, n_kv, &p, &opt, &ex, &pages);

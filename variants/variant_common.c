@@ -111,6 +111,7 @@ mh_attn_options mh_variant_options(const mh_layer* L, const mh_attn_options* cal
     mh_attn_options o = call ? *call : mh_attn_options_default();
     o.window = L->cfg.window, o.softcap = L->cfg.softcap;
     o.alibi_slopes = L->alibi, o.sinks = L->sinks;
+    o.compute = L->cfg.compute; /* resolved at create; a layer call's own is refused */
     return o;
 }
 

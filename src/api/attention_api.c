@@ -32,14 +32,15 @@ static void gated_attention(const mh_context* ctx, const mh_attn_problem* p,
     mh_gathered_attend(ctx->kernels, ctx->num_threads, p, opt, 1, &g, NULL, NULL);
 }
 
-/* Validates everything and measures the workspace. */
+/* Validates everything, resolves the call's compute mode into *compute and measures the
+ * workspace. */
 static mh_status prepare(const mh_context* ctx, const mh_attn_problem* p, const mh_attn_options* opt,
-                         size_t* bytes) {
+                         mh_compute* compute, size_t* bytes) {
     if (!mh_context_valid(ctx) || !p) return MH_ERR_INVALID_ARGUMENT;
     mh_status st = mh_validate_problem(p);
     if (st == MH_OK) st = mh_validate_options(opt, p->batch, p->n_q, p->n_kv, p->n_heads);
-    mh_compute compute = opt->compute;
-    if (st == MH_OK) st = mh_compute_pick(ctx->kernels->isa, ctx->compute, &compute);
+    *compute = opt->compute;
+    if (st == MH_OK) st = mh_compute_pick(ctx->kernels->isa, ctx->compute, compute);
     if (st != MH_OK) return st;
     if (opt->probs && !mh_probs_fit(p->batch, p->n_heads, p->n_q, p->n_kv))
         return MH_ERR_SIZE_OVERFLOW;
@@ -58,8 +59,9 @@ static mh_status prepare(const mh_context* ctx, const mh_attn_problem* p, const 
 mh_status mh_attention_workspace_size(const mh_context* ctx, const mh_attn_problem* p,
                                       const mh_attn_options* opt, size_t* bytes) {
     const mh_attn_options defaults = mh_attn_options_default();
+    mh_compute unused;
     if (!bytes) return MH_ERR_INVALID_ARGUMENT;
-    return prepare(ctx, p, opt ? opt : &defaults, bytes);
+    return prepare(ctx, p, opt ? opt : &defaults, &unused, bytes);
 }
 
 /* The carving reads shapes only: no data pointer, stride, dtype or option changes a size. Every
@@ -87,13 +89,13 @@ mh_status mh_attention_workspace_bound(const mh_context* ctx, const mh_attn_limi
 
 mh_status mh_attention(const mh_context* ctx, const mh_attn_problem* p, const mh_attn_options* opt,
                        void* workspace, size_t workspace_bytes) {
-    const mh_attn_options defaults = mh_attn_options_default();
-    if (!opt) opt = &defaults;
+    mh_attn_options resolved = opt ? *opt : mh_attn_options_default();
     size_t need;
-    mh_status st = prepare(ctx, p, opt, &need);
+    mh_status st = prepare(ctx, p, &resolved, &resolved.compute, &need);
     if (st != MH_OK) return st;
     if (!workspace || ((uintptr_t)workspace & (MH_WS_ALIGN - 1))) return MH_ERR_INVALID_ARGUMENT;
     if (workspace_bytes < need) return MH_ERR_WORKSPACE_TOO_SMALL;
+    opt = &resolved; /* the driver reads the resolved compute mode */
     if (opt->head_gates) {
         gated_attention(ctx, p, opt, workspace);
         return MH_OK;

@@ -3,15 +3,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatch/cpu_features.h"
+#include "dispatch/dispatch.h"
+
 static const char* const names[MH_COMPUTE_COUNT] = {"default", "f32", "bf16", "f16"};
 
 const char* mh_compute_name(mh_compute compute) {
     return compute >= 0 && compute < MH_COMPUTE_COUNT ? names[compute] : "unknown";
 }
 
+/* A mode runs on isa when its kernels are compiled in (the table's slots are set) and the CPU
+ * has the instructions they use. F16 has no kernels yet on any ISA. */
 int mh_compute_supported(mh_isa isa, mh_compute compute) {
-    /* Only f32 has kernels so far; the bf16/f16 kernels will report here. */
-    return mh_isa_supported(isa) && compute == MH_COMPUTE_F32;
+    const mh_kernels* k = mh_dispatch_table(isa);
+    if (!k) return 0;
+    if (compute == MH_COMPUTE_F32) return 1;
+    return compute == MH_COMPUTE_BF16 && k->gemm_bf16 && mh_cpu_has_bf16(isa);
 }
 
 static mh_status check(mh_isa isa, mh_compute c) {

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/driver_bf16.h"
 #include "core/parallel.h"
 #include "core/split_kv.h"
 #include "kernels/decode_prefetch.h"
@@ -57,6 +58,7 @@ static void carve_scratch(const mh_drv_stage* st, mh_ws* ws, mh_drv_scratch* sc)
         sc->vt = mh_ws_take(ws, v_panels(st), tk, sizeof(float));
     }
     if (st->mode == MH_DRV_ONE_PASS) sc->s = mh_ws_take(ws, rows, tk, sizeof(float));
+    if (st->mode == MH_DRV_ONE_PASS) mh_drv_bf16_carve(st, rows, ws, sc);
     if (st->mode == MH_DRV_ONE_PASS && mh_drv_query_tiles(st) == 1)
         sc->lanes = mh_ws_take(ws, (size_t)st->streams, 1, sizeof(struct mh_drv_lane));
     if (st->mode == MH_DRV_MATERIALISED)
@@ -172,6 +174,7 @@ static mh_drv_task make_task(const call* c, size_t ti) {
     t.h0 = (size_t)t.s * st->hg;
     t.active = 1;
     st->task(st, &t);
+    if (mh_drv_bf16(st)) t.direct_qk = t.direct_pv = 0; /* the direct kernels are f32 only */
     return t;
 }
 
@@ -182,7 +185,7 @@ static void empty_rows(const mh_drv_stage* st, size_t rows, float* m, float* l, 
 }
 
 static void start_rows(const mh_drv_stage* st, const mh_drv_task* t, size_t rows, mh_drv_scratch* sc) {
-    st->load_q(st, t, sc);
+    mh_drv_load_q(st, t, sc);
     empty_rows(st, rows, sc->m, sc->l, sc->o);
 }
 
@@ -227,11 +230,11 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
         const float* kt = kt_pre;
         if (!kt) {
             prefetch_next_tile(st, t, 0, j0);
-            k->pack_kt(nc, dqk, &ksrc, sc->kt);
+            mh_drv_pack_k(st, nc, &ksrc, sc->kt);
             kt = sc->kt;
         }
         for (size_t c0 = 0; c0 < nc; c0 += nr) {
-            const float* panel = kt + (c0 / nr) * dqk * nr;
+            const void* panel = mh_drv_panel(kt, mh_drv_bf16(st), c0 / nr, dqk, nr);
             for (size_t r = 0; r < rows; r += mr) {
                 const size_t m = min_size(mr, rows - r), n = min_size(nr, nc - c0);
                 float* srow = sc->s + r * tk + c0;
@@ -240,7 +243,7 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
                         for (size_t j = 0; j < n; j++) srow[i * tk + j] = -INFINITY;
                     continue;
                 }
-                k->gemm(m, n, dqk, sc->q + r * dqk, dqk, panel, NULL, srow, tk);
+                mh_drv_gemm_scores(st, m, n, r, panel, srow, sc);
             }
         }
     }
@@ -269,8 +272,8 @@ static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows*
     for (size_t i = r; i < r + m; i += by_row ? 1 : m) {
         const size_t rows = by_row ? 1 : m, n = by_row ? mh_score_row_cols(&t->blk, i, j0, nc) : hi;
         if (vt)
-            k->gemm_acc(rows, nw, n, sc->s + i * tk, tk, vt + (d0 / k->gemm_nr) * cols * k->gemm_nr, sc->alpha + i,
-                        sc->o + i * dv + d0, dv);
+            mh_drv_gemm_pv(st, rows, nw, n, i, mh_drv_panel(vt, mh_drv_bf16(st), d0 / k->gemm_nr, cols, k->gemm_nr),
+                           sc->o + i * dv + d0, sc);
         else
             k->pv_direct(rows, n, dv, sc->s + i * tk, tk, vsrc, sc->alpha + i, sc->o + i * dv, dv);
     }
@@ -299,7 +302,7 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
         size_t cols = vt_cols;
         if (!vt) {
             if (n_v == 1) prefetch_next_tile(st, t, 1, j0);
-            k->pack_v(nc, dv, &vsrc, sc->vt);
+            mh_drv_pack_v(st, nc, &vsrc, sc->vt);
             vt = sc->vt, cols = nc;
         }
         for (size_t d0 = 0; d0 < dv; d0 += nr)
@@ -318,6 +321,7 @@ static void attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0
     const float* vt = mh_drv_packed(st, 1, (size_t)t->b, (size_t)t->s, j0);
     score_tile(st, t, kt, j0, nc, nx, sc);
     st->k->softmax_tile(t->rows, nc, sc->s, tk, sc->m, sc->l, sc->alpha);
+    if (mh_drv_bf16(st)) mh_drv_bf16_probs(st, t->rows, nc, sc);
     accumulate_pv(st, t, vt, vt ? min_size(tk, (size_t)st->n_kv - (size_t)j0) : 0, j0, nc, nx, sc);
 }
 
@@ -372,7 +376,7 @@ static void attend_across(const call* c, size_t b, size_t ci, mh_drv_scratch* sc
             more = 1;
             float* part = mh_split_partial(&c->split, b * n_s + s, ci);
             v.m = part, v.l = part + ln->t.rows, v.o = part + 2 * ln->t.rows;
-            st->load_q(st, &ln->t, &v);
+            mh_drv_load_q(st, &ln->t, &v);
             next_tile nx;
             attend_tile(st, &ln->t, j0, min_size(tk, (size_t)(ln->hi - j0)), tile_ahead(sc->lanes, n_s, s, off, tk, &nx), &v);
         }
@@ -580,8 +584,8 @@ static void prepack_tile(const call* c, size_t item) {
     const size_t nc = min_size(st->tk, (size_t)st->n_kv - j0);
     const mh_rows kr = mh_drv_rows(&st->key, st->pages, st->k_dtype, b, h, (int64_t)j0);
     const mh_rows vr = mh_drv_rows(&st->value, st->pages, st->v_dtype, b, h, (int64_t)j0);
-    st->k->pack_kt(nc, st->dqk, &kr, c->cw.kt_all + item * kt_floats(st));
-    st->k->pack_v(nc, st->dv, &vr, c->cw.vt_all + item * vt_floats(st));
+    mh_drv_pack_k(st, nc, &kr, c->cw.kt_all + item * kt_floats(st));
+    mh_drv_pack_v(st, nc, &vr, c->cw.vt_all + item * vt_floats(st));
 }
 
 /* One worker: its share of the prepack, then items until none is left (dynamic: tasks differ

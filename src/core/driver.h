@@ -62,6 +62,10 @@ typedef struct mh_drv_scratch {
     float* o;     /* [rows][dv]                 output accumulator */
     float *m, *l; /* [rows]                     softmax max and sum */
     float* alpha; /* [rows]                     softmax_tile's rescale */
+    /* one-pass, bf16 compute (opt->compute): the GEMMs' bf16 operands; kt/vt then hold bf16
+     * panels (core/driver_bf16.h) */
+    uint16_t* qb; /* [rows][dqk rounded up to even] the queries, rounded once per task */
+    uint16_t* pb; /* [rows][tk]                 a tile's probabilities, rounded per tile */
     struct mh_drv_lane* lanes; /* [streams] one-pass decode across streams */
     /* two-pass modes */
     float *t1, *t2;     /* [tile_floats] the stage's score tile; pass 1's tile when unstored */

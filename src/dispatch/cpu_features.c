@@ -34,11 +34,20 @@ static int x86_has(mh_isa isa) {
     if (isa == MH_ISA_AVX512) return zmm_state && avx2 && fma && f16c && avx512;
     return 0;
 }
+
+/* CPUID leaf 7 subleaf 1, EAX bit 5: AVX512_BF16 (the OS state is AVX-512's). */
+static int x86_has_avx512_bf16(void) {
+    unsigned a, b, c, d;
+    if (!x86_has(MH_ISA_AVX512)) return 0;
+    __cpuid_count(7, 1, a, b, c, d);
+    return (a >> 5) & 1;
+}
 static int cpu_has_avx2(void) { return x86_has(MH_ISA_AVX2); }
 static int cpu_has_avx512(void) { return x86_has(MH_ISA_AVX512); }
 #else
 static int cpu_has_avx2(void) { return 0; }
 static int cpu_has_avx512(void) { return 0; }
+static int x86_has_avx512_bf16(void) { return 0; }
 #endif
 
 #if defined(__aarch64__)
@@ -52,9 +61,21 @@ static int cpu_has_neon(void) { return 0; }
 #ifndef HWCAP_SVE
 #define HWCAP_SVE (1UL << 22)
 #endif
+#ifndef HWCAP2_SVEBF16
+#define HWCAP2_SVEBF16 (1UL << 12)
+#endif
+#ifndef HWCAP2_BF16
+#define HWCAP2_BF16 (1UL << 14)
+#endif
 static int cpu_has_sve(void) { return (getauxval(AT_HWCAP) & HWCAP_SVE) != 0; }
+static int arm_has_bf16(mh_isa isa) {
+    const unsigned long hw2 = getauxval(AT_HWCAP2);
+    if (isa == MH_ISA_NEON) return (hw2 & HWCAP2_BF16) != 0;
+    return isa == MH_ISA_SVE && cpu_has_sve() && (hw2 & HWCAP2_SVEBF16) != 0;
+}
 #else
 static int cpu_has_sve(void) { return 0; }
+static int arm_has_bf16(mh_isa isa) { return (void)isa, 0; }
 #endif
 
 int mh_cpu_has_isa(mh_isa isa) {
@@ -62,6 +83,17 @@ int mh_cpu_has_isa(mh_isa isa) {
 #define DETECT_CASE(E, name, ...) \
     case MH_ISA_##E: return cpu_has_##name();
         MH_ISA_LIST(DETECT_CASE)
+    default: return 0;
+    }
+}
+
+int mh_cpu_has_bf16(mh_isa isa) {
+    if (!mh_cpu_has_isa(isa)) return 0;
+    switch (isa) {
+    case MH_ISA_SCALAR: return 1;
+    case MH_ISA_AVX512: return x86_has_avx512_bf16();
+    case MH_ISA_NEON:
+    case MH_ISA_SVE: return arm_has_bf16(isa);
     default: return 0;
     }
 }

@@ -29,4 +29,18 @@
     K(rope, void, (const struct mh_rope_args* a, size_t rows, const int64_t* pos, float* x, \
                    size_t ldx))
 
+/*
+ * The bf16 compute mode's slots (mh_compute MH_COMPUTE_BF16): only ISAs with a bf16/ kernel
+ * folder fill them (cmake/kernels.cmake builds it where the CPU extension's flags compile and
+ * defines MH_BF16_KERNELS); the others leave them NULL and refuse the mode
+ * (mh_compute_supported). Panels are bf16 k-pairs: [ceil(k/2)][NR][2].
+ */
+#define MH_KERNEL_LIST_BF16(K) \
+    K(gemm_bf16, void, (size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, \
+                        const uint16_t* panel, float* c, size_t ldc)) \
+    K(gemm_acc_bf16, void, (size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, \
+                            const uint16_t* panel, const float* alpha, float* c, size_t ldc)) \
+    K(pack_kt_bf16, void, (size_t cols, size_t d, const mh_rows* k, uint16_t* dst)) \
+    K(pack_v_bf16, void, (size_t cols, size_t dv, const mh_rows* v, uint16_t* dst))
+
 #endif

@@ -17,6 +17,7 @@
 
 #define MH_KERNEL_PROTO(slot, ret, params) ret MH_KNAME(slot) params;
 MH_KERNEL_LIST(MH_KERNEL_PROTO)
+MH_KERNEL_LIST_BF16(MH_KERNEL_PROTO)
 #undef MH_KERNEL_PROTO
 
 /* The scalar kernels, which any ISA may call for a tail it does not vectorise. */
@@ -50,13 +51,20 @@ MH_KERNEL_LIST(MH_KERNEL_PROTO_SCALAR)
 /* The table init of this ISA (table_<name>.c): MH_KERNEL_TABLE_FILL, then the tile sizes. */
 void MH_KNAME(kernels_init)(mh_kernels* k);
 
-/* Points every slot of the table at this ISA's kernel and sets its isa. The argument must be
- * the init's parameter `k` (MH_KERNEL_SET_SLOT names it). */
+/* Points every slot of the table at this ISA's kernel and sets its isa; the bf16 slots only
+ * where the build compiled this ISA's bf16 kernels (MH_BF16_KERNELS), else they stay NULL.
+ * The argument must be the init's parameter `k` (MH_KERNEL_SET_SLOT names it). */
 #define MH_KERNEL_SET_SLOT(slot, ret, params) k->slot = MH_KNAME(slot);
+#ifdef MH_BF16_KERNELS
+#define MH_KERNEL_FILL_BF16 MH_KERNEL_LIST_BF16(MH_KERNEL_SET_SLOT)
+#else
+#define MH_KERNEL_FILL_BF16
+#endif
 #define MH_KERNEL_TABLE_FILL(k) \
     do { \
         (k)->isa = MH_ISA_VALUE(MH_ISA_ENUM); \
         MH_KERNEL_LIST(MH_KERNEL_SET_SLOT) \
+        MH_KERNEL_FILL_BF16 \
     } while (0)
 
 #endif

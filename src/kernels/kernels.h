@@ -105,6 +105,21 @@ typedef struct mh_rows {
  *               as PyTorch's q*cos + rotate_half(q)*sin); cos/sin are SLEEF's 1-ulp sincosf,
  *               computed once per row and shared by its heads. Dims past rot pass.
  *
+ * ---- bf16 compute (MH_KERNEL_LIST_BF16; NULL on ISAs without them). Operands are bf16 and
+ * products accumulate in f32. A bf16 panel of NR columns holds k-pairs: element (kk, j) at
+ * panel[((kk / 2) * NR + j) * 2 + kk % 2]; A rows hold bf16 values, lda even, and are read
+ * two at a time (element k of a row with odd k must be readable; it is ignored, and so is the
+ * panel's second element of the last pair). m <= MR.
+ *   gemm_bf16:     c[r * ldc + j] = sum_kk a[r * lda + kk] * panel(kk, j)
+ *   gemm_acc_bf16: c[r * ldc + j] = alpha[r] * c[r * ldc + j] + sum_kk a[r * lda + kk] * panel(kk, j)
+ *   pack_kt_bf16:  K tile as pack_kt, in bf16 pairs over d: panel p holds keys [p*NR, p*NR + NR)
+ *                  as [ceil(d/2)][NR][2]; keys past cols and the pad of an odd d are zero.
+ *   pack_v_bf16:   V tile as pack_v, in bf16 pairs over keys: panel p holds V columns
+ *                  [p*NR, p*NR + NR) as [ceil(cols/2)][NR][2]; columns past dv and the pad key
+ *                  of an odd cols are zero.
+ *   Both packs round the value the storage represents (int8: scale * q in f32) to bf16,
+ *   nearest even; bf16 storage is copied as it is.
+ *
  * ---- f32_to_f16 / f32_to_bf16: storage conversions (round to nearest even).
  * ---- f32_to_i8: one row of n floats to symmetric int8: *scale = max|x| / 127 (f32
  *   division), q[i] = x[i] / *scale (f32 division) rounded to nearest even, clamped to
@@ -116,6 +131,7 @@ typedef struct mh_kernels {
     mh_isa isa;
 #define MH_KERNEL_MEMBER(slot, ret, params) ret(*slot) params;
     MH_KERNEL_LIST(MH_KERNEL_MEMBER)
+    MH_KERNEL_LIST_BF16(MH_KERNEL_MEMBER) /* NULL where the ISA has no bf16 kernels */
 #undef MH_KERNEL_MEMBER
 
     /* GEMM micro-tile: rows (MR) and panel columns (NR). */

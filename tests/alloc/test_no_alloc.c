@@ -408,12 +408,17 @@ static void run_core_calls(int threads) {
     }
     /* warm-up (a no-op when run_layer_calls already ran in this process) */
     check_status("warm-up core", mh_attention(ctx, &pre.p, &opts[0], ws[0], bytes[0]), MH_OK);
-    for (int i = 0; i < NP; i++) {
-        snprintf(what, sizeof what, "%d thread(s): mh_attention %s allocates nothing", threads, names[i]);
+    /* every call in f32, then in bf16 compute where the ISA has it */
+    const int modes = mh_compute_supported(mh_context_isa(ctx), MH_COMPUTE_BF16) ? 2 : 1;
+    for (int i = 0; i < NP * modes; i++) {
+        mh_attn_options o = opts[i % NP];
+        o.compute = i < NP ? MH_COMPUTE_F32 : MH_COMPUTE_BF16;
+        snprintf(what, sizeof what, "%d thread(s): mh_attention %s (%s) allocates nothing", threads, names[i % NP],
+                 mh_compute_name(o.compute));
         start_counting();
-        mh_status st = mh_attention(ctx, &ps[i]->p, &opts[i], ws[i], bytes[i]);
+        mh_status st = mh_attention(ctx, &ps[i % NP]->p, &o, ws[i % NP], bytes[i % NP]);
         long calls = stop_counting(what);
-        check_status(names[i], st, MH_OK), check_true(what, calls == 0);
+        check_status(names[i % NP], st, MH_OK), check_true(what, calls == 0);
     }
     for (int i = 0; i < NP; i++) free(ws[i]), problem_free(ps[i]);
     free(mask), free(probs);

@@ -36,6 +36,36 @@ double oracle_kv(const mh_tensor* t, mh_dtype dtype, int b, int j, int h, int d)
     return (double)t->scale[b * t->scale_stride_batch + j * t->scale_stride_token + h * t->scale_stride_head] * x;
 }
 
+/* x (an f32 value) rounded to bf16, nearest even (NaN stays NaN). */
+static double round_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* An operand of the products: as stored, or, in bf16 compute, its f32 value rounded to bf16. */
+static double operand(double x, int bf16) { return bf16 ? round_bf16((float)x) : x; }
+
+/* bf16 compute rounds P as the online softmax holds it: key j's exp(s_j - m_t), relative to
+ * the running max m_t over the kept scores of the key tiles up to its own (tiles of
+ * ORACLE_KEY_TILE keys from key 0: the driver's attn_kv_tile on the ISAs with bf16 kernels,
+ * SVE up to 512 bits; no split-KV), rounded to f32 then bf16; the sums l stay unrounded.
+ * w[j]: that rounded value rescaled to the final max m. */
+#define ORACLE_KEY_TILE 64
+
+static void rounded_weights(const double* s, int M, double m, double* w) {
+    double run = -INFINITY;
+    for (int j0 = 0; j0 < M; j0 += ORACLE_KEY_TILE) {
+        const int j1 = j0 + ORACLE_KEY_TILE < M ? j0 + ORACLE_KEY_TILE : M;
+        for (int j = j0; j < j1; j++) run = s[j] > run ? s[j] : run;
+        for (int j = j0; j < j1; j++) /* exp(s_j - m) with exp(s_j - run) rounded */
+            w[j] = s[j] == -INFINITY ? 0.0 : round_bf16((float)exp(s[j] - run)) * exp(run - m);
+    }
+}
+
 static int key_kept(const mh_attn_options* opt, int64_t p, int64_t j, int64_t kv_len) {
     if (j >= kv_len) return 0;
     if (opt->causal && j > p) return 0;
@@ -51,8 +81,13 @@ void oracle_attention(const mh_attn_problem* p, const mh_attn_options* opt_in, d
     mh_attn_options opt = opt_in ? *opt_in : mh_attn_options_default();
     const int B = p->batch, N = p->n_q, M = p->n_kv, H = p->n_heads, Hkv = p->n_kv_heads;
     const int Dqk = p->head_dim_qk, Dv = p->head_dim_v, g = H / Hkv;
-    const double scale = p->scale != 0.0f ? p->scale : 1.0 / sqrt((double)Dqk);
+    /* bf16 compute rounds the pre-scaled query fl32(q * scale) with the f32 scale, so the
+     * score is the dot itself; f32 compute scales the exact dot */
+    const int bf16 = opt.compute == MH_COMPUTE_BF16;
+    const float fscale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)Dqk);
+    const double scale = bf16 ? 1.0 : p->scale != 0.0f ? p->scale : 1.0 / sqrt((double)Dqk);
     double* s = malloc(sizeof(double) * (size_t)M);
+    double* w = malloc(sizeof(double) * (size_t)M); /* bf16: the rounded weights */
     const float* q = p->q.data;
     for (int b = 0; b < B; b++) {
         int64_t kv_len = opt.kv_len ? opt.kv_len[b] : M;
@@ -69,9 +104,10 @@ void oracle_attention(const mh_attn_problem* p, const mh_attn_options* opt_in, d
                     }
                     double dot = 0;
                     for (int d = 0; d < Dqk; d++) {
-                        double qv = q[b * p->q.stride_batch + i * p->q.stride_token +
-                                      h * p->q.stride_head + d];
-                        double kv = oracle_kv(&p->k, p->k_dtype, b, j, kh, d);
+                        const float qf = q[b * p->q.stride_batch + i * p->q.stride_token +
+                                           h * p->q.stride_head + d];
+                        double qv = bf16 ? round_bf16(qf * fscale) : qf;
+                        double kv = operand(oracle_kv(&p->k, p->k_dtype, b, j, kh, d), bf16);
                         dot += qv * kv;
                     }
                     double x = dot * scale;
@@ -93,6 +129,7 @@ void oracle_attention(const mh_attn_problem* p, const mh_attn_options* opt_in, d
                 }
                 double m = sink > mx ? sink : mx;
                 double l = opt.sinks ? exp(sink - m) : 0.0;
+                if (bf16) rounded_weights(s, M, m, w);
                 for (int j = 0; j < M; j++) {
                     s[j] = s[j] == -INFINITY ? 0.0 : exp(s[j] - m);
                     l += s[j];
@@ -102,13 +139,15 @@ void oracle_attention(const mh_attn_problem* p, const mh_attn_options* opt_in, d
                     double pj = s[j] / l;
                     if (prow) prow[j] = pj;
                     if (pj == 0.0) continue;
+                    pj = bf16 ? w[j] / l : pj;
                     for (int d = 0; d < Dv; d++)
-                        orow[d] += pj * oracle_kv(&p->v, p->v_dtype, b, j, kh, d);
+                        orow[d] += pj * operand(oracle_kv(&p->v, p->v_dtype, b, j, kh, d), bf16);
                 }
             }
         }
     }
     free(s);
+    free(w);
 }
 
 void oracle_linear(const float* x, int rows, int in, const float* w, const float* b, int out,

@@ -22,6 +22,10 @@ double oracle_load(const void* base, mh_dtype dtype, ptrdiff_t index);
 double oracle_kv(const mh_tensor* t, mh_dtype dtype, int b, int j, int h, int d);
 
 /* o [B, N, H, Dv] contiguous; probs [B, H, N, M] contiguous or NULL. opt may be NULL. */
+/* With opt->compute == MH_COMPUTE_BF16 the products take bf16 operands as the library's bf16
+ * compute defines them: the pre-scaled query fl32(q * scale) (scale in f32), K and V, each
+ * rounded to bf16 (nearest even), and P as its online softmax rounds it (see rounded_weights);
+ * scores, softmax sums and the probabilities output stay exact. */
 void oracle_attention(const mh_attn_problem* p, const mh_attn_options* opt, double* o,
                       double* probs);
 

@@ -7,11 +7,7 @@
  * only the first n columns, through a lane-exact partial path.
  */
 #include "kernels/kernel_protos.h"
-#include "kernels/arm/neon/simd_neon.h"
-
-#define MR MH_GEMM_MR
-#define NR MH_GEMM_NR
-#define NV 4
+#include "kernels/arm/neon/gemm_store_neon.h"
 
 MH_INLINE void accumulate(const int M, size_t k, const float* a, size_t lda, const float* panel,
                           float32x4_t acc[MR][NV]) {
@@ -31,60 +27,13 @@ MH_INLINE void accumulate(const int M, size_t k, const float* a, size_t lda, con
     }
 }
 
-MH_INLINE void store_bias(const int M, size_t n, const float* bias, float* c, size_t ldc,
-                          float32x4_t acc[MR][NV]) {
-    MH_UNROLL for (int v = 0; v < NV; v++) {
-        const size_t cnt = mh_cnt4(n, (size_t)v * 4);
-        if (cnt == 0) break;
-        const float32x4_t b = bias ? mh_vload_n(bias + v * 4, cnt, 0.0f) : vdupq_n_f32(0.0f);
-        MH_UNROLL for (int r = 0; r < M; r++) mh_vstore_n(c + (size_t)r * ldc + v * 4, vaddq_f32(acc[r][v], b), cnt);
-    }
-}
-
-MH_INLINE void store_acc(const int M, size_t n, const float* alpha, float* c, size_t ldc,
-                         float32x4_t acc[MR][NV]) {
-    MH_UNROLL for (int r = 0; r < M; r++) {
-        const float32x4_t al = vdupq_n_f32(alpha[r]);
-        MH_UNROLL for (int v = 0; v < NV; v++) {
-            const size_t cnt = mh_cnt4(n, (size_t)v * 4);
-            if (cnt == 0) break;
-            float* cp = c + (size_t)r * ldc + v * 4;
-            mh_vstore_n(cp, vfmaq_f32(acc[r][v], al, mh_vload_n(cp, cnt, 0.0f)), cnt);
-        }
-    }
-}
-
-#define GEMM_CASE(M, STORE, EXTRA)            \
-    case M: {                                 \
-        float32x4_t acc[MR][NV];              \
-        accumulate(M, k, a, lda, panel, acc); \
-        STORE(M, n, EXTRA, c, ldc, acc);      \
-        break;                                \
-    }
-
 MH_NO_PRE_RA_SCHED void MH_KNAME(gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                     const float* panel, const float* bias, float* c, size_t ldc) {
-    switch (m) {
-        GEMM_CASE(1, store_bias, bias)
-        GEMM_CASE(2, store_bias, bias)
-        GEMM_CASE(3, store_bias, bias)
-        GEMM_CASE(4, store_bias, bias)
-        GEMM_CASE(5, store_bias, bias)
-        GEMM_CASE(6, store_bias, bias)
-    default: break;
-    }
+    GEMM_SWITCH(m, store_bias, bias)
 }
 
 MH_NO_PRE_RA_SCHED void MH_KNAME(gemm_acc)(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                         const float* panel, const float* alpha, float* c,
                                         size_t ldc) {
-    switch (m) {
-        GEMM_CASE(1, store_acc, alpha)
-        GEMM_CASE(2, store_acc, alpha)
-        GEMM_CASE(3, store_acc, alpha)
-        GEMM_CASE(4, store_acc, alpha)
-        GEMM_CASE(5, store_acc, alpha)
-        GEMM_CASE(6, store_acc, alpha)
-    default: break;
-    }
+    GEMM_SWITCH(m, store_acc, alpha)
 }

@@ -5,11 +5,7 @@
  * Tails: m < 6 is a specialised body (the switch below); n < 64 uses masked stores.
  */
 #include "kernels/kernel_protos.h"
-#include "kernels/x86/avx512/simd_avx512.h"
-
-#define MR 6
-#define NR 64
-#define NV 4
+#include "kernels/x86/avx512/gemm_store_avx512.h"
 
 MH_INLINE void accumulate(const int M, size_t k, const float* a, size_t lda, const float* panel,
                           __m512 acc[MR][NV]) {
@@ -29,59 +25,13 @@ MH_INLINE void accumulate(const int M, size_t k, const float* a, size_t lda, con
     }
 }
 
-MH_INLINE void store_bias(const int M, size_t n, const float* bias, float* c, size_t ldc,
-                          __m512 acc[MR][NV]) {
-    for (int v = 0; v < NV; v++) {
-        const __mmask16 mask = mh_mask16(n, (size_t)v * 16);
-        const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + v * 16) : _mm512_setzero_ps();
-        for (int r = 0; r < M; r++)
-            _mm512_mask_storeu_ps(c + r * ldc + v * 16, mask, _mm512_add_ps(acc[r][v], b));
-    }
-}
-
-MH_INLINE void store_acc(const int M, size_t n, const float* alpha, float* c, size_t ldc,
-                         __m512 acc[MR][NV]) {
-    for (int r = 0; r < M; r++) {
-        const __m512 al = _mm512_set1_ps(alpha[r]);
-        for (int v = 0; v < NV; v++) {
-            const __mmask16 mask = mh_mask16(n, (size_t)v * 16);
-            float* cp = c + r * ldc + v * 16;
-            _mm512_mask_storeu_ps(cp, mask, _mm512_fmadd_ps(al, _mm512_maskz_loadu_ps(mask, cp), acc[r][v]));
-        }
-    }
-}
-
-#define GEMM_CASE(M, STORE, EXTRA)                  \
-    case M: {                                       \
-        __m512 acc[MR][NV];                         \
-        accumulate(M, k, a, lda, panel, acc);       \
-        STORE(M, n, EXTRA, c, ldc, acc);            \
-        break;                                      \
-    }
-
 void MH_KNAME(gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                       const float* panel, const float* bias, float* c, size_t ldc) {
-    switch (m) {
-        GEMM_CASE(1, store_bias, bias)
-        GEMM_CASE(2, store_bias, bias)
-        GEMM_CASE(3, store_bias, bias)
-        GEMM_CASE(4, store_bias, bias)
-        GEMM_CASE(5, store_bias, bias)
-        GEMM_CASE(6, store_bias, bias)
-    default: break;
-    }
+    GEMM_SWITCH(m, store_bias, bias)
 }
 
 void MH_KNAME(gemm_acc)(size_t m, size_t n, size_t k, const float* a, size_t lda,
                                           const float* panel, const float* alpha, float* c,
                                           size_t ldc) {
-    switch (m) {
-        GEMM_CASE(1, store_acc, alpha)
-        GEMM_CASE(2, store_acc, alpha)
-        GEMM_CASE(3, store_acc, alpha)
-        GEMM_CASE(4, store_acc, alpha)
-        GEMM_CASE(5, store_acc, alpha)
-        GEMM_CASE(6, store_acc, alpha)
-    default: break;
-    }
+    GEMM_SWITCH(m, store_acc, alpha)
 }

@@ -1,0 +1,74 @@
+/*
+ * The bf16 compute mode in the one-pass driver (mh_attn_options.compute == MH_COMPUTE_BF16):
+ * Q (pre-scaled, once per task) and P (per tile) are rounded to bf16 into the worker's qb/pb,
+ * K/V tiles are packed into bf16 k-pair panels (pack_kt_bf16 / pack_v_bf16, in the room of
+ * the f32 panels, which is at least twice what they need), and both products run on the
+ * table's bf16 GEMMs, accumulating in f32. Scores, softmax, the running statistics and the
+ * output stay f32. Every row count uses the packed GEMMs (the direct decode kernels are f32
+ * only), so decode and prefill round the same operands.
+ */
+#ifndef MH_CORE_DRIVER_BF16_H
+#define MH_CORE_DRIVER_BF16_H
+#include "core/driver.h"
+
+/* 1 if the one-pass call computes in bf16. */
+static inline int mh_drv_bf16(const mh_drv_stage* st) {
+    return st->opt && st->opt->compute == MH_COMPUTE_BF16;
+}
+
+/* Elements between the rows of sc->qb: dqk rounded up to even (the kernels read pairs). */
+static inline size_t mh_drv_bf16_ldq(size_t dqk) { return (dqk + 1) / 2 * 2; }
+
+/* Panel p of a packed tile (base: f32 panels, or bf16 ones with bf16) whose panels each span
+ * len rows of NR columns (K: len = dqk; V: len = the packed keys). */
+static inline const void* mh_drv_panel(const void* base, int bf16, size_t p, size_t len, size_t nr) {
+    return bf16 ? (const void*)((const uint16_t*)base + p * mh_drv_bf16_ldq(len) * nr)
+                : (const void*)((const float*)base + p * len * nr);
+}
+
+/* K (pack_kt) or V (pack_v) tile of nc keys into dst, in the call's compute mode's panels. */
+static inline void mh_drv_pack_k(const mh_drv_stage* st, size_t nc, const mh_rows* kr, float* dst) {
+    if (mh_drv_bf16(st))
+        st->k->pack_kt_bf16(nc, st->dqk, kr, (uint16_t*)(void*)dst);
+    else
+        st->k->pack_kt(nc, st->dqk, kr, dst);
+}
+
+static inline void mh_drv_pack_v(const mh_drv_stage* st, size_t nc, const mh_rows* vr, float* dst) {
+    if (mh_drv_bf16(st))
+        st->k->pack_v_bf16(nc, st->dv, vr, (uint16_t*)(void*)dst);
+    else
+        st->k->pack_v(nc, st->dv, vr, dst);
+}
+
+/* Scores of rows [r, r + m) of the task against n <= NR keys of a K panel into s (ld tk). */
+static inline void mh_drv_gemm_scores(const mh_drv_stage* st, size_t m, size_t n, size_t r, const void* panel,
+                                      float* s, const mh_drv_scratch* sc) {
+    const size_t dqk = st->dqk, ldq = mh_drv_bf16_ldq(dqk);
+    if (mh_drv_bf16(st))
+        st->k->gemm_bf16(m, n, dqk, sc->qb + r * ldq, ldq, (const uint16_t*)panel, s, st->tk);
+    else
+        st->k->gemm(m, n, dqk, sc->q + r * dqk, dqk, (const float*)panel, NULL, s, st->tk);
+}
+
+/* o = alpha * o + P.V for rows [r, r + m), keys [0, n), nw <= NR columns of a V panel. */
+static inline void mh_drv_gemm_pv(const mh_drv_stage* st, size_t m, size_t nw, size_t n, size_t r, const void* panel,
+                                  float* o, const mh_drv_scratch* sc) {
+    if (mh_drv_bf16(st))
+        st->k->gemm_acc_bf16(m, nw, n, sc->pb + r * st->tk, st->tk, (const uint16_t*)panel, sc->alpha + r, o, st->dv);
+    else
+        st->k->gemm_acc(m, nw, n, sc->s + r * st->tk, st->tk, (const float*)panel, sc->alpha + r, o, st->dv);
+}
+
+/* Carves (or measures) a one-pass worker's sc->qb and sc->pb for rows rows: always, since the
+ * workspace size depends on the shapes alone (never on the compute mode). */
+void mh_drv_bf16_carve(const mh_drv_stage* st, size_t rows, mh_ws* ws, mh_drv_scratch* sc);
+
+/* The stage's load_q into sc->q, then in bf16 compute sc->q [rows][dqk] rounded into sc->qb
+ * (with a zero pad element for odd dqk). */
+void mh_drv_load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch* sc);
+
+/* Probabilities of keys [0, nc) of rows [0, rows) of sc->s rounded into sc->pb. */
+void mh_drv_bf16_probs(const mh_drv_stage* st, size_t rows, size_t nc, mh_drv_scratch* sc);
+
+#endif

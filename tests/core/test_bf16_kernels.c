@@ -1,0 +1,145 @@
+/*
+ * The bf16 compute slots (MH_KERNEL_LIST_BF16) of the active ISA's table (MH_ISA selects it),
+ * against naive references; skipped (exit 77) where the ISA has no bf16 kernels or the CPU
+ * lacks the instructions.
+ *  - pack_kt_bf16 / pack_v_bf16: bitwise the naive k-pair layout of the source's f32 values
+ *    (f16 widened, int8 scale * q in f32) rounded to nearest even, bf16 storage copied;
+ *    zero pads (keys past cols, an odd d's or cols' pad element, columns past dv); nothing
+ *    written past the packed extent;
+ *  - gemm_bf16 / gemm_acc_bf16: against double sums of the bf16 operands (each product exact,
+ *    f32 accumulation: |err| <= eps32 * k * sum |a b|), m = 1..MR, n around NR, odd and even k;
+ *    with odd k a NaN in A's and the panel's pad element changes nothing; only the m x n
+ *    corner of c is written.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dispatch/dispatch.h"
+#include "kernels/scalar/convert_scalar.h"
+#include "rng.h"
+
+static const mh_kernels* K;
+static test_rng R;
+
+#define POISON 0xabcdu
+#define GUARD 64 /* elements past the packed extent that must stay POISON */
+
+/* rows x ld elements of dtype with their f32 values in exact; int8 scales one per row. */
+static void* source(mh_dtype dt, size_t rows, size_t ld, float* exact, float* scale) {
+    void* buf = malloc(rows * ld * 4 + 4);
+    for (size_t r = 0; r < rows; r++) scale[r] = rng_uniform(&R, 0.005f, 0.02f);
+    for (size_t i = 0; i < rows * ld; i++) {
+        const float x = rng_uniform(&R, -2, 2);
+        switch (dt) {
+        case MH_DTYPE_F16: ((uint16_t*)buf)[i] = mh_f32_to_f16_rne(x), exact[i] = mh_f16_to_f32(((uint16_t*)buf)[i]); break;
+        case MH_DTYPE_BF16: ((uint16_t*)buf)[i] = mh_f32_to_bf16_rne(x), exact[i] = mh_bf16_to_f32(((uint16_t*)buf)[i]); break;
+        case MH_DTYPE_I8: ((int8_t*)buf)[i] = (int8_t)rng_int(&R, -127, 127), exact[i] = scale[i / ld] * (float)((int8_t*)buf)[i]; break;
+        default: ((float*)buf)[i] = x, exact[i] = x;
+        }
+    }
+    return buf;
+}
+
+static void test_packs(mh_dtype dt, size_t cols, size_t d) {
+    const size_t nr = K->gemm_nr, ld = d + 3, panels_k = (cols + nr - 1) / nr, dpairs = (d + 1) / 2;
+    const size_t panels_v = (d + nr - 1) / nr, cpairs = (cols + 1) / 2;
+    float* exact = malloc(cols * ld * sizeof(float));
+    float* scale = malloc(cols * sizeof(float));
+    void* src = source(dt, cols, ld, exact, scale);
+    const mh_rows rows = {src, (ptrdiff_t)ld, dt, dt == MH_DTYPE_I8 ? scale : NULL, 1, 0};
+    const size_t nk = panels_k * dpairs * nr * 2, nv = panels_v * cpairs * nr * 2;
+    uint16_t* got = malloc(((nk > nv ? nk : nv) + GUARD) * sizeof(uint16_t));
+    char what[120];
+    for (int v = 0; v < 2; v++) {
+        const size_t n = v ? nv : nk;
+        for (size_t i = 0; i < n + GUARD; i++) got[i] = POISON;
+        if (v) K->pack_v_bf16(cols, d, &rows, got);
+        else K->pack_kt_bf16(cols, d, &rows, got);
+        int ok = 1;
+        for (size_t i = 0; i < n; i++) {
+            const size_t pair = i / 2 % (nr * (v ? cpairs : dpairs)) / nr, j = i / 2 % nr, p = i / 2 / (nr * (v ? cpairs : dpairs));
+            const size_t key = v ? 2 * pair + i % 2 : p * nr + j, dd = v ? p * nr + j : 2 * pair + i % 2;
+            const uint16_t want = key < cols && dd < d ? mh_f32_to_bf16_rne(exact[key * ld + dd]) : 0;
+            ok &= got[i] == want;
+        }
+        for (size_t i = n; i < n + GUARD; i++) ok &= got[i] == POISON;
+        snprintf(what, sizeof what, "%s dt%d cols %zu d %zu", v ? "pack_v_bf16" : "pack_kt_bf16", (int)dt, cols, d);
+        check_true(what, ok);
+    }
+    free(exact), free(scale), free(src), free(got);
+}
+
+static float bf16_value(uint16_t* b) {
+    *b = mh_f32_to_bf16_rne(rng_uniform(&R, -2, 2));
+    return mh_bf16_to_f32(*b);
+}
+
+static void test_gemm(size_t m, size_t n, size_t k, int acc) {
+    const size_t nr = K->gemm_nr, lda = (k + 1) / 2 * 2 + 2, pairs = (k + 1) / 2, ldc = nr + 3;
+    uint16_t* a = malloc(m * lda * sizeof(uint16_t));
+    uint16_t* panel = malloc(pairs * nr * 2 * sizeof(uint16_t));
+    float* av = malloc(m * lda * sizeof(float));
+    float* bv = malloc(pairs * 2 * nr * sizeof(float));
+    for (size_t i = 0; i < m * lda; i++) av[i] = bf16_value(&a[i]);
+    for (size_t kk = 0; kk < 2 * pairs; kk++)
+        for (size_t j = 0; j < nr; j++) bv[kk * nr + j] = bf16_value(&panel[((kk / 2) * nr + j) * 2 + kk % 2]);
+    if (k % 2) { /* the pad elements: ignored even as NaN */
+        for (size_t r = 0; r < m; r++) a[r * lda + k] = 0x7fc0;
+        for (size_t j = 0; j < nr; j++) panel[((k / 2) * nr + j) * 2 + 1] = 0x7fc0;
+    }
+    float c[8 * 80], alpha[8]; /* room for (MR + 1) rows of NR + 3 with MR < 8, NR < 77 */
+    if (!check_true("the test's c fits the tile", m < 8 && ldc <= 80)) return;
+    const float sentinel = -12345.0f;
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) c[i] = i < (m + 1) * ldc ? rng_uniform(&R, -1, 1) : sentinel;
+    for (size_t r = 0; r < m; r++) alpha[r] = rng_uniform(&R, 0.5f, 1.0f);
+    float before[8 * 80];
+    memcpy(before, c, sizeof c);
+    if (acc) K->gemm_acc_bf16(m, n, k, a, lda, panel, alpha, c, ldc);
+    else K->gemm_bf16(m, n, k, a, lda, panel, c, ldc);
+    int ok = 1;
+    for (size_t r = 0; r < m + 1; r++)
+        for (size_t j = 0; j < ldc; j++) {
+            const size_t i = r * ldc + j;
+            if (r >= m || j >= n) {
+                ok &= memcmp(&c[i], &before[i], sizeof(float)) == 0;
+                continue;
+            }
+            double want = acc ? (double)alpha[r] * before[i] : 0.0, mag = fabs(want);
+            for (size_t kk = 0; kk < k; kk++) {
+                want += (double)av[r * lda + kk] * bv[kk * nr + j];
+                mag += fabs((double)av[r * lda + kk] * bv[kk * nr + j]);
+            }
+            ok &= fabs(c[i] - want) <= 2 * FLT_EPSILON * (double)(k + 2) * mag + 1e-30;
+        }
+    char what[120];
+    snprintf(what, sizeof what, "%s m %zu n %zu k %zu", acc ? "gemm_acc_bf16" : "gemm_bf16", m, n, k);
+    check_true(what, ok);
+    free(a), free(panel), free(av), free(bv);
+}
+
+int main(void) {
+    mh_isa isa;
+    if (mh_isa_default(&isa) != MH_OK) return 77;
+    K = mh_dispatch_table(isa);
+    if (!K || !mh_compute_supported(isa, MH_COMPUTE_BF16)) {
+        printf("skipped: %s has no bf16 compute here\n", mh_isa_name(isa));
+        return 77;
+    }
+    rng_seed(&R, 41);
+    const size_t nr = K->gemm_nr, tk = K->attn_kv_tile;
+    const mh_dtype dts[] = {MH_DTYPE_F32, MH_DTYPE_F16, MH_DTYPE_BF16, MH_DTYPE_I8};
+    const size_t cols[] = {1, nr - 1 ? nr - 1 : 1, nr, nr + 1, tk - 1, tk}, ds[] = {1, 2, 7, 64, 65, 129};
+    for (int t = 0; t < 4; t++)
+        for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++)
+            for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++) test_packs(dts[t], cols[ci], ds[di]);
+    const size_t ns[] = {1, nr - 1 ? nr - 1 : 1, nr}, ks[] = {1, 2, 3, 64, 127, 128};
+    for (size_t m = 1; m <= K->gemm_mr; m++)
+        for (size_t ni = 0; ni < 3; ni++)
+            for (size_t ki = 0; ki < 6; ki++)
+                for (int acc = 0; acc < 2; acc++) test_gemm(m, ns[ni], ks[ki], acc);
+    return test_exit_code("test_bf16_kernels");
+}

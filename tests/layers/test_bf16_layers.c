@@ -1,0 +1,130 @@
+/*
+ * Layers in the bf16 compute mode (mh_layer_config.compute = MH_COMPUTE_BF16), every variant
+ * whose attention runs through the driver's one-pass stage: MHA, GQA, MoH (norm router),
+ * overlapping heads and CollabHead. DCMHA refuses the mode (MH_ERR_UNSUPPORTED: its two-pass
+ * stage has no bf16 GEMMs). Skipped (exit 77) where the ISA has no bf16 compute.
+ *
+ * Per variant: the bf16 layer against the f32 layer of the same weights (which the oracle
+ * tests check): the attention's operands are rounded to bf16 (2^-9 relative each), which
+ * moves the output by about 2e-3 relative, so 1e-4 < rel-L2 < 1e-2 (the lower bound shows
+ * that the bf16 kernels ran); 1 and 2 threads bitwise equal; and, for the GQA family,
+ * decode token by token through a cache equals the causal forward (both round the same
+ * operands on the same key-tile grid) to rel-L2 <= 1e-5, a bf16 cache gives the f32 cache's
+ * bits (it holds the values the packs round the f32 ones to: fed as they are) and a paged
+ * cache the contiguous one's.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "layer_fixture.h"
+#include "problem.h"
+
+enum { B = 2, N = 70, D_MODEL = 96 };
+
+static void forward(const mh_layer* L, const float* x, float* out, const char* what) {
+    mh_attn_options opt = mh_attn_options_default();
+    opt.causal = 1;
+    mh_forward_args a = {.batch = B, .n_q = N, .n_kv = N, .query = x, .out = out, .opt = &opt};
+    check_status(what, run_forward(L, &a), MH_OK);
+}
+
+/* Decodes x token by token through a cache of dtype (block > 0: paged) into y. */
+static void decode_on(const mh_layer* L, mh_dtype dtype, int block, const float* x, float* y, const char* what) {
+    mh_kv_cache_config cc = mh_kv_cache_config_default();
+    cc.max_seqs = B, cc.capacity = N, cc.dtype = dtype, cc.block_size = block;
+    mh_kv_cache* cache = NULL;
+    check_status(what, mh_kv_cache_create_ex(L, &cc, &cache), MH_OK);
+    decode_in_chunks(L, cache, B, N, D_MODEL, x, y, NULL);
+    mh_kv_cache_destroy(cache);
+}
+
+static void run_variant(const mh_context* c1, const mh_context* c2, test_rng* r, mh_layer_config cfg,
+                        const char* name, int decode) {
+    const size_t n = (size_t)B * N * D_MODEL;
+    float* x = malloc(n * sizeof(float));
+    float *o16 = malloc(n * sizeof(float)), *o16b = malloc(n * sizeof(float));
+    float *o32 = malloc(n * sizeof(float)), *dec = malloc(n * sizeof(float));
+    rng_fill(r, x, n, -1, 1);
+    cfg.compute = MH_COMPUTE_BF16;
+    layer_fixture f;
+    if (!check_status(name, fixture_make(&f, c1, &cfg, r, 0.5f), MH_OK)) return;
+    mh_layer *L2 = NULL, *L32 = NULL;
+    mh_layer_config got;
+    check_status(name, mh_layer_get_config(f.layer, &got), MH_OK);
+    check_true(name, got.compute == MH_COMPUTE_BF16);
+    check_status(name, fixture_recreate(&f, c2, &cfg, &L2), MH_OK);
+    cfg.compute = MH_COMPUTE_F32;
+    check_status(name, fixture_recreate(&f, c1, &cfg, &L32), MH_OK);
+    forward(f.layer, x, o16, name);
+    forward(L2, x, o16b, name);
+    forward(L32, x, o32, name);
+    check_bitwise(name, o16b, o16, n);
+    const err_stats e = err_f32_f32(o16, o32, n);
+    printf("%-10s bf16 vs f32 layer: rel-L2 %.2e\n", name, e.rel_l2);
+    check_true(name, e.rel_l2 > 1e-4 && e.rel_l2 < 1e-2);
+    if (decode) {
+        decode_on(f.layer, MH_DTYPE_F32, 0, x, dec, name);
+        const err_stats d = err_f32_f32(dec, o16, n);
+        printf("%-10s bf16 decode vs forward: rel-L2 %.2e\n", name, d.rel_l2);
+        check_true(name, d.rel_l2 <= 1e-5);
+        /* a bf16 cache holds the rounded K/V the packs would make of the f32 one; paged == contiguous */
+        float* other = malloc(n * sizeof(float));
+        decode_on(f.layer, MH_DTYPE_BF16, 0, x, other, name);
+        check_bitwise(name, other, dec, n);
+        decode_on(f.layer, MH_DTYPE_F32, 64, x, other, name);
+        check_bitwise(name, other, dec, n);
+        free(other);
+    }
+    mh_layer_destroy(L2);
+    mh_layer_destroy(L32);
+    fixture_free(&f);
+    free(x), free(o16), free(o16b), free(o32), free(dec);
+}
+
+int main(void) {
+    mh_context* c1 = test_context(1);
+    mh_context* c2 = test_context(2);
+    if (!mh_compute_supported(mh_context_isa(c1), MH_COMPUTE_BF16)) {
+        printf("skipped: %s has no bf16 compute on this CPU\n", mh_isa_name(mh_context_isa(c1)));
+        mh_context_destroy(c1);
+        mh_context_destroy(c2);
+        return 77;
+    }
+    test_rng r;
+    rng_seed(&r, 23);
+    mh_layer_config c = mh_layer_config_default();
+    c.d_model = D_MODEL, c.n_heads = 4, c.head_dim = 24, c.bias = 1;
+    run_variant(c1, c2, &r, c, "MHA", 1);
+    c.variant = MH_VARIANT_GQA, c.n_heads = 6, c.n_kv_heads = 2, c.head_dim = 32;
+    run_variant(c1, c2, &r, c, "GQA", 1);
+    mh_layer_config m = c;
+    mh_moh_config moh = mh_moh_config_default();
+    moh.router = MH_MOH_ROUTER_NORM, moh.shared_heads = 1, moh.top_k = 3;
+    m.variant = MH_VARIANT_MOH, m.variant_config = &moh;
+    run_variant(c1, c2, &r, m, "MoH", 0);
+    mh_layer_config o = mh_layer_config_default();
+    mh_overlap_config ov = mh_overlap_config_default();
+    ov.overlap = 4;
+    o.variant = MH_VARIANT_OVERLAP, o.variant_config = &ov, o.d_model = D_MODEL, o.n_heads = 4, o.head_dim = 24;
+    run_variant(c1, c2, &r, o, "overlap", 0);
+    mh_layer_config k = mh_layer_config_default();
+    mh_collab_config cc = mh_collab_config_default();
+    cc.collab_dim = 48;
+    k.variant = MH_VARIANT_COLLAB, k.variant_config = &cc, k.d_model = D_MODEL, k.n_heads = 4, k.head_dim = 24;
+    run_variant(c1, c2, &r, k, "CollabHead", 0);
+    /* DCMHA: refused, nothing created */
+    mh_layer_config dc = mh_layer_config_default();
+    mh_dcmha_config dd = mh_dcmha_config_default();
+    dc.variant = MH_VARIANT_DCMHA, dc.variant_config = &dd, dc.d_model = D_MODEL, dc.n_heads = 4, dc.head_dim = 24;
+    dc.compute = MH_COMPUTE_BF16;
+    layer_fixture f;
+    check_status("DCMHA bf16", fixture_make(&f, c1, &dc, &r, 0.5f), MH_ERR_UNSUPPORTED);
+    check_true("DCMHA bf16: no layer", f.layer == NULL);
+    fixture_free(&f);
+    mh_context_destroy(c1);
+    mh_context_destroy(c2);
+    return test_exit_code("test_bf16_layers");
+}
