@@ -50,7 +50,7 @@ static void test_packs(mh_dtype dt, size_t cols, size_t d) {
     float* exact = malloc(cols * ld * sizeof(float));
     float* scale = malloc(cols * sizeof(float));
     void* src = source(dt, cols, ld, exact, scale);
-    const mh_rows rows = {src, (ptrdiff_t)ld, dt, dt == MH_DTYPE_I8 ? scale : NULL, 1, 0};
+    const mh_rows rows = {.data = src, .ld = (ptrdiff_t)ld, .dtype = dt, .scale = dt == MH_DTYPE_I8 ? scale : NULL, .ld_scale = 1};
     const size_t nk = panels_k * dpairs * nr * 2, nv = panels_v * cpairs * nr * 2;
     uint16_t* got = malloc(((nk > nv ? nk : nv) + GUARD) * sizeof(uint16_t));
     char what[120];
