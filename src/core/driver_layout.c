@@ -1,0 +1,81 @@
+/* The workspace layout of a driver call (core/driver_layout.h). */
+#include "core/driver_layout.h"
+
+#include <string.h>
+
+#include "core/driver_bf16.h"
+#include "core/split_kv.h"
+#include "util/checked.h"
+
+/* Two-pass decode keeps pass 1's tiles for pass 2 in a store of a size fixed by the shapes
+ * without M (rows of the call times STORE_KEYS, at most STORE_BUDGET bytes): when a task's
+ * rows over all M keys fit its share, pass 2 reads them instead of recomputing them. */
+#define STORE_KEYS ((size_t)65536)
+#define STORE_BUDGET ((size_t)16 << 20)
+
+size_t mh_drv_query_tiles(const mh_drv_stage* st) { return ((size_t)st->n_q + st->tq - 1) / st->tq; }
+
+void mh_drv_carve_scratch(const mh_drv_stage* st, mh_ws* ws, mh_drv_scratch* sc) {
+    const size_t rows = block_rows(st), tk = st->tk;
+    memset(sc, 0, sizeof *sc);
+    sc->q = mh_ws_take(ws, rows, st->dqk, sizeof(float));
+    if (st->mode != MH_DRV_MATERIALISED) {
+        sc->kt = mh_ws_take(ws, st->dqk, tk, sizeof(float));
+        sc->vt = mh_ws_take(ws, v_panels(st), tk, sizeof(float));
+    }
+    if (st->mode == MH_DRV_ONE_PASS) sc->s = mh_ws_take(ws, rows, tk, sizeof(float));
+    if (st->mode == MH_DRV_ONE_PASS) mh_drv_bf16_carve(st, rows, ws, sc);
+    if (st->mode == MH_DRV_ONE_PASS && mh_drv_query_tiles(st) == 1)
+        sc->lanes = mh_ws_take(ws, (size_t)st->streams, 1, sizeof(struct mh_drv_lane));
+    if (st->mode == MH_DRV_MATERIALISED)
+        sc->s = mh_ws_take(ws, n_kv_tiles(st), st->tile_floats + rows, sizeof(float));
+    sc->o = mh_ws_take(ws, rows, st->dv, sizeof(float));
+    float** vecs[] = {&sc->m, &sc->l, &sc->alpha, &sc->mrun, &sc->lrun, &sc->ones, &sc->scale};
+    const size_t n_vecs = st->mode == MH_DRV_ONE_PASS ? 3 : sizeof vecs / sizeof vecs[0];
+    for (size_t i = 0; i < n_vecs; i++) *vecs[i] = mh_ws_take(ws, rows, 1, sizeof(float));
+    if (st->mode != MH_DRV_ONE_PASS) {
+        sc->t1 = mh_ws_take(ws, st->tile_floats, 1, sizeof(float));
+        sc->t2 = mh_ws_take(ws, st->tile_floats, 1, sizeof(float));
+    }
+}
+
+void mh_drv_call_layout(const mh_drv_stage* st, int threads, mh_ws* ws, mh_drv_call_ws* out) {
+    memset(out, 0, sizeof *out);
+    mh_ws measure = mh_ws_begin(NULL);
+    mh_drv_scratch unused;
+    mh_drv_carve_scratch(st, &measure, &unused);
+    if (measure.overflow || !mh_align_size(measure.used, MH_WS_ALIGN, &out->per_thread)) ws->overflow = 1;
+    out->scratch = mh_ws_take(ws, (size_t)threads, out->per_thread, 1);
+    const size_t tasks = n_tasks(st), rows = block_rows(st);
+    if (st->mode == MH_DRV_TWO_PASS || (st->mode == MH_DRV_ONE_PASS && mh_drv_query_tiles(st) == 1))
+        out->partials = mh_split_take(ws, tasks, rows, st->dv);
+    if (st->prepack) {
+        size_t tiles = 0;
+        if (!mh_mul3_size((size_t)st->batch, (size_t)st->pack_heads, n_kv_tiles(st), &tiles))
+            ws->overflow = 1;
+        out->kt_all = mh_ws_take(ws, tiles, kt_floats(st), sizeof(float));
+        out->vt_all = mh_ws_take(ws, tiles, vt_floats(st), sizeof(float));
+    }
+    if (st->mode == MH_DRV_TWO_PASS) {
+        size_t rows_all = 0;
+        if (!mh_mul_size(tasks, rows, &rows_all)) ws->overflow = 1;
+        const size_t budget = STORE_BUDGET / sizeof(float);
+        out->store_floats = rows_all <= budget / STORE_KEYS ? rows_all * STORE_KEYS : budget;
+        out->store = mh_ws_take(ws, out->store_floats, 1, sizeof(float));
+    }
+}
+
+void* mh_drv_carve(const mh_drv_stage* st, int threads, mh_ws* ws) {
+    mh_drv_call_ws c;
+    mh_drv_call_layout(st, threads, ws, &c);
+    return c.scratch;
+}
+
+void* mh_drv_carve_larger(const mh_drv_stage* a, const mh_drv_stage* b, int threads, mh_ws* ws) {
+    mh_ws wa = mh_ws_begin(NULL), wb = mh_ws_begin(NULL);
+    mh_drv_carve(a, threads, &wa);
+    mh_drv_carve(b, threads, &wb);
+    if (wa.overflow || wb.overflow) ws->overflow = 1;
+    return mh_ws_take(ws, wa.used > wb.used ? wa.used : wb.used, 1, 1);
+}
+

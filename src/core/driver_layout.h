@@ -1,0 +1,54 @@
+/*
+ * The workspace of one driver call (driver-private): each worker's scratch (mh_drv_scratch),
+ * the split-KV partial states, the prepacked K/V tiles and the two-pass store, carved in that
+ * order from the workspace's start, and the shape counts they follow. The same code measures
+ * (ws base NULL) and lays out, so the size a caller is told and the layout agree.
+ */
+#ifndef MH_CORE_DRIVER_LAYOUT_H
+#define MH_CORE_DRIVER_LAYOUT_H
+#include "core/driver.h"
+
+/* Rows of a full task: hg query heads times tq queries. */
+static inline size_t block_rows(const mh_drv_stage* st) { return st->hg * st->tq; }
+
+static inline size_t n_tasks(const mh_drv_stage* st) {
+    return (size_t)st->batch * (size_t)st->streams * mh_drv_query_tiles(st);
+}
+
+static inline size_t n_kv_tiles(const mh_drv_stage* st) { return ((size_t)st->n_kv + st->tk - 1) / st->tk; }
+
+/* Columns of V's packed panels: dv rounded up to whole panels. */
+static inline size_t v_panels(const mh_drv_stage* st) {
+    const size_t nr = st->k->gemm_nr;
+    return (st->dv + nr - 1) / nr * nr;
+}
+
+/* Floats of one packed K tile ([tk/NR][dqk][NR]) and one packed V tile ([ceil(dv/NR)][tk][NR]). */
+static inline size_t kt_floats(const mh_drv_stage* st) { return st->tk * st->dqk; }
+
+static inline size_t vt_floats(const mh_drv_stage* st) { return v_panels(st) * st->tk; }
+
+/* A two-pass task's kept tiles: per key tile its scores (tile_floats, contiguous, so pass 2
+ * reads them as one stream), then the tile maxima [n_tiles][rows]. */
+static inline size_t store_floats(const mh_drv_stage* st) {
+    return n_kv_tiles(st) * (st->tile_floats + block_rows(st));
+}
+
+/* The whole workspace of one call. */
+typedef struct mh_drv_call_ws {
+    unsigned char* scratch; /* [threads][per_thread] per-worker scratch */
+    size_t per_thread;
+    float* partials;        /* split-KV partial states (one-pass decode shape, two-pass) */
+    float* kt_all;          /* [B * pack_heads][n_kv_tiles] packed K tiles, when prepacking */
+    float* vt_all;          /* [B * pack_heads][n_kv_tiles] packed V tiles */
+    float* store;           /* [store_floats] pass 1's tiles (two-pass) */
+    size_t store_floats;
+} mh_drv_call_ws;
+
+/* Carves (or measures) the call's workspace from ws into out. */
+void mh_drv_call_layout(const mh_drv_stage* st, int threads, mh_ws* ws, mh_drv_call_ws* out);
+
+/* Carves one worker's scratch from ws (its per_thread bytes). */
+void mh_drv_carve_scratch(const mh_drv_stage* st, mh_ws* ws, mh_drv_scratch* sc);
+
+#endif
