@@ -74,12 +74,12 @@ static void destroy(mh_layer* L) {
 }
 
 static mh_status pack_router(mh_layer* L, const mh_moh_weights* w, moh_state* s) {
-    const int rows = mh_moh_router_rows(&L->cfg), d = L->cfg.d_model;
+    const int rows = mh_moh_router_rows(&L->full), d = L->cfg.d_model;
     size_t bytes;
     if (!mh_mul3_size((size_t)rows, (size_t)d, sizeof(float), &bytes)) return MH_ERR_SIZE_OVERFLOW;
     float* cat = mh_alloc(bytes);
     if (!cat) return MH_ERR_OUT_OF_MEMORY;
-    mh_moh_router_concat(&L->cfg, w, cat);
+    mh_moh_router_concat(&L->full, w, cat);
     const mh_status st = mh_pack_matrix(L->kernels, cat, NULL, rows, d, &s->router);
     mh_free(cat);
     return st;
@@ -126,8 +126,9 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     const mh_layer_config* c = &L->cfg;
     const mh_moh_weights none = mh_moh_weights_default();
     const mh_moh_weights* mw = w->variant_weights ? w->variant_weights : &none;
-    mh_status st = mh_moh_check_weights(c, mw);
+    mh_status st = mh_moh_check_weights(&L->full, mw); /* the router's: the full head set */
     if (st != MH_OK) return st;
+    if (L->shard.count > 1 && !learned(L)) return MH_ERR_UNSUPPORTED; /* it routes on every head's Q */
     moh_state* s = mh_alloc(sizeof *s);
     if (!s) return MH_ERR_OUT_OF_MEMORY;
     L->ext = s;
@@ -156,8 +157,10 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
  * run, listed head by head, then sequence by sequence, then by token. */
 typedef struct buffers {
     float* logits;            /* [R, router_rows]  learned router */
-    float* gate;              /* [R, H]  0 where the head does not run */
+    float* gate;              /* [R, H]  0 where the head does not run (a shard: its heads) */
     unsigned char* sel;       /* [R, H]  1 where the head runs */
+    float* gate_all;          /* [R, full H] the router's gates and selection: gate and sel */
+    unsigned char* sel_all;   /* themselves, unless the layer is a shard */
     mh_gathered g;            /* the rows with a nonzero gate, per (head, sequence) */
     float* xg;                /* [R, d_model]  one head's gathered inputs (learned router) */
     float* q;                 /* [R, H*D]  dense Q (norm router, and decode) */
@@ -196,9 +199,14 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     const size_t R = (size_t)B * (size_t)N, H = (size_t)c->n_heads, d = (size_t)c->d_model;
     const size_t D = (size_t)c->head_dim, Dv = (size_t)c->head_dim_v, rows_kv = (size_t)B * (size_t)M;
     memset(b, 0, sizeof *b);
-    b->logits = mh_ws_take(ws, R, (size_t)mh_moh_router_rows(c), sizeof(float));
+    b->logits = mh_ws_take(ws, R, (size_t)mh_moh_router_rows(&L->full), sizeof(float));
     b->gate = mh_ws_take(ws, R, H, sizeof(float));
     b->sel = mh_ws_take(ws, R, H, 1);
+    b->gate_all = b->gate, b->sel_all = b->sel;
+    if (L->shard.count > 1) {
+        b->gate_all = mh_ws_take(ws, R, (size_t)L->full.n_heads, sizeof(float));
+        b->sel_all = mh_ws_take(ws, R, (size_t)L->full.n_heads, 1);
+    }
     if (learned(L)) b->xg = mh_ws_take(ws, R, d, sizeof(float));
     if (!learned(L) || is_decode) b->q = mh_ws_take(ws, R, H * D, sizeof(float));
     b->qg = mh_ws_take(ws, R, H * D, sizeof(float));
@@ -219,18 +227,24 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     }
 }
 
-/* Gates and selection of every token row. The norm router reads b->q (already projected). */
+/* Gates and selection of every token row over the full head set (a shard routes like the
+ * full layer), then a shard's own heads' columns. The norm router reads b->q (projected). */
 static void route(const mh_layer* L, size_t R, const float* x, buffers* b) {
-    const mh_layer_config* c = &L->cfg;
+    const mh_layer_config* c = &L->full;
     const size_t H = (size_t)c->n_heads;
     if (learned(L)) {
         const moh_state* s = L->ext;
         const size_t nl = (size_t)s->router.n_out;
         mh_gemm_packed(L->kernels, L->threads, R, x, (size_t)c->d_model, &s->router, b->logits, nl);
-        for (size_t r = 0; r < R; r++) mh_moh_route_learned(c, b->logits + r * nl, b->gate + r * H, b->sel + r * H);
+        for (size_t r = 0; r < R; r++) mh_moh_route_learned(c, b->logits + r * nl, b->gate_all + r * H, b->sel_all + r * H);
     } else {
         const size_t hd = H * (size_t)c->head_dim;
-        for (size_t r = 0; r < R; r++) mh_moh_route_norm(c, b->q + r * hd, b->gate + r * H, b->sel + r * H);
+        for (size_t r = 0; r < R; r++) mh_moh_route_norm(c, b->q + r * hd, b->gate_all + r * H, b->sel_all + r * H);
+    }
+    const size_t h0 = (size_t)L->shard.head_begin, n = (size_t)L->cfg.n_heads;
+    for (size_t r = 0; r < R && b->gate_all != b->gate; r++) {
+        memcpy(b->gate + r * n, b->gate_all + r * H + h0, n * sizeof(float));
+        memcpy(b->sel + r * n, b->sel_all + r * H + h0, n);
     }
 }
 
@@ -283,7 +297,7 @@ static void project_out(const mh_layer* L, int B, size_t R, buffers* b, float* o
 /* The routing of the rows of x: token t of batch row b is padded row b * n + t (filler rows
  * are not recorded). */
 static void record(const mh_layer* L, const mh_kv_seqs* s, const buffers* b, mh_routing_record* rec) {
-    const size_t H = (size_t)L->cfg.n_heads;
+    const size_t H = (size_t)L->full.n_heads; /* a shard records the full layer's routing */
     const size_t A = (size_t)(moh_cfg(L)->shared_heads + moh_cfg(L)->top_k);
     if (rec->load) memset(rec->load, 0, H * sizeof(int64_t));
     size_t packed = 0;
@@ -292,9 +306,9 @@ static void record(const mh_layer* L, const mh_kv_seqs* s, const buffers* b, mh_
             const size_t r = (size_t)bb * (size_t)s->n + (size_t)t;
             size_t a = 0;
             for (size_t h = 0; h < H; h++) {
-                if (!b->sel[r * H + h]) continue;
+                if (!b->sel_all[r * H + h]) continue;
                 if (rec->heads) rec->heads[packed * A + a] = (int32_t)h;
-                if (rec->gates) rec->gates[packed * A + a] = b->gate[r * H + h];
+                if (rec->gates) rec->gates[packed * A + a] = b->gate_all[r * H + h];
                 if (rec->load) rec->load[h]++;
                 a++;
             }
@@ -411,6 +425,6 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
 }
 
 /* Every KV head is cached: MoH does not shrink the cache. */
-const mh_variant_ops mh_variant_moh = {"moh", sizeof(mh_moh_config), &defaults, 1, MH_CAP_ROUTING | MH_CAP_I8_CACHE | MH_CAP_POSITIONS | MH_CAP_SEQS,
+const mh_variant_ops mh_variant_moh = {"moh", sizeof(mh_moh_config), &defaults, 1, MH_CAP_ROUTING | MH_CAP_I8_CACHE | MH_CAP_POSITIONS | MH_CAP_SEQS | MH_CAP_SHARD,
                                        resolve, check_forward, create, destroy, mh_variant_kv_heads_layout,
                                        forward_carve, decode_carve, forward, decode};
