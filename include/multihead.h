@@ -477,11 +477,10 @@ MH_API size_t mh_layer_weights_bytes(const mh_layer* layer);
  * heads they read (whole groups; MQA's one K/V head on every shard), their rows of W_Q, W_K,
  * W_V and biases, the matching columns of W_O, and its KV caches only those K/V heads. Its
  * forward and decode write a partial output [.., d_model]: the sum over the shards is the
- * full layer's output; shard 0 alone adds b_o. MHA/GQA/MQA and MoH with the learned router
- * (each shard routes on the full head set, so its routing record equals the full layer's, and
- * runs its selected local heads); MH_ERR_UNSUPPORTED for the variants that mix heads
- * (overlapping heads, CollabHead, DCMHA) and for MoH's norm router (it routes on every head's
- * query). MH_ERR_INVALID_ARGUMENT if count < 1, index outside 0 .. count - 1, or H (or
+ * full layer's output; shard 0 alone adds b_o. MHA/GQA/MQA and MoH (each shard routes on the
+ * full head set, so its routing record equals the full layer's, and runs its selected local
+ * heads; the norm router's shards project every head's query to route on); MH_ERR_UNSUPPORTED
+ * for the variants that mix heads (overlapping heads, CollabHead, DCMHA). MH_ERR_INVALID_ARGUMENT if count < 1, index outside 0 .. count - 1, or H (or
  * Hkv > 1) is not a multiple of count. count 1 is the full layer.
  */
 MH_API mh_status mh_layer_create_shard(const mh_context* ctx, const mh_layer_config* config,

@@ -2,7 +2,7 @@
  * Head-sharded layers (mh_layer_create_shard, docs/scale-out.md) on the forced ISA:
  *  - the sum of the shards' outputs equals the full layer's, forward and decode over several
  *    steps (f32, f16, bf16 and int8 caches), for MHA, GQA, MQA (its K/V head replicated) and
- *    MoH (learned router, over MHA and GQA bases), 2, 4 and 8 shards where the heads allow,
+ *    MoH (learned and norm routers, over MHA and GQA bases), 2, 4 and 8 shards where the heads allow,
  *    with biases (b_o on shard 0), ALiBi and sinks (the shard's heads), a window, rotary and
  *    QK-norm; the GQA family's sum also against the double oracle;
  *  - MoH: every shard's routing record equals the full layer's (bitwise);
@@ -47,7 +47,7 @@ typedef struct sharded {
 typedef struct spec {
     mh_variant variant;
     int H, Hkv, hs, K; /* MoH: shared heads and top_k over a GQA base of Hkv K/V heads */
-    int extras;        /* 1 ALiBi + sinks, 2 window, 4 rotary + QK-norm, 8 no bias */
+    int extras;        /* 1 ALiBi + sinks, 2 window, 4 rotary + QK-norm, 8 no bias, 16 MoH norm router */
 } spec;
 
 static float* random_or_null(test_rng* r, int use, size_t n) {
@@ -77,14 +77,15 @@ static int make(sharded* s, const mh_context* ctx, test_rng* r, const spec* sp, 
     }
     if (sp->extras & 2) s->cfg.window = 7;
     if (moh) {
-        const int E = sp->H - sp->hs, d = c.d_model;
-        s->wr = random_or_null(r, sp->K > 0, (size_t)E * d);
-        s->ws = random_or_null(r, sp->hs > 1, (size_t)sp->hs * d);
-        s->wh = random_or_null(r, sp->K > 0 && sp->hs > 0, 2 * (size_t)d);
+        const int E = sp->H - sp->hs, d = c.d_model, learned = !(sp->extras & 16);
+        s->wr = random_or_null(r, learned && sp->K > 0, (size_t)E * d);
+        s->ws = random_or_null(r, learned && sp->hs > 1, (size_t)sp->hs * d);
+        s->wh = random_or_null(r, learned && sp->K > 0 && sp->hs > 0, 2 * (size_t)d);
         s->mw = mh_moh_weights_default();
         s->mw.w_router = s->wr, s->mw.w_shared = s->ws, s->mw.w_stage = s->wh;
         s->mcfg = mh_moh_config_default();
         s->mcfg.shared_heads = sp->hs, s->mcfg.top_k = sp->K;
+        s->mcfg.router = learned ? MH_MOH_ROUTER_LEARNED : MH_MOH_ROUTER_NORM;
         s->cfg.variant = MH_VARIANT_MOH, s->cfg.variant_config = &s->mcfg;
         s->w.variant_weights = &s->mw;
     }
@@ -292,12 +293,6 @@ static void bad_args(const mh_context* ctx, test_rng* r) {
     check_status("forward with lse", run_forward(f.layer, &a), MH_ERR_INVALID_ARGUMENT);
     opt.lse = NULL, opt.kv_offset = 4;
     check_status("forward with kv_offset", run_forward(f.layer, &a), MH_ERR_INVALID_ARGUMENT);
-    /* MoH's norm router needs every head's Q to route */
-    mh_moh_config mc = mh_moh_config_default();
-    mc.router = MH_MOH_ROUTER_NORM, mc.shared_heads = 2, mc.top_k = 2;
-    mh_layer_config mcfg = f.cfg;
-    mcfg.variant = MH_VARIANT_MOH, mcfg.variant_config = &mc;
-    refused(ctx, &mcfg, &f.w, 0, 2, MH_ERR_UNSUPPORTED, "MoH norm router");
     fixture_free(&f);
     /* variants that mix heads: refused before their own weights are read (DCMHA's generator
      * weights are not made here, so its fixture's own create fails) */
@@ -326,7 +321,8 @@ int main(void) {
     const spec specs[] = {
         {MH_VARIANT_MHA, 8, 8, 0, 0, 1},  {MH_VARIANT_GQA, 8, 4, 0, 0, 2}, {MH_VARIANT_GQA, 8, 2, 0, 0, 1 | 8},
         {MH_VARIANT_MQA, 8, 1, 0, 0, 1},  {MH_VARIANT_MHA, 4, 4, 0, 0, 4}, {MH_VARIANT_MOH, 8, 8, 2, 3, 1},
-        {MH_VARIANT_MOH, 8, 4, 1, 4, 4},  {MH_VARIANT_MOH, 8, 8, 0, 2, 8},
+        {MH_VARIANT_MOH, 8, 4, 1, 4, 4},  {MH_VARIANT_MOH, 8, 8, 0, 2, 8},  {MH_VARIANT_MOH, 8, 4, 2, 3, 16 | 1},
+        {MH_VARIANT_MOH, 8, 8, 3, 2, 16 | 4},
     };
     for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++)
         for (int count = 2; count <= MAX_SHARDS; count *= 2) {
