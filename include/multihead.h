@@ -273,8 +273,9 @@ MH_API mh_status mh_attention(const mh_context* ctx, const mh_attn_problem* p,
  *                                                lse and a contiguous o)
  *   out     [B, N, H, Dv]  written; lse_out [B, H, N] written, or NULL
  * A row whose every part has lse -INFINITY gets zeros (and -INFINITY). out may be outs[0]
- * (in place). n_parts 1 copies. MH_ERR_INVALID_ARGUMENT for NULL pointers or sizes < 1
- * (nothing written).
+ * (in place), lse_out lses[0]. n_parts 1 copies. MH_ERR_INVALID_ARGUMENT for NULL pointers,
+ * sizes < 1 or out equal to another part; MH_ERR_SIZE_OVERFLOW when B*N*H*Dv floats are not
+ * addressable (nothing written).
  */
 MH_API mh_status mh_attention_merge(int n_parts, const float* const* outs,
                                     const float* const* lses, int batch, int n_q, int n_heads,
@@ -478,8 +479,8 @@ MH_API size_t mh_layer_weights_bytes(const mh_layer* layer);
  * forward and decode write a partial output [.., d_model]: the sum over the shards is the
  * full layer's output; shard 0 alone adds b_o. MHA/GQA/MQA and MoH (each shard routes on the
  * full head set, so its routing record equals the full layer's, and runs its selected local
- * heads); MH_ERR_UNSUPPORTED for the variants that mix heads (overlapping heads, CollabHead,
- * DCMHA). MH_ERR_INVALID_ARGUMENT if count < 1, index outside 0 .. count - 1, or H (or
+ * heads; the norm router's shards project every head's query to route on); MH_ERR_UNSUPPORTED
+ * for the variants that mix heads (overlapping heads, CollabHead, DCMHA). MH_ERR_INVALID_ARGUMENT if count < 1, index outside 0 .. count - 1, or H (or
  * Hkv > 1) is not a multiple of count. count 1 is the full layer.
  */
 MH_API mh_status mh_layer_create_shard(const mh_context* ctx, const mh_layer_config* config,

@@ -231,13 +231,13 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     mh_variant_rows_out(L, &s, out, a->out);
 }
 
-const mh_variant_ops mh_variant_mha = {"mha", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_POSITIONS | MH_CAP_SEQS, resolve_mha, NULL, create,
+const mh_variant_ops mh_variant_mha = {"mha", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_POSITIONS | MH_CAP_SEQS | MH_CAP_SHARD, resolve_mha, NULL, create,
                                        mh_variant_free_projections, cache_layout, forward_carve,
                                        decode_carve, forward, decode};
-const mh_variant_ops mh_variant_gqa = {"gqa", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_POSITIONS | MH_CAP_SEQS, resolve_gqa, NULL, create,
+const mh_variant_ops mh_variant_gqa = {"gqa", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_POSITIONS | MH_CAP_SEQS | MH_CAP_SHARD, resolve_gqa, NULL, create,
                                        mh_variant_free_projections, cache_layout, forward_carve,
                                        decode_carve, forward, decode};
-const mh_variant_ops mh_variant_mqa = {"mqa", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_POSITIONS | MH_CAP_SEQS, resolve_mqa, NULL, create,
+const mh_variant_ops mh_variant_mqa = {"mqa", 0, NULL, 0, MH_CAP_I8_CACHE | MH_CAP_POSITIONS | MH_CAP_SEQS | MH_CAP_SHARD, resolve_mqa, NULL, create,
                                        mh_variant_free_projections, cache_layout, forward_carve,
                                        decode_carve, forward, decode};
 const mh_variant_ops mh_variant_overlap = {"overlap", sizeof(mh_overlap_config), &overlap_defaults,

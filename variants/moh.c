@@ -25,6 +25,8 @@ typedef struct moh_state {
     mh_packed_matrix router;   /* [router_rows, d_model] learned router, else empty */
     mh_packed_matrix* wq_head; /* [H] learned router: head h's rows of W_Q [D, d_model] and b_q */
     mh_packed_matrix* wo_head; /* [H] head h's column block of W_O as [d_model, Dv], no bias */
+    mh_packed_matrix wq_all;   /* norm router on a shard: the full layer's W_Q and b_q, to route on
+                                  every head's Q; else empty */
     float* b_o;                /* [d_model] or NULL */
 } moh_state;
 
@@ -65,6 +67,7 @@ static void destroy(mh_layer* L) {
     moh_state* s = L->ext;
     if (!s) return;
     mh_packed_matrix_free(&s->router);
+    mh_packed_matrix_free(&s->wq_all);
     free_heads(s->wq_head, L->cfg.n_heads);
     free_heads(s->wo_head, L->cfg.n_heads);
     mh_free(s->b_o);
@@ -74,12 +77,12 @@ static void destroy(mh_layer* L) {
 }
 
 static mh_status pack_router(mh_layer* L, const mh_moh_weights* w, moh_state* s) {
-    const int rows = mh_moh_router_rows(&L->cfg), d = L->cfg.d_model;
+    const int rows = mh_moh_router_rows(&L->full), d = L->cfg.d_model;
     size_t bytes;
     if (!mh_mul3_size((size_t)rows, (size_t)d, sizeof(float), &bytes)) return MH_ERR_SIZE_OVERFLOW;
     float* cat = mh_alloc(bytes);
     if (!cat) return MH_ERR_OUT_OF_MEMORY;
-    mh_moh_router_concat(&L->cfg, w, cat);
+    mh_moh_router_concat(&L->full, w, cat);
     const mh_status st = mh_pack_matrix(L->kernels, cat, NULL, rows, d, &s->router);
     mh_free(cat);
     return st;
@@ -116,7 +119,7 @@ static mh_status pack_o_heads(mh_layer* L, const mh_layer_weights* w, moh_state*
 }
 
 static size_t state_bytes(const mh_layer* L, const moh_state* s) {
-    size_t bytes = s->router.bytes + (s->b_o ? (size_t)L->cfg.d_model * sizeof(float) : 0);
+    size_t bytes = s->router.bytes + s->wq_all.bytes + (s->b_o ? (size_t)L->cfg.d_model * sizeof(float) : 0);
     for (int h = 0; h < L->cfg.n_heads; h++)
         bytes += (s->wq_head ? s->wq_head[h].bytes : 0) + s->wo_head[h].bytes;
     return bytes;
@@ -126,7 +129,7 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     const mh_layer_config* c = &L->cfg;
     const mh_moh_weights none = mh_moh_weights_default();
     const mh_moh_weights* mw = w->variant_weights ? w->variant_weights : &none;
-    mh_status st = mh_moh_check_weights(c, mw);
+    mh_status st = mh_moh_check_weights(&L->full, mw); /* the router's: the full head set */
     if (st != MH_OK) return st;
     moh_state* s = mh_alloc(sizeof *s);
     if (!s) return MH_ERR_OUT_OF_MEMORY;
@@ -138,6 +141,11 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     if (st == MH_OK && learned(L)) st = pack_q_heads(L, w, s);
     if (st == MH_OK && !learned(L))
         st = mh_pack_matrix(L->kernels, w->w_q, w->b_q, c->n_heads * c->head_dim, c->d_model, &L->wq);
+    if (st == MH_OK && !learned(L) && L->shard.count > 1) { /* a shard's rows lie inside the full W_Q */
+        const size_t back = (size_t)L->shard.head_begin * (size_t)c->head_dim;
+        st = mh_pack_matrix(L->kernels, w->w_q - back * (size_t)c->d_model, w->b_q ? w->b_q - back : NULL,
+                            L->full.n_heads * c->head_dim, c->d_model, &s->wq_all);
+    }
     if (st == MH_OK) st = pack_o_heads(L, w, s);
     if (st == MH_OK && w->b_o) {
         s->b_o = mh_alloc((size_t)c->d_model * sizeof(float));
@@ -156,11 +164,14 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
  * run, listed head by head, then sequence by sequence, then by token. */
 typedef struct buffers {
     float* logits;            /* [R, router_rows]  learned router */
-    float* gate;              /* [R, H]  0 where the head does not run */
+    float* gate;              /* [R, H]  0 where the head does not run (a shard: its heads) */
     unsigned char* sel;       /* [R, H]  1 where the head runs */
+    float* gate_all;          /* [R, full H] the router's gates and selection: gate and sel */
+    unsigned char* sel_all;   /* themselves, unless the layer is a shard */
     mh_gathered g;            /* the rows with a nonzero gate, per (head, sequence) */
     float* xg;                /* [R, d_model]  one head's gathered inputs (learned router) */
     float* q;                 /* [R, H*D]  dense Q (norm router, and decode) */
+    float* q_all;             /* [R, full H*D]  what the norm router routes on: q, unless a shard */
     float* qg;                /* [R*H, D]  gathered Q */
     float *k, *v;             /* [B*M, Hkv*D], [B*M, Hkv*Dv] */
     float* o;                 /* [R, H*Dv]  dense head outputs (decode) */
@@ -196,11 +207,17 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     const size_t R = (size_t)B * (size_t)N, H = (size_t)c->n_heads, d = (size_t)c->d_model;
     const size_t D = (size_t)c->head_dim, Dv = (size_t)c->head_dim_v, rows_kv = (size_t)B * (size_t)M;
     memset(b, 0, sizeof *b);
-    b->logits = mh_ws_take(ws, R, (size_t)mh_moh_router_rows(c), sizeof(float));
+    b->logits = mh_ws_take(ws, R, (size_t)mh_moh_router_rows(&L->full), sizeof(float));
     b->gate = mh_ws_take(ws, R, H, sizeof(float));
     b->sel = mh_ws_take(ws, R, H, 1);
+    b->gate_all = b->gate, b->sel_all = b->sel;
+    if (L->shard.count > 1) {
+        b->gate_all = mh_ws_take(ws, R, (size_t)L->full.n_heads, sizeof(float));
+        b->sel_all = mh_ws_take(ws, R, (size_t)L->full.n_heads, 1);
+    }
     if (learned(L)) b->xg = mh_ws_take(ws, R, d, sizeof(float));
     if (!learned(L) || is_decode) b->q = mh_ws_take(ws, R, H * D, sizeof(float));
+    b->q_all = !learned(L) && L->shard.count > 1 ? mh_ws_take(ws, R, (size_t)L->full.n_heads * D, sizeof(float)) : b->q;
     b->qg = mh_ws_take(ws, R, H * D, sizeof(float));
     b->k = mh_ws_take(ws, rows_kv, (size_t)c->n_kv_heads * D, sizeof(float));
     b->v = mh_ws_take(ws, rows_kv, (size_t)c->n_kv_heads * Dv, sizeof(float));
@@ -219,19 +236,34 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     }
 }
 
-/* Gates and selection of every token row. The norm router reads b->q (already projected). */
+/* Gates and selection of every token row over the full head set (a shard routes like the
+ * full layer), then a shard's own heads' columns. The norm router reads b->q_all (projected). */
 static void route(const mh_layer* L, size_t R, const float* x, buffers* b) {
-    const mh_layer_config* c = &L->cfg;
+    const mh_layer_config* c = &L->full;
     const size_t H = (size_t)c->n_heads;
     if (learned(L)) {
         const moh_state* s = L->ext;
         const size_t nl = (size_t)s->router.n_out;
         mh_gemm_packed(L->kernels, L->threads, R, x, (size_t)c->d_model, &s->router, b->logits, nl);
-        for (size_t r = 0; r < R; r++) mh_moh_route_learned(c, b->logits + r * nl, b->gate + r * H, b->sel + r * H);
+        for (size_t r = 0; r < R; r++) mh_moh_route_learned(c, b->logits + r * nl, b->gate_all + r * H, b->sel_all + r * H);
     } else {
         const size_t hd = H * (size_t)c->head_dim;
-        for (size_t r = 0; r < R; r++) mh_moh_route_norm(c, b->q + r * hd, b->gate + r * H, b->sel + r * H);
+        for (size_t r = 0; r < R; r++) mh_moh_route_norm(c, b->q_all + r * hd, b->gate_all + r * H, b->sel_all + r * H);
     }
+    const size_t h0 = (size_t)L->shard.head_begin, n = (size_t)L->cfg.n_heads;
+    for (size_t r = 0; r < R && b->gate_all != b->gate; r++) {
+        memcpy(b->gate + r * n, b->gate_all + r * H + h0, n * sizeof(float));
+        memcpy(b->sel + r * n, b->sel_all + r * H + h0, n);
+    }
+}
+
+/* Norm router: the dense Q of the layer's heads from x [R, d_model] into b->q; a shard also
+ * projects every head's Q into b->q_all, which it routes on. */
+static void project_q_norm(const mh_layer* L, size_t R, const float* x, buffers* b) {
+    const moh_state* s = L->ext;
+    const size_t d = (size_t)L->cfg.d_model;
+    mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wq, b->q, (size_t)L->wq.n_out);
+    if (b->q_all != b->q) mh_gemm_packed(L->kernels, L->threads, R, x, d, &s->wq_all, b->q_all, (size_t)s->wq_all.n_out);
 }
 
 /* Gathered Q of every head: learned router, x rows through that head's W_Q rows only; norm
@@ -283,7 +315,7 @@ static void project_out(const mh_layer* L, int B, size_t R, buffers* b, float* o
 /* The routing of the rows of x: token t of batch row b is padded row b * n + t (filler rows
  * are not recorded). */
 static void record(const mh_layer* L, const mh_kv_seqs* s, const buffers* b, mh_routing_record* rec) {
-    const size_t H = (size_t)L->cfg.n_heads;
+    const size_t H = (size_t)L->full.n_heads; /* a shard records the full layer's routing */
     const size_t A = (size_t)(moh_cfg(L)->shared_heads + moh_cfg(L)->top_k);
     if (rec->load) memset(rec->load, 0, H * sizeof(int64_t));
     size_t packed = 0;
@@ -292,9 +324,9 @@ static void record(const mh_layer* L, const mh_kv_seqs* s, const buffers* b, mh_
             const size_t r = (size_t)bb * (size_t)s->n + (size_t)t;
             size_t a = 0;
             for (size_t h = 0; h < H; h++) {
-                if (!b->sel[r * H + h]) continue;
+                if (!b->sel_all[r * H + h]) continue;
                 if (rec->heads) rec->heads[packed * A + a] = (int32_t)h;
-                if (rec->gates) rec->gates[packed * A + a] = b->gate[r * H + h];
+                if (rec->gates) rec->gates[packed * A + a] = b->gate_all[r * H + h];
                 if (rec->load) rec->load[h]++;
                 a++;
             }
@@ -314,7 +346,7 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     buffers b;
     carve(L, B, N, M, 0, &ws, &b);
     const size_t R = (size_t)B * (size_t)N, rows_kv = (size_t)B * (size_t)M;
-    if (!learned(L)) mh_gemm_packed(L->kernels, L->threads, R, a->query, (size_t)c->d_model, &L->wq, b.q, (size_t)L->wq.n_out);
+    if (!learned(L)) project_q_norm(L, R, a->query, &b);
     route(L, R, a->query, &b);
     mh_attn_problem p = problem(L, B, N, M, c->n_heads);
     p.k.data = b.k, p.v.data = b.v;
@@ -369,7 +401,7 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     if (mh_positions_on(L)) /* before k enters the cache; db.q_pos: each row's cache position */
         mh_positions_apply(L, 1, R, (size_t)c->n_kv_heads, db.q_pos, b.k, (size_t)L->wk.n_out);
     mh_kv_cache_write(cache, L->kernels, &s, b.k, b.v);
-    if (!learned(L)) mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wq, b.q, H * D);
+    if (!learned(L)) project_q_norm(L, R, x, &b);
     route(L, R, x, &b);
     for (int bb = 0; bb < B; bb++) /* filler rows: no head runs */
         for (size_t r = (size_t)bb * (size_t)n + (size_t)mh_kv_seq_count(&s, bb); r < (size_t)(bb + 1) * (size_t)n; r++) {
@@ -413,6 +445,6 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
 }
 
 /* Every KV head is cached: MoH does not shrink the cache. */
-const mh_variant_ops mh_variant_moh = {"moh", sizeof(mh_moh_config), &defaults, 1, MH_CAP_ROUTING | MH_CAP_I8_CACHE | MH_CAP_POSITIONS | MH_CAP_SEQS,
+const mh_variant_ops mh_variant_moh = {"moh", sizeof(mh_moh_config), &defaults, 1, MH_CAP_ROUTING | MH_CAP_I8_CACHE | MH_CAP_POSITIONS | MH_CAP_SEQS | MH_CAP_SHARD,
                                        resolve, check_forward, create, destroy, mh_variant_kv_heads_layout,
                                        forward_carve, decode_carve, forward, decode};

@@ -18,7 +18,10 @@
 
 struct mh_layer {
     mh_layer_config cfg; /* resolved: every 0-means-default field filled in; alibi_slopes and
-                            sinks point at the layer's own copies below */
+                            sinks point at the layer's own copies below. A shard's: its heads
+                            (n_heads, n_kv_heads, slopes and sinks of its heads) */
+    mh_layer_config full; /* the full layer's (= cfg unless sharded; its alibi/sinks unset) */
+    mh_shard_info shard;  /* the heads of the full layer this one holds (variants/shard.h) */
     const struct mh_variant_ops* ops;
     const mh_kernels* kernels;
     int threads;
@@ -44,9 +47,10 @@ enum {
     MH_CAP_QK_NO_BIAS = 2, /* b_q and b_k stay NULL even with config.bias (shared Q/K) */
     MH_CAP_I8_CACHE = 4,   /* its decode reads an MH_DTYPE_I8 cache (plain per-head K/V rows) */
     MH_CAP_POSITIONS = 8,  /* takes rotary and QK-norm (variants/positions.h) */
-    MH_CAP_SEQS = 16       /* its decode serves ragged calls (any ids, counts and lengths) and
+    MH_CAP_SEQS = 16,      /* its decode serves ragged calls (any ids, counts and lengths) and
                               paged caches; without it, only sequences 0 .. B-1 advancing
                               together (equal lengths and counts) in a contiguous cache */
+    MH_CAP_SHARD = 32      /* head-sharded layers (variants/shard.h): heads do not mix */
 };
 
 typedef struct mh_variant_ops {

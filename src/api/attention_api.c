@@ -1,4 +1,5 @@
 /* mh_attention: the core on pre-projected tensors. */
+#include <math.h>
 #include <string.h>
 
 #include "api/compute.h"
@@ -6,6 +7,7 @@
 #include "api/validate.h"
 #include "core/attention.h"
 #include "core/gathered.h"
+#include "core/split_kv.h"
 #include "util/checked.h"
 
 mh_attn_options mh_attn_options_default(void) {
@@ -14,8 +16,8 @@ mh_attn_options mh_attn_options_default(void) {
     return o;
 }
 
-/* Zeros the output of every skipped (token, head) and runs the others gathered in place,
- * writing them gated. */
+/* Zeros the output of every skipped (token, head) (its lse: -inf, no kept key) and runs the
+ * others gathered in place, writing them gated. */
 static void gated_attention(const mh_context* ctx, const mh_attn_problem* p,
                             const mh_attn_options* opt, void* workspace) {
     const size_t B = (size_t)p->batch, N = (size_t)p->n_q, H = (size_t)p->n_heads;
@@ -26,9 +28,11 @@ static void gated_attention(const mh_context* ctx, const mh_attn_problem* p,
     mh_gathered_plan(p, opt, opt->head_gates, &g);
     for (size_t r = 0; r < B * N; r++)
         for (size_t h = 0; h < H; h++)
-            if (opt->head_gates[r * H + h] == 0.0f)
+            if (opt->head_gates[r * H + h] == 0.0f) {
                 memset(p->o.data + (ptrdiff_t)(r / N) * p->o.stride_batch + (ptrdiff_t)(r % N) * p->o.stride_token +
                        (ptrdiff_t)h * p->o.stride_head, 0, dv * sizeof(float));
+                if (opt->lse) opt->lse[(r / N * H + h) * N + r % N] = -INFINITY;
+            }
     mh_gathered_attend(ctx->kernels, ctx->num_threads, p, opt, 1, &g, NULL, NULL);
 }
 
@@ -106,10 +110,32 @@ mh_status mh_attention(const mh_context* ctx, const mh_attn_problem* p, const mh
     return MH_OK;
 }
 
+/* Parts enter the shared row merge (core/split_kv.h) as states (m = lse, l = 1, acc = o): a
+ * normalised row o with log-sum-exp lse is acc / l of any state with m + log(l) = lse. */
 mh_status mh_attention_merge(int n_parts, const float* const* outs, const float* const* lses, int batch,
                              int n_q, int n_heads, int head_dim_v, float* out, float* lse_out) {
-    (void)lse_out;
     if (n_parts < 1 || !outs || !lses || batch < 1 || n_q < 1 || n_heads < 1 || head_dim_v < 1 || !out)
         return MH_ERR_INVALID_ARGUMENT;
-    return MH_ERR_UNSUPPORTED; /* partials: not yet */
+    for (int p = 0; p < n_parts; p++) /* out may only be outs[0] (each row is read before written) */
+        if (!outs[p] || !lses[p] || (p > 0 && outs[p] == out)) return MH_ERR_INVALID_ARGUMENT;
+    size_t rows, bytes;
+    if (!mh_mul3_size((size_t)batch, (size_t)n_q, (size_t)n_heads, &rows) ||
+        !mh_mul3_size(rows, (size_t)head_dim_v, sizeof(float), &bytes) || bytes > PTRDIFF_MAX)
+        return MH_ERR_SIZE_OVERFLOW;
+    const size_t N = (size_t)n_q, H = (size_t)n_heads, dv = (size_t)head_dim_v;
+    for (size_t r = 0; r < rows; r++) { /* out row r = (b * N + i) * H + h */
+        const size_t li = (r / (N * H) * H + r % H) * N + r / H % N; /* its lse (b * H + h) * N + i */
+        float* acc = out + r * dv;
+        if (acc != outs[0] + r * dv) memcpy(acc, outs[0] + r * dv, dv * sizeof(float));
+        float m = lses[0][li], l = m == -INFINITY ? 0.0f : 1.0f;
+        for (int p = 1; p < n_parts; p++) mh_lse_merge_row(&m, &l, acc, lses[p][li], 1.0f, outs[p] + r * dv, dv);
+        if (m == -INFINITY) {
+            memset(acc, 0, dv * sizeof(float));
+        } else {
+            const float inv_l = 1.0f / l;
+            for (size_t d = 0; d < dv; d++) acc[d] *= inv_l;
+        }
+        if (lse_out) lse_out[li] = m == -INFINITY ? m : m + logf(l);
+    }
+    return MH_OK;
 }

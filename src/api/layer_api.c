@@ -12,6 +12,7 @@
 #include "util/alloc.h"
 #include "util/checked.h"
 #include "positions.h"
+#include "shard.h"
 #include "variant.h"
 
 static int fits_int(size_t a, size_t b) {
@@ -62,8 +63,10 @@ static void free_layer(mh_layer* L) {
     free(L);
 }
 
-mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
-                          const mh_layer_weights* weights, mh_layer** out) {
+/* A layer, or shard `index` of `count` of it (variants/shard.h): the full config is resolved
+ * and checked with the full weights, then the variant creates the layer of the shard's heads. */
+static mh_status create_layer(const mh_context* ctx, const mh_layer_config* config, const mh_layer_weights* weights,
+                              int index, int count, mh_layer** out) {
     if (!mh_context_valid(ctx) || !config || !weights || !out) return MH_ERR_INVALID_ARGUMENT;
     const mh_variant_ops* ops = mh_variant_lookup(config->variant);
     if (!ops) return MH_ERR_INVALID_ARGUMENT;
@@ -76,24 +79,47 @@ mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
     if (ops->config_size && !(L->vcfg = malloc(ops->config_size))) st = MH_ERR_OUT_OF_MEMORY;
     if (st == MH_OK) st = mh_variant_resolve(ops, &c, weights, L->vcfg);
     if (st == MH_OK) st = check_weights(ops, &c, weights);
+    if (st == MH_OK) st = mh_shard_plan(&c, ops->caps, index, count, &L->shard);
+    mh_layer_weights w;
+    float* w_o = NULL;
+    if (st == MH_OK) st = mh_shard_weights(&c, &L->shard, weights, &w, &w_o);
     if (st != MH_OK) {
         free_layer(L);
         return st;
     }
-    L->cfg = c, L->ops = ops, L->kernels = ctx->kernels, L->threads = ctx->num_threads;
-    if (!copy_floats(c.alibi_slopes, c.n_heads, &L->alibi) ||
-        !copy_floats(c.sinks, c.n_heads, &L->sinks)) {
+    L->full = c;
+    L->full.alibi_slopes = NULL, L->full.sinks = NULL;
+    L->cfg = mh_shard_config(&c, &L->shard), L->ops = ops, L->kernels = ctx->kernels, L->threads = ctx->num_threads;
+    if (!copy_floats(L->cfg.alibi_slopes, L->cfg.n_heads, &L->alibi) ||
+        !copy_floats(L->cfg.sinks, L->cfg.n_heads, &L->sinks)) {
         st = MH_ERR_OUT_OF_MEMORY;
     } else {
         L->cfg.alibi_slopes = L->alibi, L->cfg.sinks = L->sinks;
-        st = mh_positions_create(L, weights);
-        if (st == MH_OK) st = ops->create(L, weights);
+        st = mh_positions_create(L, &w);
+        if (st == MH_OK) st = ops->create(L, &w);
     }
+    mh_free(w_o);
     if (st != MH_OK) {
         free_layer(L);
         return st;
     }
     *out = L;
+    return MH_OK;
+}
+
+mh_status mh_layer_create(const mh_context* ctx, const mh_layer_config* config,
+                          const mh_layer_weights* weights, mh_layer** out) {
+    return create_layer(ctx, config, weights, 0, 1, out);
+}
+
+mh_status mh_layer_create_shard(const mh_context* ctx, const mh_layer_config* config,
+                                const mh_layer_weights* weights, int index, int count, mh_layer** out) {
+    return create_layer(ctx, config, weights, index, count, out);
+}
+
+mh_status mh_layer_get_shard(const mh_layer* layer, mh_shard_info* out) {
+    if (!layer || !out) return MH_ERR_INVALID_ARGUMENT;
+    *out = layer->shard;
     return MH_OK;
 }
 
@@ -105,23 +131,9 @@ void mh_layer_destroy(mh_layer* layer) {
 
 mh_status mh_layer_get_config(const mh_layer* layer, mh_layer_config* out) {
     if (!layer || !out) return MH_ERR_INVALID_ARGUMENT;
-    *out = layer->cfg;
+    *out = layer->full;
     out->alibi_slopes = NULL, out->sinks = NULL, out->variant_config = NULL;
     out->rotary.inv_freq = NULL;
-    return MH_OK;
-}
-
-mh_status mh_layer_create_shard(const mh_context* ctx, const mh_layer_config* config,
-                                const mh_layer_weights* weights, int index, int count, mh_layer** out) {
-    if (count < 1 || index < 0 || index >= count) return MH_ERR_INVALID_ARGUMENT;
-    if (count == 1) return mh_layer_create(ctx, config, weights, out);
-    return MH_ERR_UNSUPPORTED; /* sharding: not yet */
-}
-
-mh_status mh_layer_get_shard(const mh_layer* layer, mh_shard_info* out) {
-    if (!layer || !out) return MH_ERR_INVALID_ARGUMENT;
-    *out = (mh_shard_info){.index = 0, .count = 1, .head_begin = 0, .n_heads = layer->cfg.n_heads,
-                           .kv_head_begin = 0, .n_kv_heads = layer->cfg.n_kv_heads};
     return MH_OK;
 }
 

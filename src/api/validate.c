@@ -35,9 +35,10 @@ mh_status mh_validate_options(const mh_attn_options* opt, int batch, int n_q, in
     if (opt->kv_len)
         for (int b = 0; b < batch; b++)
             if (opt->kv_len[b] < 0 || opt->kv_len[b] > n_kv) return MH_ERR_INVALID_ARGUMENT;
-    if (opt->kv_offset < 0 || opt->compute < MH_COMPUTE_DEFAULT || opt->compute >= MH_COMPUTE_COUNT)
-        return MH_ERR_INVALID_ARGUMENT;
-    if (opt->lse || opt->kv_offset) return MH_ERR_UNSUPPORTED; /* partials: not yet */
+    if (opt->compute < MH_COMPUTE_DEFAULT || opt->compute >= MH_COMPUTE_COUNT) return MH_ERR_INVALID_ARGUMENT;
+    /* Key positions kv_offset + j, and the queries' kv_offset + kv_len - N + i, must fit int64_t. */
+    if (opt->kv_offset < 0 || opt->kv_offset > INT64_MAX - n_q - n_kv) return MH_ERR_INVALID_ARGUMENT;
+    if (opt->lse && !mh_probs_fit(batch, n_heads, n_q, 1)) return MH_ERR_SIZE_OVERFLOW;
     if (opt->head_gates) { /* gathered rows have no per-row mask or probabilities */
         if (opt->mask || opt->probs) return MH_ERR_UNSUPPORTED;
         const size_t n = (size_t)batch * (size_t)n_q * (size_t)n_heads; /* Q's view bounds it */

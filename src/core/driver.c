@@ -284,22 +284,26 @@ static float* out_row(const mh_drv_stage* st, const mh_drv_task* t, size_t hh, s
            (ptrdiff_t)(t->h0 + hh) * st->o.stride_head;
 }
 
-/* Folds in the sink logit, normalises and writes the task's output rows from (m, l, acc);
- * leaves the final m and l behind for the probabilities. A row that kept no key (m = -inf)
- * gets zeros. acc rows are dv apart. */
+/* Folds in the sink logit, normalises and writes the task's output rows from (m, l, acc) (acc
+ * rows dv apart) and their log-sum-exps; leaves the final m and l for the probabilities. A row
+ * that kept no key (m = -inf) gets zeros (log-sum-exp: the sink, or -inf). */
 static void finish(const mh_drv_stage* st, const mh_drv_task* t, float* m, float* l,
                    const float* acc_base) {
-    const size_t dv = st->dv;
+    const size_t dv = st->dv, H = st->hg * (size_t)st->streams;
     const float* sinks = st->opt->sinks ? st->opt->sinks + t->h0 : NULL;
     for (size_t r = 0; r < t->rows; r++) {
-        const size_t hh = r / t->nq, ii = r % t->nq;
+        const size_t hh = r / t->nq, ii = r % t->nq, tok = t->q_row ? (size_t)t->q_row[ii] : t->i0 + ii;
         float* dst = out_row(st, t, hh, ii);
         const float* acc = acc_base + r * dv;
+        /* lse [B, H, N] (a gathered call's starts at its head and sequence, rows at their tokens) */
+        float* lse = st->opt->lse ? st->opt->lse + ((size_t)t->b * H + t->h0 + hh) * (size_t)st->n_q + tok : NULL;
         if (m[r] == -INFINITY) {
             memset(dst, 0, dv * sizeof(float));
+            if (lse) *lse = sinks ? sinks[hh] : -INFINITY;
             continue;
         }
         const float a = sinks ? mh_fold_sink(&m[r], &l[r], sinks[hh]) : 1.0f;
+        if (lse) *lse = m[r] + logf(l[r]);
         if (st->fused_norm) {
             const float scale = a / l[r];
             for (size_t d = 0; d < dv; d++) dst[d] = acc[d] * scale;

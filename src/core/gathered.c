@@ -88,6 +88,8 @@ void mh_gathered_attend(const mh_kernels* k, int threads, const mh_attn_problem*
             o.alibi_slopes = opt->alibi_slopes ? opt->alibi_slopes + h : NULL;
             o.sinks = opt->sinks ? opt->sinks + h : NULL;
             o.mask = NULL, o.probs = NULL, o.head_gates = NULL;
+            /* lse [B, H, N] (in place only, from mh_attention): row (s, h), its tokens at q_row */
+            o.lse = opt->lse ? opt->lse + ((size_t)s * (size_t)p->n_heads + (size_t)h) * (size_t)p->n_q : NULL;
             const mh_core_extra ex = {g->pos + e0, NULL, qg ? NULL : g->tok + e0, g->gate + e0, NULL};
             mh_core_attention_ex(k, threads, &q, &o, prepack_ok, g->attn, &ex);
         }

@@ -25,11 +25,14 @@ typedef struct mh_score_block {
                                  replace p_first + ii), or NULL */
 } mh_score_block;
 
-/* Position of query 0 of sequence b in a call of n_q queries over n_kv keys (multihead.h:
- * q_offset, or kv_len[b] - n_q with MH_Q_OFFSET_END, kv_len NULL meaning n_kv). */
+/* Position of query 0 of sequence b in a call of n_q queries over n_kv keys, counted in the
+ * view's key index: key j of the view sits at absolute position kv_offset + j, so every
+ * position of the score step (causal, window, ALiBi distances) is absolute minus kv_offset,
+ * which leaves their differences exact. multihead.h: q_offset - kv_offset, or kv_len[b] - n_q
+ * with MH_Q_OFFSET_END (kv_len NULL meaning n_kv); negative when the queries precede the view. */
 static inline int64_t mh_score_first_query(const mh_attn_options* opt, int b, int64_t n_q, int64_t n_kv) {
     const int64_t kv_len = opt->kv_len ? opt->kv_len[b] : n_kv;
-    return opt->q_offset == MH_Q_OFFSET_END ? kv_len - n_q : opt->q_offset;
+    return opt->q_offset == MH_Q_OFFSET_END ? kv_len - n_q : opt->q_offset - opt->kv_offset;
 }
 
 /* Position of query ii of the block. */

@@ -45,6 +45,12 @@ static int combine(float* m, float* l, float pm, float pl, float* a, float* b) {
     return 1;
 }
 
+void mh_lse_merge_row(float* m, float* l, float* acc, float pm, float pl, const float* pacc, size_t dv) {
+    float a, b;
+    if (combine(m, l, pm, pl, &a, &b))
+        for (size_t d = 0; d < dv; d++) acc[d] = acc[d] * a + pacc[d] * b;
+}
+
 void mh_split_store(const mh_split_kv* s, size_t ti, size_t ci, const float* m, const float* l,
                     const float* acc) {
     float* part = mh_split_partial(s, ti, ci);
@@ -60,10 +66,7 @@ float* mh_split_merge(const mh_split_kv* s, size_t ti) {
     for (size_t ci = 1; ci < s->n_split; ci++) {
         const float* pm = base + ci * s->per_partial;
         const float *pl = pm + rows, *pacc = pm + 2 * rows;
-        float a, b;
-        for (size_t r = 0; r < rows; r++)
-            if (combine(&m[r], &l[r], pm[r], pl[r], &a, &b))
-                for (size_t d = 0; d < dv; d++) acc[r * dv + d] = acc[r * dv + d] * a + pacc[r * dv + d] * b;
+        for (size_t r = 0; r < rows; r++) mh_lse_merge_row(&m[r], &l[r], acc + r * dv, pm[r], pl[r], pacc + r * dv, dv);
     }
     return base;
 }

@@ -50,6 +50,12 @@ void mh_split_store(const mh_split_kv* s, size_t ti, size_t ci, const float* m, 
 /* Chunk ci of task ti: m [rows], l [rows], acc [rows][dv], for a driver that saves them apart. */
 float* mh_split_partial(const mh_split_kv* s, size_t ti, size_t ci);
 
+/* The one log-sum-exp merge of a row (the split chunks here, mh_attention_merge's parts):
+ * folds a part's state (pm, pl, pacc [dv]) into the running (m, l, acc [dv]), where acc is
+ * the row's output scaled by l * exp(m) / sum (unnormalised); a part with pm = -inf adds
+ * nothing. The result over all parts is acc / l, its log-sum-exp m + log(l). */
+void mh_lse_merge_row(float* m, float* l, float* acc, float pm, float pl, const float* pacc, size_t dv);
+
 /* Merges task ti's chunks in order into its chunk 0 (log-sum-exp rescaling) and returns that
  * state: m at [0, rows), l at [rows, 2 rows), acc [rows][dv] after them. */
 float* mh_split_merge(const mh_split_kv* s, size_t ti);

@@ -393,6 +393,7 @@ static void run_core_calls(int threads) {
     for (int i = 0; i < 33 * 130; i++) mask[i] = (i % 5 == 0) ? -INFINITY : 0.5f;
     float* probs = malloc(sizeof(float) * 2 * 6 * 33 * 130);
     int32_t kv_len[2] = {130, 77};
+    float lse1[8], lse2[2 * 6 * 33]; /* partial attention: [B, H, N] */
     mh_attn_options opts[NP];
     opts[0] = mh_attn_options_default(), opts[0].causal = 1;
     opts[3] = mh_attn_options_default();
@@ -402,6 +403,8 @@ static void run_core_calls(int threads) {
     opts[2].causal = 1, opts[2].window = 50, opts[2].softcap = 15.0f, opts[2].alibi_slopes = slopes;
     opts[2].sinks = sinks, opts[2].mask = mask, opts[2].mask_stride_row = 130, opts[2].kv_len = kv_len;
     opts[2].probs = probs;
+    opts[1].lse = lse1, opts[1].kv_offset = 5000, opts[1].q_offset = 5000 + opts[1].kv_offset; /* a key shard */
+    opts[2].lse = lse2, opts[2].kv_offset = 3;
     for (int i = 0; i < NP; i++) {
         check_status("core ws", mh_attention_workspace_size(ctx, &ps[i]->p, &opts[i], &bytes[i]), MH_OK);
         ws[i] = ws_alloc(bytes[i]);
@@ -420,6 +423,15 @@ static void run_core_calls(int threads) {
         long calls = stop_counting(what);
         check_status(names[i % NP], st, MH_OK), check_true(what, calls == 0);
     }
+    /* the merge of partials (decode-shaped: B 1, N 1, H 8, Dv 64) */
+    float merged[8 * 64];
+    const float* outs[2] = {dec.o, dec.o};
+    const float* lses[2] = {lse1, lse1};
+    snprintf(what, sizeof what, "%d thread(s): mh_attention_merge allocates nothing", threads);
+    start_counting();
+    mh_status st = mh_attention_merge(2, outs, lses, 1, 1, 8, 64, merged, NULL);
+    long calls = stop_counting(what);
+    check_status("merge", st, MH_OK), check_true(what, calls == 0);
     for (int i = 0; i < NP; i++) free(ws[i]), problem_free(ps[i]);
     free(mask), free(probs);
     mh_context_destroy(ctx);
