@@ -45,9 +45,9 @@ FORTUNES = "/usr/share/games/fortunes"
 THREADS = 2
 UPTRAIN_FRACTION = 0.1
 FULL = dict(d_model=128, layers=2, n_heads=8, head_dim=16, ffn=384, ctx=128, batch=8, steps=250, lr=3e-3,
-            eval_windows=128, slice_windows=4)
+            eval_windows=128, slice_windows=4, decode_keys=4096, prefill_tokens=1024)
 SMOKE = dict(d_model=32, layers=1, n_heads=4, head_dim=8, ffn=64, ctx=32, batch=4, steps=4, lr=3e-3,
-             eval_windows=4, slice_windows=2)
+             eval_windows=4, slice_windows=2, decode_keys=256, prefill_tokens=64)
 
 
 def models(s):
