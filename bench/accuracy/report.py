@@ -28,7 +28,7 @@ PLOT = "accuracy_tradeoff.png"
 
 def evaluate(a, s, name, info):
     """Runs mh_accuracy_eval on one model; (its numbers, its output, ok)."""
-    cmd = [a.eval, "--model", os.path.join(a.out, name + ".safetensors"),
+    cmd = a.wrap + [a.eval, "--model", os.path.join(a.out, name + ".safetensors"),
            "--heldout", os.path.join(a.out, "heldout.bin"), "--slice", str(s["slice_windows"]),
            "--expect", repr(info["bpb"]), "--expect-slice", repr(info["bpb_slice"]),
            "--keys", str(s["decode_keys"]), "--prefill", str(s["prefill_tokens"])]
@@ -135,6 +135,8 @@ def main():
     ap.add_argument("--docs")
     ap.add_argument("--command", default="bench/run.sh --accuracy")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--wrap", action="append", default=[],
+                    help="repeatable: the command (and its arguments) that runs --eval, e.g. qemu")
     a = ap.parse_args()
     s = train.SMOKE if a.smoke else train.FULL
     if subprocess.run([sys.executable, train.__file__, "--out", a.out] + (["--smoke"] if a.smoke else [])).returncode:
