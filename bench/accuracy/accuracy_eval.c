@@ -3,7 +3,7 @@
  * layers, checked against PyTorch's own evaluation of the same model (issue 19).
  *
  *   mh_accuracy_eval --model FILE.safetensors --heldout heldout.bin [--slice W]
- *                    [--expect BPB --expect-slice BPB] [--keys 4096 --prefill 1024]
+ *                    [--expect BPB --expect-slice BPB [--tol T]] [--keys 4096 --prefill 1024]
  *
  * heldout.bin holds windows of context + 1 bytes (the context is the model's position table,
  * pos_ctx): each window's first `context` bytes are the input, each byte is scored on the
@@ -12,7 +12,8 @@
  *   decode   the first W windows (--slice, default 4) token by token through td_model_step
  *            (mh_layer_decode over an f32 KV cache, emptied between windows).
  * --expect / --expect-slice are PyTorch's bits per byte over all windows / the slice (train.py's
- * <name>.json): both passes must agree with them to ACC_TOL relative, and the decode pass with
+ * <name>.json): both passes must agree with them to T relative (default ACC_TOL, the issue's
+ * bound; the smoke test's untrained models agree far closer and ask for 1e-6), and the decode pass with
  * the prefill pass over the same windows. Then the attention layers are timed
  * (accuracy_timing.c; --keys 0 skips it). Prints a check line per property and one line
  * "json: {...}" with the numbers; exit status 0 when every check holds.
@@ -25,7 +26,7 @@
 #include "accuracy.h"
 #include "example_util.h"
 
-#define ACC_TOL 1e-4        /* relative: the issue's bound between C and PyTorch */
+#define ACC_TOL 1e-4        /* relative: the issue's bound between C and PyTorch (default --tol) */
 #define ACC_PASSES_TOL 1e-5 /* relative: decode against prefill over the same windows */
 enum { FORWARD_WINDOWS = 8 };
 
@@ -93,7 +94,7 @@ static int32_t* read_windows(const char* path, int ctx, int* n) {
 }
 
 static int usage(void) {
-    puts("usage: mh_accuracy_eval --model FILE --heldout FILE [--slice W] [--expect BPB --expect-slice BPB] "
+    puts("usage: mh_accuracy_eval --model FILE --heldout FILE [--slice W] [--expect BPB --expect-slice BPB [--tol T]] "
          "[--keys N --prefill N]");
     return 2;
 }
@@ -103,18 +104,19 @@ static double rel(double a, double b) { return fabs(a - b) / fabs(b); }
 int main(int argc, char** argv) {
     const char *model = NULL, *heldout = NULL;
     int slice = 4, keys = 4096, prefill = 1024;
-    double expect = NAN, expect_slice = NAN;
+    double expect = NAN, expect_slice = NAN, tol = ACC_TOL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--heldout")) heldout = argv[i + 1];
         else if (!strcmp(argv[i], "--slice")) slice = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--expect")) expect = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--expect-slice")) expect_slice = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--tol")) tol = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--keys")) keys = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--prefill")) prefill = atoi(argv[i + 1]);
         else return usage();
     }
-    if (!model || !heldout || argc % 2 == 0 || slice < 1 || keys < 0 || prefill < 1) return usage();
+    if (!model || !heldout || argc % 2 == 0 || slice < 1 || keys < 0 || prefill < 1 || !(tol > 0)) return usage();
 
     /* the context from the model's metadata, then the model sized for FORWARD_WINDOWS of it */
     st_file probe;
@@ -150,8 +152,11 @@ int main(int argc, char** argv) {
     if (!isnan(expect) || !isnan(expect_slice)) {
         printf("      PyTorch: %.6f (all), %.6f (slice); relative differences %.2e, %.2e\n", expect, expect_slice,
                rel(bpb, expect), rel(bpb_decode, expect_slice));
-        check(rel(bpb, expect) <= ACC_TOL, "prefill bits per byte equal PyTorch's to 1e-4 relative");
-        check(rel(bpb_decode, expect_slice) <= ACC_TOL, "decode bits per byte over the slice equal PyTorch's to 1e-4 relative");
+        char what[128];
+        snprintf(what, sizeof what, "prefill bits per byte equal PyTorch's to %g relative", tol);
+        check(rel(bpb, expect) <= tol, what);
+        snprintf(what, sizeof what, "decode bits per byte over the slice equal PyTorch's to %g relative", tol);
+        check(rel(bpb_decode, expect_slice) <= tol, what);
     }
     acc_timing t = {NAN, NAN};
     mh_isa isa = MH_ISA_AUTO;

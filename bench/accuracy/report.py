@@ -31,7 +31,7 @@ def evaluate(a, s, name, info):
     cmd = a.wrap + [a.eval, "--model", os.path.join(a.out, name + ".safetensors"),
            "--heldout", os.path.join(a.out, "heldout.bin"), "--slice", str(s["slice_windows"]),
            "--expect", repr(info["bpb"]), "--expect-slice", repr(info["bpb_slice"]),
-           "--keys", str(s["decode_keys"]), "--prefill", str(s["prefill_tokens"])]
+           "--keys", str(s["decode_keys"]), "--prefill", str(s["prefill_tokens"]), "--tol", repr(s["tol"])]
     env = dict(os.environ, OMP_NUM_THREADS="1")  # one thread: the timings compare variants
     run = subprocess.run(cmd, capture_output=True, text=True, env=env)
     numbers = {}
@@ -46,7 +46,7 @@ def label(name):
     base, _, rest = name.partition("_")
     names = {"mha": "MHA", "mqa": "MQA", "overlap": "overlapping heads", "collab": "CollabHead", "dcmha": "DCMHA"}
     text = names.get(base) or {"gqa": "GQA-", "moh": "MoH-"}[base.rstrip("0123456789")] + base.lstrip("gqamoh")
-    return text + {"": "", "seed2": " (seed 2)", "from_mha": " (from MHA)"}[rest]
+    return text + {"": "", "seed2": " (seed 2)", "from_mha": " (from MHA)", "pooled": " (MHA pooled, not uptrained)"}[rest]
 
 
 def table(rows, s):
@@ -58,7 +58,7 @@ def table(rows, s):
         trained = (f"{info['steps']} steps from {label(info['source'])}" if info["source"]
                    else f"{info['steps']} steps, seed {info['seed']}")
         if info["source"] and info["steps"] == 0:
-            trained = f"exact conversion of {label(info['source'])}"
+            trained = f"converted from {label(info['source'])}, not trained"
         worst = max(abs(c["bpb"] - info["bpb"]) / info["bpb"],
                     abs(c["bpb_decode_slice"] - info["bpb_slice"]) / info["bpb_slice"])
         out.append(f"| {label(name)} | {info['params']:,} ({info['attn_params']:,}) | {c['kv_bytes_per_token']:,} | "
@@ -74,14 +74,14 @@ def plot(rows, path):
     fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
     for ax, key, xlabel in ((axes[0], "kv_bytes_per_token", "KV cache bytes per token (f32, all layers)"),
                             (axes[1], "decode_us", "decode time per token at 4096 keys, attention layers (us)")):
-        for name, _, c in rows:
-            ax.scatter(c[key], c["bpb"], s=30, color="#d62728" if "from_mha" in name else "#1f77b4")
+        for name, info, c in rows:
+            ax.scatter(c[key], c["bpb"], s=30, color="#1f77b4" if not info["source"] else "#d62728" if info["steps"] else "#7f7f7f")
             ax.annotate(label(name), (c[key], c["bpb"]), fontsize=7, xytext=(4, 3), textcoords="offset points")
         ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("held-out bits per byte (through the library; lower is better)")
     fig.suptitle("Trained byte-level models per variant: quality against KV memory and decode time "
-                 "(blue: from scratch, red: converted from MHA)", fontsize=10)
+                 "(blue: from scratch; red: converted from MHA and uptrained; grey: converted, not trained)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -118,7 +118,8 @@ def section(rows, s, isa, command):
         "causal forward of one sequence of that many tokens (medians of 15, the attention layers only, on "
         "unit-RMS inputs: the rest of the model is the same for every variant); **training**: steps and seed, "
         "or the conversion (K/V heads mean-pooled as `mh_convert_mha_to_gqa` does, then uptrained for 10% of "
-        "the steps; CollabHead's exact conversion as `mh_convert_mha_to_collab`, not trained). Times come "
+        "the steps, or not at all in the \"pooled\" rows; CollabHead's exact conversion as "
+        "`mh_convert_mha_to_collab`, not trained: it must score exactly MHA's). Times come "
         "from a shared 2-core machine: compare them within a run, and rerun on a quiet one.",
         "",
         table(rows, s),
