@@ -100,6 +100,13 @@ def section(rows, s, isa, command):
         f"`mh_accuracy_eval` ({isa}, 1 thread). Every model: d_model {s['d_model']}, {s['layers']} layers, "
         f"{s['n_heads']} query heads of {s['head_dim']}, SwiGLU {s['ffn']}, learned positions, context "
         f"{s['ctx']}, batch {s['batch']}, {s['steps']} steps of AdamW, the same data order and seed. "
+        f"Variants: GQA-{s['n_heads'] // 2} and GQA-{s['n_heads'] // 4} are {s['n_heads'] // 2} and "
+        f"{s['n_heads'] // 4} K/V heads; MoH-50 and MoH-75 run {s['n_heads'] // 4} shared heads and the top "
+        f"{s['n_heads'] // 4} or {s['n_heads'] // 2} of the other {s['n_heads'] - s['n_heads'] // 4} by the "
+        f"learned router (trained without MoH's load-balancing loss, which the library does not need); "
+        f"overlapping heads borrow {s['head_dim'] // 4} dims from each neighbour; CollabHead from scratch "
+        f"shares q/k of width {s['n_heads'] * s['head_dim'] // 2} (half of H*D), converted of H*D; DCMHA has "
+        f"rank 2, hidden {4 * s['n_heads']}, static W_b. "
         f"The two MHA seeds differ by {noise} bits per byte: differences smaller than that are noise. "
         f"Regenerate with (about 40 minutes on 2 cores; trained models are reused from `build/accuracy/`):",
         "",
