@@ -4,6 +4,7 @@
  *
  *   mh_accuracy_eval --model FILE.safetensors --heldout heldout.bin [--slice W]
  *                    [--expect BPB --expect-slice BPB [--tol T]] [--keys 4096 --prefill 1024]
+ *                    [--converted-from MHA.safetensors]
  *
  * heldout.bin holds windows of context + 1 bytes (the context is the model's position table,
  * pos_ctx): each window's first `context` bytes are the input, each byte is scored on the
@@ -15,7 +16,9 @@
  * <name>.json): both passes must agree with them to T relative (default ACC_TOL, the issue's
  * bound; the smoke test's untrained models agree far closer and ask for 1e-6), and the decode pass with
  * the prefill pass over the same windows. Then the attention layers are timed
- * (accuracy_timing.c; --keys 0 skips it). Prints a check line per property and one line
+ * (accuracy_timing.c; --keys 0 skips it). --converted-from: the model is a conversion of that MHA
+ * model, untrained since; its weights must be the library's conversion of it
+ * (accuracy_convert.c). Prints a check line per property and one line
  * "json: {...}" with the numbers; exit status 0 when every check holds.
  */
 #include <math.h>
@@ -95,14 +98,14 @@ static int32_t* read_windows(const char* path, int ctx, int* n) {
 
 static int usage(void) {
     puts("usage: mh_accuracy_eval --model FILE --heldout FILE [--slice W] [--expect BPB --expect-slice BPB [--tol T]] "
-         "[--keys N --prefill N]");
+         "[--keys N --prefill N] [--converted-from FILE]");
     return 2;
 }
 
 static double rel(double a, double b) { return fabs(a - b) / fabs(b); }
 
 int main(int argc, char** argv) {
-    const char *model = NULL, *heldout = NULL;
+    const char *model = NULL, *heldout = NULL, *converted_from = NULL;
     int slice = 4, keys = 4096, prefill = 1024;
     double expect = NAN, expect_slice = NAN, tol = ACC_TOL;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -112,6 +115,7 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--expect")) expect = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--expect-slice")) expect_slice = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--tol")) tol = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--converted-from")) converted_from = argv[i + 1];
         else if (!strcmp(argv[i], "--keys")) keys = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--prefill")) prefill = atoi(argv[i + 1]);
         else return usage();
@@ -158,6 +162,9 @@ int main(int argc, char** argv) {
         snprintf(what, sizeof what, "decode bits per byte over the slice equal PyTorch's to %g relative", tol);
         check(rel(bpb_decode, expect_slice) <= tol, what);
     }
+    if (converted_from)
+        check(acc_check_conversion(&m, converted_from),
+              "the weights are the library's conversion of the source MHA model (mh_convert_mha_to_gqa / _collab)");
     acc_timing t = {NAN, NAN};
     mh_isa isa = MH_ISA_AUTO;
     mh_isa_default(&isa);

@@ -32,6 +32,8 @@ def evaluate(a, s, name, info):
            "--heldout", os.path.join(a.out, "heldout.bin"), "--slice", str(s["slice_windows"]),
            "--expect", repr(info["bpb"]), "--expect-slice", repr(info["bpb_slice"]),
            "--keys", str(s["decode_keys"]), "--prefill", str(s["prefill_tokens"]), "--tol", repr(s["tol"])]
+    if info["source"] and info["steps"] == 0:  # an untrained conversion: the library's own?
+        cmd += ["--converted-from", os.path.join(a.out, info["source"] + ".safetensors")]
     env = dict(os.environ, OMP_NUM_THREADS="1")  # one thread: the timings compare variants
     run = subprocess.run(cmd, capture_output=True, text=True, env=env)
     numbers = {}

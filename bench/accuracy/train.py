@@ -77,7 +77,8 @@ def models(s):
          "dcmha": ({"variant": "dcmha", "n_kv_heads": H, "dc_rank": 2, "dc_hidden": 4 * H, "dc_groups": 1,
                     "dc_static": 1}, 1, None)}
     if s is SMOKE:  # one of each kind
-        m = {k: m[k] for k in ("mha", "mqa_from_mha", "moh50", "overlap", "collab", "collab_from_mha", "dcmha")}
+        m = {k: m[k] for k in ("mha", "mqa_from_mha", "mqa_pooled", "moh50", "overlap", "collab", "collab_from_mha",
+                               "dcmha")}
     return m
 
 
