@@ -12,6 +12,7 @@
 typedef struct acc_timing {
     double prefill_ms; /* every layer's causal mh_layer_forward of one sequence, median */
     double decode_us;  /* every layer's one-token mh_layer_decode over the cached keys, median */
+                       /* (both in CPU time of the calling thread: run with one thread) */
 } acc_timing;
 
 /* Times m's attention layers: a causal forward of `prefill` tokens, and a one-token decode

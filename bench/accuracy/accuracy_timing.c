@@ -1,7 +1,9 @@
 /*
  * The accuracy report's timings (accuracy.h): the trained model's attention layers alone, on
  * inputs of unit RMS (what the RMSNorm before each layer gives), since the rest of the model
- * (embedding, MLP, LM head) is the same for every variant and plain C loops here.
+ * (embedding, MLP, LM head) is the same for every variant and plain C loops here. The times are
+ * the calling thread's CPU time: run with one thread (OMP_NUM_THREADS=1, as report.py does), so
+ * that the layers run on this thread and a busy machine does not count its other jobs' time.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "accuracy.h"
@@ -14,7 +16,7 @@ enum { TIMING_REPS = 15, FILL_CHUNK = 256 };
 
 static double now_seconds(void) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
