@@ -11,6 +11,7 @@ trade-off plot.
               markers; bench/report.py keeps that section when it rewrites FILE)
               and the plot in docs/benchmarks/accuracy/
 --smoke       tiny models, a few steps (the ctest smoke test): the checks only, no plot
+--no-train    score the models already in --out and list the missing ones as not trained
 Exit status 0 when every model trained and every C check held (C and PyTorch agree).
 """
 import argparse
@@ -89,7 +90,7 @@ def plot(rows, path):
     plt.close(fig)
 
 
-def section(rows, s, isa, command):
+def section(rows, s, isa, command, missing):
     mha = [info["bpb"] for name, info, _ in rows if name in ("mha", "mha_seed2")]
     noise = f"{abs(mha[0] - mha[1]):.4f}" if len(mha) == 2 else "n/a"
     return "\n".join([
@@ -133,6 +134,8 @@ def section(rows, s, isa, command):
         "",
         table(rows, s),
         "",
+        *([f"Not in this run (not trained: `{command}` trains them): "
+           + ", ".join(label(n) for n in missing) + ".", ""] if missing else []),
         f"![bits per byte against KV bytes per token and decode time](benchmarks/accuracy/{PLOT})",
         docs_section.END,
     ])
@@ -145,14 +148,19 @@ def main():
     ap.add_argument("--docs")
     ap.add_argument("--command", default="bench/run.sh --accuracy")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--no-train", action="store_true")
     ap.add_argument("--wrap", action="append", default=[],
                     help="repeatable: the command (and its arguments) that runs --eval, e.g. qemu")
     a = ap.parse_args()
     s = train.SMOKE if a.smoke else train.FULL
-    if subprocess.run([sys.executable, train.__file__, "--out", a.out] + (["--smoke"] if a.smoke else [])).returncode:
+    if not a.no_train and subprocess.run([sys.executable, train.__file__, "--out", a.out] +
+                                         (["--smoke"] if a.smoke else [])).returncode:
         sys.exit("report.py: training failed")
-    rows, failed = [], []
+    rows, failed, missing = [], [], []
     for name in train.models(s):
+        if a.no_train and not os.path.exists(os.path.join(a.out, name + ".json")):
+            missing.append(name)
+            continue
         with open(os.path.join(a.out, name + ".json")) as f:
             info = json.load(f)
         c, text, ok = evaluate(a, s, name, info)
@@ -162,7 +170,7 @@ def main():
             continue
         rows.append((name, info, c))
     if rows:
-        md = section(rows, s, rows[0][2]["isa"], a.command)
+        md = section(rows, s, rows[0][2]["isa"], a.command, missing)
         with open(os.path.join(a.out, "report.md"), "w", encoding="utf-8") as f:
             f.write(md + "\n")
         print("\n" + table(rows, s))
