@@ -83,7 +83,7 @@ def plot(rows, path):
         ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("held-out bits per byte (through the library; lower is better)")
-    fig.suptitle("Trained byte-level models per variant: quality against KV memory and decode time "
+    fig.suptitle("Trained byte-level models per variant: quality against KV memory and decode time\n"
                  "(blue: from scratch; red: converted from MHA and uptrained; grey: converted, not trained)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
