@@ -12,9 +12,11 @@ trade-off plot.
               and the plot in docs/benchmarks/accuracy/
 --smoke       tiny models, a few steps (the ctest smoke test): the checks only, no plot
 --no-train    score the models already in --out and list the missing ones as not trained
+--jobs N      score N models at a time (default 1; the timings are CPU times of one thread)
 Exit status 0 when every model trained and every C check held (C and PyTorch agree).
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -90,7 +92,7 @@ def plot(rows, path):
     plt.close(fig)
 
 
-def section(rows, s, isa, command, missing):
+def section(rows, s, isa, command, missing, note):
     mha = [info["bpb"] for name, info, _ in rows if name in ("mha", "mha_seed2")]
     noise = f"{abs(mha[0] - mha[1]):.4f}" if len(mha) == 2 else "n/a"
     return "\n".join([
@@ -136,6 +138,7 @@ def section(rows, s, isa, command, missing):
         "",
         *([f"Not in this run (not trained: `{command}` trains them): "
            + ", ".join(label(n) for n in missing) + ".", ""] if missing else []),
+        *([note, ""] if note else []),
         f"![bits per byte against KV bytes per token and decode time](benchmarks/accuracy/{PLOT})",
         docs_section.END,
     ])
@@ -149,6 +152,8 @@ def main():
     ap.add_argument("--command", default="bench/run.sh --accuracy")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--no-train", action="store_true")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--note", default="", help="a paragraph for the section (e.g. why rows are missing)")
     ap.add_argument("--wrap", action="append", default=[],
                     help="repeatable: the command (and its arguments) that runs --eval, e.g. qemu")
     a = ap.parse_args()
@@ -156,21 +161,24 @@ def main():
     if not a.no_train and subprocess.run([sys.executable, train.__file__, "--out", a.out] +
                                          (["--smoke"] if a.smoke else [])).returncode:
         sys.exit("report.py: training failed")
-    rows, failed, missing = [], [], []
+    names, missing = [], []
     for name in train.models(s):
-        if a.no_train and not os.path.exists(os.path.join(a.out, name + ".json")):
-            missing.append(name)
-            continue
+        (names if os.path.exists(os.path.join(a.out, name + ".json")) or not a.no_train else missing).append(name)
+    infos = {}
+    for name in names:
         with open(os.path.join(a.out, name + ".json")) as f:
-            info = json.load(f)
-        c, text, ok = evaluate(a, s, name, info)
+            infos[name] = json.load(f)
+    with concurrent.futures.ThreadPoolExecutor(max(1, a.jobs)) as pool:
+        results = list(pool.map(lambda n: evaluate(a, s, n, infos[n]), names))
+    rows, failed = [], []
+    for name, (c, text, ok) in zip(names, results):
         print(f"== {name}\n{text}", end="", flush=True)
         if not ok:
             failed.append(name)
             continue
-        rows.append((name, info, c))
+        rows.append((name, infos[name], c))
     if rows:
-        md = section(rows, s, rows[0][2]["isa"], a.command, missing)
+        md = section(rows, s, rows[0][2]["isa"], a.command, missing, a.note)
         with open(os.path.join(a.out, "report.md"), "w", encoding="utf-8") as f:
             f.write(md + "\n")
         print("\n" + table(rows, s))
