@@ -30,6 +30,9 @@ from collections import OrderedDict, defaultdict
 from report_format import fmt_bytes, fmt_si, fmt_num, fmt_ms, fmt_cv, fmt_err, fmt_x, fmt_err_opt, fmt_dist, md_table, text_table
 from report_plots import DTYPE_ORDER, MODES, make_plots, remove_stale_plots
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "accuracy"))
+import docs_section  # noqa: E402  the accuracy section of --docs, kept on rewrite
+
 
 def registry_isas():
     """The ISA names in the order of the ISA registry (src/dispatch/isa_list.h)."""
@@ -595,8 +598,13 @@ def main(argv):
         ddir = os.path.join(os.path.dirname(os.path.abspath(a.docs)), "benchmarks")
         dplots = make_plots(rep, ddir) if cases else []
         remove_stale_plots(ddir, dplots)
+        kept = ""  # the accuracy section (bench/accuracy/report.py's) stays
+        if os.path.exists(a.docs):
+            with open(a.docs, encoding="utf-8") as f:
+                kept = docs_section.section_of(f.read())
         with open(a.docs, "w", encoding="utf-8") as f:
             f.write(rep.markdown("benchmarks/", dplots, a.command))
+            f.write("\n" + kept + "\n" if kept else "")
         written += [a.docs] + [os.path.join(ddir, p) for p, _ in dplots]
     if a.do_print:
         rep.print_summary()

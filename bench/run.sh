@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the multihead benchmark suite on a Debian 12 machine, then writes the report.
 #
+#   bench/run.sh --accuracy [--docs]   the accuracy report of trained models (bench/accuracy/run.sh)
 #   bench/run.sh [--quick | --long] [--filter REGEX] [--threads N] [--weights FILE [--heads H]]
 #                [--docs] [--mh_* and --benchmark_* flags of mh_bench...]
 #
@@ -28,7 +29,7 @@ set -euo pipefail
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
-quick=0 long=0 docs=0
+quick=0 long=0 docs=0 accuracy=0
 filter="" threads="" weights="" heads=""
 extra=()
 need_value() { [[ $# -ge 2 ]] || { echo "run.sh: $1 needs a value" >&2; exit 2; }; }
@@ -37,6 +38,7 @@ while (($#)); do
     --quick) quick=1; shift ;;
     --long) long=1; shift ;;
     --docs) docs=1; shift ;;
+    --accuracy) accuracy=1; shift ;;
     --filter) need_value "$@"; filter="$2"; shift 2 ;;
     --filter=*) filter="${1#--filter=}"; shift ;;
     --threads) need_value "$@"; threads="$2"; shift 2 ;;
@@ -50,6 +52,10 @@ while (($#)); do
     *) echo "run.sh: unknown option '$1' (bench/run.sh --help)" >&2; exit 2 ;;
   esac
 done
+if ((accuracy)); then
+  if ((docs)); then exec "$(dirname "${BASH_SOURCE[0]}")/accuracy/run.sh" --docs; fi
+  exec "$(dirname "${BASH_SOURCE[0]}")/accuracy/run.sh"
+fi
 if ((quick && long)); then
   echo "run.sh: --quick and --long exclude each other" >&2
   exit 2

@@ -39,9 +39,11 @@ stage_begin() {
 stage_end() { echo "== [$stage/$nstages] $1: took $((SECONDS - stage_start)) s"; }
 
 # ---------------------------------------------------------------- packages
-# python3-torch: docs/examples/gen_tiny_decoder.py, the tiny_decoder examples' fixture (required)
+# python3-torch: docs/examples/gen_tiny_decoder.py, the tiny_decoder examples' fixture (required);
+# with fortunes (its English text), bench/accuracy/train.py in the accuracy_smoke test (required);
+# openmpi-bin, libopenmpi-dev: the MPI examples (docs/examples/mpi_*), run by ctest on 2 ranks
 packages=(cmake make gcc g++ clang libomp-dev libclang-rt-dev pkg-config libsleef-dev libbenchmark-dev python3
-          python3-torch openmpi-bin libopenmpi-dev)
+          python3-torch openmpi-bin libopenmpi-dev fortunes)
 # dpkg-query, not dpkg -s: a package installed for two architectures (libsleef-dev for amd64
 # and arm64 once the aarch64 cross build has run) makes `dpkg -s NAME` fail as ambiguous.
 # The native (or arch-independent) instance must be installed, not just some architecture's.
