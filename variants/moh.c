@@ -341,7 +341,6 @@ static void forward_carve(const mh_layer* L, int B, int N, int M, mh_ws* ws) {
 static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace) {
     const mh_layer_config* c = &L->cfg;
     const int self = a->key == NULL, B = a->batch, N = a->n_q, M = self ? N : a->n_kv;
-    const mh_attn_options call = a->opt ? *a->opt : mh_attn_options_default();
     mh_ws ws = mh_ws_begin(workspace);
     buffers b;
     carve(L, B, N, M, 0, &ws, &b);
@@ -350,9 +349,7 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     route(L, R, a->query, &b);
     mh_attn_problem p = problem(L, B, N, M, c->n_heads);
     p.k.data = b.k, p.v.data = b.v;
-    mh_attn_options opt = call;
-    opt.window = c->window, opt.softcap = c->softcap, opt.alibi_slopes = L->alibi, opt.sinks = L->sinks;
-    opt.compute = c->compute;
+    const mh_attn_options opt = mh_variant_options(L, a->opt);
     mh_gathered_plan(&p, &opt, b.gate, &b.g);
     mh_gemm_packed(L->kernels, L->threads, rows_kv, self ? a->query : a->key, (size_t)c->kdim, &L->wk, b.k, (size_t)L->wk.n_out);
     mh_gemm_packed(L->kernels, L->threads, rows_kv, self ? a->query : a->value, (size_t)c->vdim, &L->wv, b.v, (size_t)L->wv.n_out);
@@ -409,9 +406,7 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
             memset(b.sel + r * H, 0, H);
         }
     mh_attn_problem p = problem(L, B, n, n, c->n_heads);
-    mh_attn_options opt = mh_attn_options_default();
-    opt.window = c->window, opt.softcap = c->softcap, opt.alibi_slopes = L->alibi, opt.sinks = L->sinks;
-    opt.compute = c->compute;
+    mh_attn_options opt = mh_variant_options(L, NULL);
     mh_core_extra ex = {0};
     mh_kv_pages pages;
     mh_variant_decode_view(cache, &s, &db, n_kv, &p, &opt, &ex, &pages);

@@ -102,10 +102,7 @@ static void prefetch_next_tile(const mh_drv_stage* st, const mh_drv_task* t, int
     const mh_dtype dt = kv ? st->v_dtype : st->k_dtype;
     const mh_rows x = mh_drv_rows(kv ? &st->value : &st->key, st->pages, dt, (size_t)t->b, (size_t)t->s, j1);
     const size_t n = min_size(st->tk, (size_t)(t->j_end - j1)), bytes = (kv ? st->dv : st->dqk) * mh_dtype_size(dt);
-    for (size_t c = 0; c < n; c++) {
-        const char* row = mh_dtype_at(x.data, dt, (ptrdiff_t)c * x.ld);
-        for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off, 0, 2);
-    }
+    for (size_t c = 0; c < n; c++) mh_prefetch_l2(mh_dtype_at(x.data, dt, (ptrdiff_t)c * x.ld), bytes);
 }
 
 /* Finished scores (Q.K^T, the stage's bias, the score step) of keys [j0, j0 + nc) into sc->s.

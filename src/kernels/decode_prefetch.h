@@ -31,6 +31,12 @@
 #define MH_NEAR_PREFETCH_KEYS 12 /* a few hundred cycles of grouped-head work ahead */
 #define MH_NEAR_PREFETCH_ROWS 3  /* query rows from which near rows are prefetched */
 
+/* Every cache line of bytes [0, bytes) from p into L2, the level of the rules above (also the
+ * driver's prefetch of a packed decode's next tile). */
+static inline __attribute__((always_inline)) void mh_prefetch_l2(const void* p, size_t bytes) {
+    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char*)p + off, 0, 2);
+}
+
 /* The prefetch for key c of a kernel with `rows` query rows reading x (of dtype, the kernel's
  * constant): row c + ahead into L2, one prefetch per cache line. always_inline: GCC otherwise
  * finds the function free of side effects (a prefetch has none it can see) and deletes its
@@ -42,8 +48,7 @@ static inline __attribute__((always_inline)) void mh_decode_prefetch(const mh_ro
     const char* row = far && x->next ? mh_dtype_at(x->next, dtype, (ptrdiff_t)c * x->ld)
                       : mh_dtype_at(x->data, dtype,
                                     (ptrdiff_t)(c + (far ? MH_FAR_PREFETCH_KEYS : MH_NEAR_PREFETCH_KEYS)) * x->ld);
-    const size_t bytes = row_elems * mh_dtype_size(dtype);
-    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off, 0, 2);
+    mh_prefetch_l2(row, row_elems * mh_dtype_size(dtype));
 }
 
 /* A P.V that reads each row in several column passes (AVX2 with 16 registers: 64 of 128

@@ -60,10 +60,10 @@ typedef struct mh_rows {
     int interleaved;     /* 1: one of several row sets the caller reads in turn, tile by tile
                             (CollabHead's per-head V): the decode kernels prefetch it
                             (kernels/decode_prefetch.h); 0: read alone */
-    const void* next;    /* far-apart rows only: the first row of the set the caller reads
-                            next (same ld and dtype; the next head's tile of a token-major
-                            cache), whose row c the kernels prefetch while reading row c here;
-                            NULL: row c + one key tile of this set */
+    const void* next;    /* far-apart rows only: the first row of a set the caller reads
+                            later (same ld and dtype; in a token-major decode, the tile
+                            MH_FAR_PREFETCH_STREAMS heads on), whose row c the kernels prefetch
+                            while reading row c here; NULL: row c + one key tile of this set */
 } mh_rows;
 
 /*
