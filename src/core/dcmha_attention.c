@@ -194,7 +194,7 @@ static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
                     const size_t m = min_size(mr, t->nq - r), kb = kept(st, t, r + m - 1, j0, nc);
                     const size_t ka = kept(st, t, r, j0, nc);
                     const int by_row =
-                        ka < kb && mh_drv_v_nonfinite(&vs, ka, kb, d0, d0 + nw);
+                        ka < kb && k->v_nonfinite(ka, kb, d0, d0 + nw, &vs);
                     for (size_t i = r; i < r + m; i += by_row ? 1 : m) {
                         const size_t rows = by_row ? 1 : m, ki = by_row ? kept(st, t, i, j0, nc) : kb;
                         if (k0 >= ki) continue; /* P' is 0 past ki */

@@ -105,10 +105,22 @@ static void prefetch_next_tile(const mh_drv_stage* st, const mh_drv_task* t, int
     for (size_t c = 0; c < n; c++) mh_prefetch_l2(mh_dtype_at(x.data, dt, (ptrdiff_t)c * x.ld), bytes);
 }
 
-/* Finished scores (Q.K^T, the stage's bias, the score step) of keys [j0, j0 + nc) into sc->s.
- * Direct tasks read K in place; the others pack the tile (unless prepacked) for the GEMM. */
+/* Rows [r, r + m) of the task's score tile through the score step and, with softmax, the
+ * online-softmax step (their m, l, alpha). */
+static void step_rows(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, size_t r, size_t m,
+                      int softmax, mh_drv_scratch* sc) {
+    const size_t tk = st->tk;
+    mh_score_rows(&t->blk, sc->s, tk, j0, nc, r, r + m);
+    if (softmax) st->k->softmax_tile(m, nc, sc->s + r * tk, tk, sc->m + r, sc->l + r, sc->alpha + r);
+}
+
+/* Finished scores (Q.K^T, the stage's bias, the score step) of keys [j0, j0 + nc) into sc->s
+ * and, with softmax, their probabilities. Direct tasks read K in place; the others pack the
+ * tile (unless prepacked) for the GEMM and take it a block of MR rows at a time, each block
+ * through the score and softmax steps right after its GEMMs, while it is in L1 (unless the
+ * stage's bias hook needs the whole tile first). */
 static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float* kt_pre, int64_t j0,
-                       size_t nc, const next_tile* nx, mh_drv_scratch* sc) {
+                       size_t nc, const next_tile* nx, int softmax, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const size_t dqk = st->dqk, tk = st->tk, mr = k->gemm_mr, nr = k->gemm_nr, rows = t->rows;
     mh_rows ksrc = mh_drv_rows(&st->key, st->pages, st->k_dtype, (size_t)t->b, (size_t)t->s, j0);
@@ -117,29 +129,34 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
         for (size_t r = 0; r < rows; r += k->attn_direct_rows - 1)
             k->qk_direct(min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk, &ksrc,
                          sc->s + r * tk, tk);
-    } else {
-        const float* kt = kt_pre;
-        if (!kt) {
-            prefetch_next_tile(st, t, 0, j0);
-            mh_drv_pack_k(st, nc, &ksrc, sc->kt);
-            kt = sc->kt;
-        }
-        for (size_t c0 = 0; c0 < nc; c0 += nr) {
-            const void* panel = mh_drv_panel(kt, mh_drv_bf16(st), c0 / nr, dqk, nr);
-            for (size_t r = 0; r < rows; r += mr) {
-                const size_t m = min_size(mr, rows - r), n = min_size(nr, nc - c0);
-                float* srow = sc->s + r * tk + c0;
-                if (mh_score_rows_dropped(&t->blk, r, m, j0)) { /* before the diagonal: all -inf */
-                    for (size_t i = 0; i < m; i++)
-                        for (size_t j = 0; j < n; j++) srow[i * tk + j] = -INFINITY;
-                    continue;
-                }
-                mh_drv_gemm_scores(st, m, n, r, panel, srow, sc);
-            }
-        }
+        if (st->bias) st->bias(st, t, j0, nc, sc->s, tk);
+        step_rows(st, t, j0, nc, 0, rows, softmax, sc);
+        return;
     }
-    if (st->bias) st->bias(st, t, j0, nc, sc->s, tk);
-    mh_score_tile(&t->blk, sc->s, tk, j0, nc);
+    const float* kt = kt_pre;
+    if (!kt) {
+        prefetch_next_tile(st, t, 0, j0);
+        mh_drv_pack_k(st, nc, &ksrc, sc->kt);
+        kt = sc->kt;
+    }
+    const int by_block = !st->bias;
+    for (size_t r = 0; r < rows; r += mr) {
+        const size_t m = min_size(mr, rows - r);
+        const int dropped = mh_score_rows_dropped(&t->blk, r, m, j0); /* before the diagonal: all -inf */
+        for (size_t c0 = 0; c0 < nc; c0 += nr) {
+            const size_t n = min_size(nr, nc - c0);
+            float* srow = sc->s + r * tk + c0;
+            if (dropped)
+                for (size_t i = 0; i < m; i++)
+                    for (size_t j = 0; j < n; j++) srow[i * tk + j] = -INFINITY;
+            else
+                mh_drv_gemm_scores(st, m, n, r, mh_drv_panel(kt, mh_drv_bf16(st), c0 / nr, dqk, nr), srow, sc);
+        }
+        if (by_block) step_rows(st, t, j0, nc, r, m, softmax, sc);
+    }
+    if (by_block) return;
+    st->bias(st, t, j0, nc, sc->s, tk);
+    step_rows(st, t, j0, nc, 0, rows, softmax, sc);
 }
 
 /* P.V into rows [r, r + m), columns [d0, d0 + nw) of o, from one V source: direct (vt NULL,
@@ -159,7 +176,7 @@ static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows*
         lo = n < lo ? n : lo, hi = n > hi ? n : hi;
     }
     if (hi == 0) return; /* every key dropped: P = 0 and alpha = 1 */
-    const int by_row = lo < hi && mh_drv_v_nonfinite(vsrc, lo, hi, d0, d0 + nw);
+    const int by_row = lo < hi && k->v_nonfinite(lo, hi, d0, d0 + nw, vsrc);
     for (size_t i = r; i < r + m; i += by_row ? 1 : m) {
         const size_t rows = by_row ? 1 : m, n = by_row ? mh_score_row_cols(&t->blk, i, j0, nc) : hi;
         if (vt)
@@ -210,8 +227,7 @@ static void attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0
     const size_t tk = st->tk;
     const float* kt = mh_drv_packed(st, 0, (size_t)t->b, (size_t)t->s, j0);
     const float* vt = mh_drv_packed(st, 1, (size_t)t->b, (size_t)t->s, j0);
-    score_tile(st, t, kt, j0, nc, nx, sc);
-    st->k->softmax_tile(t->rows, nc, sc->s, tk, sc->m, sc->l, sc->alpha);
+    score_tile(st, t, kt, j0, nc, nx, 1, sc);
     if (mh_drv_bf16(st)) mh_drv_bf16_probs(st, t->rows, nc, sc);
     accumulate_pv(st, t, vt, vt ? min_size(tk, (size_t)st->n_kv - (size_t)j0) : 0, j0, nc, nx, sc);
 }
@@ -323,7 +339,7 @@ static void write_probs(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scr
     }
     for (int64_t j0 = t->j_begin; j0 < t->j_end; j0 += (int64_t)tk) {
         const size_t nc = min_size(tk, (size_t)(t->j_end - j0));
-        score_tile(st, t, NULL, j0, nc, NULL, sc);
+        score_tile(st, t, NULL, j0, nc, NULL, 0, sc);
         for (size_t r = 0; r < t->rows; r++) {
             if (sc->m[r] == -INFINITY) continue;
             const size_t h = t->h0 + r / t->nq, i = t->i0 + r % t->nq;

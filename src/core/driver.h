@@ -146,9 +146,4 @@ const float* mh_drv_packed(const mh_drv_stage* st, int kv, size_t b, size_t h, i
  * (core/kv_pages.h); the rows read from j0 must then lie in one block. */
 mh_rows mh_drv_rows(const mh_tensor* x, const mh_kv_pages* pg, mh_dtype dt, size_t b, size_t h, int64_t j0);
 
-/* 1 if some value of columns [d_lo, d_hi) of V's rows [c_lo, c_hi) is NaN or inf (for int8,
- * whose values are finite, if some of those rows' scales is): P.V then runs row by row over
- * the keys each row keeps, since a dropped key's P = 0 times NaN would still give NaN. */
-int mh_drv_v_nonfinite(const mh_rows* v, size_t c_lo, size_t c_hi, size_t d_lo, size_t d_hi);
-
 #endif

@@ -45,34 +45,36 @@ void mh_score_key_range(const mh_score_block* blk, int64_t kv_len, int64_t* j_be
 /* x clamped to [0, hi]. */
 static int64_t clamp_col(int64_t x, int64_t hi) { return x < 0 ? 0 : x > hi ? hi : x; }
 
-void mh_score_tile(const mh_score_block* blk, float* s, size_t lds, int64_t j0, size_t cols) {
+void mh_score_rows(const mh_score_block* blk, float* s, size_t lds, int64_t j0, size_t cols, size_t r0, size_t r1) {
     const int partial = mh_score_tile_partial(blk, j0, cols);
     const float cap = blk->softcap;
-    for (size_t hh = 0; hh < blk->n_heads_blk; hh++) {
-        const float slope = blk->alibi ? blk->alibi[hh] : 0.0f;
-        for (size_t ii = 0; ii < blk->rows_per_head; ii++) {
-            float* row = s + (hh * blk->rows_per_head + ii) * lds;
-            const int64_t p = mh_score_pos(blk, ii);
-            if (cap > 0.0f)
-                for (size_t c = 0; c < cols; c++) row[c] = cap * tanhf(row[c] / cap);
-            if (blk->alibi)
-                for (size_t c = 0; c < cols; c++) row[c] += slope * (float)(j0 + (int64_t)c - p);
-            if (blk->mask) {
-                const float* mrow = blk->mask + (ptrdiff_t)hh * blk->mask_stride_head +
-                                    (ptrdiff_t)ii * blk->mask_stride_row + j0;
-                for (size_t c = 0; c < cols; c++) row[c] += mrow[c];
-            }
-            if (!partial) continue;
-            /* the kept keys of the row are one interval [lo, hi) of columns */
-            int64_t lo = 0, hi = (int64_t)cols;
-            if (blk->causal) hi = clamp_col(p + 1 - j0, hi);
-            if (blk->window > 0) {
-                lo = clamp_col(p - blk->window + 1 - j0, (int64_t)cols);
-                if (!blk->causal) hi = clamp_col(p + blk->window - j0, hi);
-            }
-            if (hi < lo) hi = lo;
-            for (int64_t c = 0; c < lo; c++) row[c] = -INFINITY;
-            for (int64_t c = hi; c < (int64_t)cols; c++) row[c] = -INFINITY;
+    if (cap <= 0.0f && !blk->alibi && !blk->mask && !partial) return; /* nothing to do: the common inside tile */
+    for (size_t r = r0; r < r1; r++) {
+        const size_t hh = r / blk->rows_per_head, ii = r % blk->rows_per_head;
+        float* row = s + r * lds;
+        const int64_t p = mh_score_pos(blk, ii);
+        if (cap > 0.0f)
+            for (size_t c = 0; c < cols; c++) row[c] = cap * tanhf(row[c] / cap);
+        if (blk->alibi)
+            for (size_t c = 0; c < cols; c++) row[c] += blk->alibi[hh] * (float)(j0 + (int64_t)c - p);
+        if (blk->mask) {
+            const float* mrow = blk->mask + (ptrdiff_t)hh * blk->mask_stride_head + (ptrdiff_t)ii * blk->mask_stride_row + j0;
+            for (size_t c = 0; c < cols; c++) row[c] += mrow[c];
         }
+        if (!partial) continue;
+        /* the kept keys of the row are one interval [lo, hi) of columns */
+        int64_t lo = 0, hi = (int64_t)cols;
+        if (blk->causal) hi = clamp_col(p + 1 - j0, hi);
+        if (blk->window > 0) {
+            lo = clamp_col(p - blk->window + 1 - j0, (int64_t)cols);
+            if (!blk->causal) hi = clamp_col(p + blk->window - j0, hi);
+        }
+        if (hi < lo) hi = lo;
+        for (int64_t c = 0; c < lo; c++) row[c] = -INFINITY;
+        for (int64_t c = hi; c < (int64_t)cols; c++) row[c] = -INFINITY;
     }
+}
+
+void mh_score_tile(const mh_score_block* blk, float* s, size_t lds, int64_t j0, size_t cols) {
+    mh_score_rows(blk, s, lds, j0, cols, 0, blk->n_heads_blk * blk->rows_per_head);
 }

@@ -90,6 +90,10 @@ typedef struct mh_rows {
  *   pv_direct: o[r * ldo + :] = alpha[r] * o[r * ldo + :] + sum_c (p[r * ldp + c] * scale_c) * V[c][:]
  *              (p times the scale first)
  *
+ * ---- v_nonfinite: 1 if an element [c][d] of v with c in [c_lo, c_hi), d in [d_lo, d_hi) is
+ *   NaN or infinite (int8: if a row's scale is), else 0. The driver's P.V asks it before rows
+ *   keeping different key counts share one call (a dropped key's 0 * inf would be NaN).
+ *
  * ---- online softmax over a score tile (-INFINITY = dropped key). Per row r:
  *   m_new = max(m[r], max_c s); if m_new = -inf: s[r, :] = 0, alpha[r] = 1, m/l unchanged;
  *   else alpha[r] = exp(m[r] - m_new), s[r, c] = exp(s[r, c] - m_new),

@@ -9,9 +9,13 @@
  *  - qk_direct / pv_direct: against double dot products, tolerance eps32 * reduction length;
  *  - gemm / gemm_acc: with and without a bias / the rescale-and-accumulate epilogue, against
  *    double; write nothing outside the m x n corner;
+ *  - v_nonfinite: 0 on finite blocks; 1 for a NaN, +inf or -inf (int8: in a row's scale) at
+ *    every position inside the block, 0 for one just outside it (rows and columns), every dtype;
  *  - softmax_tile: against a double online-softmax step, including -inf entries, all -inf
  *    rows, and rows whose running max is still -inf; a NaN score at any position and width
- *    leaves a NaN state (l NaN, m not -inf);
+ *    leaves a NaN state (l NaN, m not -inf); its exp (exp(s - 0) on a row whose max is 0)
+ *    within 1 ulp of double exp on a sweep of the floats in [-105, 0], subnormal results
+ *    included, and exactly 0 below;
  *  - head_mix: against double sums of the contract, with and without the per-head input
  *    scale and the static matrix; an all-zero key column (masked probabilities) composes to
  *    exactly 0; nothing is written past `cols`;
@@ -36,6 +40,7 @@
 #include "kernels/scalar/convert_scalar.h"
 #include "oracle.h"
 #include "rng.h"
+#include "util/dtype.h"
 
 static const mh_kernels* K;
 static test_rng R;
@@ -372,6 +377,45 @@ static void test_pack_v(void) { kv_shapes(pack_v_shape, 0); }
 static void test_qk_direct(void) { kv_shapes(qk_direct, 1); }
 static void test_pv_direct(void) { kv_shapes(pv_direct, 1); }
 
+/* v_nonfinite on block [c_lo, c_hi) x [d_lo, d_hi) of a cols x d source: each bad value
+ * (NaN, +inf, -inf, or in an int8 row's scale) at each position of the block and on its
+ * border outside it, against whether the position is inside. */
+static void v_nonfinite_shape(size_t rows, size_t cols, size_t d, mh_dtype dt) {
+    (void)rows;
+    const size_t ld = d + 2, c_lo = cols / 3, c_hi = cols - cols / 4, d_lo = d / 5, d_hi = d - d / 6;
+    float* exact = malloc(sizeof(float) * cols * ld);
+    mh_rows v;
+    void* src = source(dt, cols, ld, exact, &v);
+    int ok = K->v_nonfinite(c_lo, c_hi, d_lo, d_hi, &v) == 0;
+    static const float bad[] = {NAN, INFINITY, -INFINITY};
+    const size_t c_end = c_hi < cols ? c_hi + 1 : cols, d_end = dt == MH_DTYPE_I8 ? d_lo + 1 : d_hi < ld ? d_hi + 1 : ld;
+    for (size_t c = c_lo ? c_lo - 1 : 0; c < c_end; c++)
+        for (size_t dd = d_lo ? d_lo - 1 : 0; dd < d_end; dd++)
+            for (size_t b = 0; b < 3; b++) {
+                const int inside = c >= c_lo && c < c_hi && (dt == MH_DTYPE_I8 || (dd >= d_lo && dd < d_hi));
+                unsigned char* at = (unsigned char*)src + (size_t)mh_dtype_size(dt) * (c * ld + dd);
+                float* sc = dt == MH_DTYPE_I8 ? (float*)&v.scale[c * LD_SCALE] : NULL;
+                unsigned char keep[4];
+                const float keep_scale = sc ? *sc : 0.0f;
+                memcpy(keep, at, (size_t)mh_dtype_size(dt));
+                if (sc) *sc = bad[b];
+                else if (dt == MH_DTYPE_F32) memcpy(at, &bad[b], sizeof(float));
+                else {
+                    const uint16_t h = dt == MH_DTYPE_F16 ? mh_f32_to_f16_rne(bad[b]) : mh_f32_to_bf16_rne(bad[b]);
+                    memcpy(at, &h, sizeof h);
+                }
+                ok &= K->v_nonfinite(c_lo, c_hi, d_lo, d_hi, &v) == inside;
+                memcpy(at, keep, (size_t)mh_dtype_size(dt));
+                if (sc) *sc = keep_scale;
+            }
+    char what[96];
+    snprintf(what, sizeof what, "v_nonfinite cols %zu d %zu dtype %d: inside the block only", cols, d, (int)dt);
+    check_true(what, ok);
+    free(exact), free(src);
+}
+
+static void test_v_nonfinite(void) { kv_shapes(v_nonfinite_shape, 0); }
+
 /* A row whose tile holds a NaN among -inf or finite scores (at every position, with the state
  * empty or not) leaves a NaN state: l is NaN, so the row's output is NaN, never "no key kept". */
 static void softmax_nan(size_t cols) {
@@ -390,12 +434,49 @@ static void softmax_nan(size_t cols) {
     check_true(what, ok);
 }
 
+/* The ulps between f (an f32 result) and w (exact): in units of the f32 spacing at w, the
+ * subnormal spacing below FLT_MIN. */
+static double ulp_error(float f, double w) {
+    const double spacing = w < FLT_MIN ? ldexp(1.0, -149) : ldexp(1.0, ilogb(w) - 23);
+    return fabs((double)f - w) / spacing;
+}
+
+/* softmax_tile's exp: a first tile (m = -inf) whose max is 0 gives P = exp(s) with s - 0
+ * exact, so each P is checked against double exp. The scores step through the float bits
+ * of [-105, 0] (every 2039th float: all binades, subnormal results included). */
+static void softmax_exp(void) {
+    enum { COLS = 4096 };
+    float* s = malloc(sizeof(float) * COLS);
+    float* x = malloc(sizeof(float) * COLS);
+    uint32_t bits = 0x80000000u; /* -0 */
+    double worst = 0;
+    int ok = 1;
+    while (bits <= 0xC2D20000u) { /* -105 */
+        size_t n = 0;
+        x[n++] = 0.0f; /* the row's max */
+        for (; n < COLS && bits <= 0xC2D20000u; n++, bits += 2039u) memcpy(&x[n], &bits, sizeof(float));
+        memcpy(s, x, n * sizeof(float));
+        float m = -INFINITY, l = 0.0f, alpha;
+        K->softmax_tile(1, n, s, n, &m, &l, &alpha);
+        for (size_t c = 0; c < n; c++) {
+            const double w = exp((double)x[c]), e = ulp_error(s[c], w);
+            worst = e > worst ? e : worst;
+            ok &= e <= 1.0 && (w >= 0x1p-150 || s[c] == 0.0f);
+        }
+    }
+    char what[96];
+    snprintf(what, sizeof what, "softmax_tile exp within 1 ulp of double exp on [-105, 0] (worst %.3f)", worst);
+    check_true(what, ok);
+    free(s), free(x);
+}
+
 static void test_softmax_tile(void) {
     const size_t nr = K->gemm_nr, tk = K->attn_kv_tile;
     const size_t cols[] = {1, nr - 1, nr, nr + 1, tk - 1, tk, 13};
     for (size_t c = 0; c < sizeof cols / sizeof *cols; c++) softmax(7, cols[c]);
     for (size_t c = 1; c <= 70; c++) softmax_nan(c);
     for (size_t c = 72; c <= 256; c += 8) softmax_nan(c);
+    softmax_exp();
 }
 
 static void test_head_mix(void) {

@@ -133,7 +133,20 @@ MH_INLINE float32x4_t mh_vfma(float32x4_t a, float32x4_t b, float32x4_t c) { ret
 MH_INLINE float32x4_t mh_vmax(float32x4_t a, float32x4_t b) { return vmaxnmq_f32(a, b); }
 MH_INLINE float mh_vhsum(float32x4_t v) { return vaddvq_f32(v); }
 MH_INLINE float mh_vhmax(float32x4_t v) { return vmaxnmvq_f32(v); }
-MH_INLINE float32x4_t mh_vexp(float32x4_t x) { return Sleef_expf4_u10advsimd(x); }
+/* mh_vexp's words (generic/vexp.h): x clamped to [lo, hi] (FMAX/FMIN: NaN stays NaN), rounded
+ * to the nearest integer, and p * 2^n for integral n in [-150, 128]: two exact power-of-two
+ * factors of n/2 each, so one rounding, denormals and overflow included. */
+MH_INLINE float32x4_t mh_vclamp(float32x4_t x, float lo, float hi) {
+    return vmaxq_f32(vdupq_n_f32(lo), vminq_f32(vdupq_n_f32(hi), x));
+}
+MH_INLINE float32x4_t mh_vround(float32x4_t x) { return vrndnq_f32(x); }
+MH_INLINE float32x4_t mh_vscale2n(float32x4_t p, float32x4_t n) {
+    const int32x4_t ni = vcvtnq_s32_f32(n), n1 = vshrq_n_s32(ni, 1), n2 = vsubq_s32(ni, n1);
+    const int32x4_t bias = vdupq_n_s32(127);
+    const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, bias), 23));
+    const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, bias), 23));
+    return vmulq_f32(vmulq_f32(p, s1), s2);
+}
 MH_INLINE int mh_vall_neg_inf(float32x4_t x) {
     return vmaxvq_u32(vmvnq_u32(vceqq_f32(x, vdupq_n_f32(-INFINITY)))) == 0;
 }
@@ -186,5 +199,7 @@ MH_INLINE void mh_vdeinterleave(float32x4_t a, float32x4_t b, float32x4_t* ev, f
 MH_INLINE void mh_vinterleave(float32x4_t ev, float32x4_t od, float32x4_t* a, float32x4_t* b) {
     *a = vzip1q_f32(ev, od), *b = vzip2q_f32(ev, od);
 }
+
+#include "kernels/generic/vexp.h"
 
 #endif

@@ -75,7 +75,17 @@ MH_INLINE svfloat32_t mh_vfma(svfloat32_t a, svfloat32_t b, svfloat32_t c) { ret
 MH_INLINE svfloat32_t mh_vmax(svfloat32_t a, svfloat32_t b) { return svmaxnm_f32_x(svptrue_b32(), a, b); }
 MH_INLINE float mh_vhsum(svfloat32_t v) { return svaddv_f32(svptrue_b32(), v); }
 MH_INLINE float mh_vhmax(svfloat32_t v) { return svmaxnmv_f32(svptrue_b32(), v); }
-MH_INLINE svfloat32_t mh_vexp(svfloat32_t x) { return Sleef_expfx_u10sve(x); }
+/* mh_vexp's words (generic/vexp.h): x clamped to [lo, hi] (FMAX/FMIN: NaN stays NaN), rounded
+ * to the nearest integer, and p * 2^n (FSCALE, n integral). */
+MH_INLINE svfloat32_t mh_vclamp(svfloat32_t x, float lo, float hi) {
+    const svbool_t all = svptrue_b32();
+    return svmax_f32_x(all, svdup_n_f32(lo), svmin_f32_x(all, svdup_n_f32(hi), x));
+}
+MH_INLINE svfloat32_t mh_vround(svfloat32_t x) { return svrintn_f32_x(svptrue_b32(), x); }
+MH_INLINE svfloat32_t mh_vscale2n(svfloat32_t p, svfloat32_t n) {
+    const svbool_t all = svptrue_b32();
+    return svscale_f32_x(all, p, svcvt_s32_f32_x(all, n));
+}
 MH_INLINE int mh_vall_neg_inf(svfloat32_t x) {
     const svbool_t all = svptrue_b32();
     return !svptest_any(all, svcmpne_n_f32(all, x, -INFINITY));
@@ -124,5 +134,7 @@ MH_INLINE void mh_vdeinterleave(svfloat32_t a, svfloat32_t b, svfloat32_t* ev, s
 MH_INLINE void mh_vinterleave(svfloat32_t ev, svfloat32_t od, svfloat32_t* a, svfloat32_t* b) {
     *a = svzip1_f32(ev, od), *b = svzip2_f32(ev, od);
 }
+
+#include "kernels/generic/vexp.h"
 
 #endif

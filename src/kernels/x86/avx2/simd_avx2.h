@@ -121,7 +121,21 @@ MH_INLINE __m256 mh_vsub(__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }
 MH_INLINE __m256 mh_vmul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
 MH_INLINE __m256 mh_vfma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
 MH_INLINE __m256 mh_vmax(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }
-MH_INLINE __m256 mh_vexp(__m256 x) { return Sleef_expf8_u10avx2(x); }
+/* mh_vexp's words (generic/vexp.h): x clamped to [lo, hi] with NaN kept (max/min return their
+ * second operand when one is NaN), rounded to the nearest integer, and p * 2^n for integral n
+ * in [-150, 128]: two exact power-of-two factors of n/2 each, so one rounding, denormals and
+ * overflow included. */
+MH_INLINE __m256 mh_vclamp(__m256 x, float lo, float hi) {
+    return _mm256_max_ps(_mm256_set1_ps(lo), _mm256_min_ps(_mm256_set1_ps(hi), x));
+}
+MH_INLINE __m256 mh_vround(__m256 x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+MH_INLINE __m256 mh_vscale2n(__m256 p, __m256 n) {
+    const __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
 MH_INLINE int mh_vall_neg_inf(__m256 x) {
     return _mm256_movemask_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ)) == 0xff;
 }
@@ -181,5 +195,7 @@ MH_INLINE void mh_vinterleave(__m256 ev, __m256 od, __m256* a, __m256* b) {
     *a = _mm256_permute2f128_ps(lo, hi, 0x20);
     *b = _mm256_permute2f128_ps(lo, hi, 0x31);
 }
+
+#include "kernels/generic/vexp.h"
 
 #endif

@@ -71,7 +71,13 @@ MH_INLINE __m512 mh_vfma(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(
 MH_INLINE __m512 mh_vmax(__m512 a, __m512 b) { return _mm512_max_ps(a, b); }
 MH_INLINE float mh_vhsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 MH_INLINE float mh_vhmax(__m512 v) { return _mm512_reduce_max_ps(v); }
-MH_INLINE __m512 mh_vexp(__m512 x) { return Sleef_expf16_u10avx512f(x); }
+/* mh_vexp's words (generic/vexp.h): x clamped to [lo, hi] with NaN kept (max/min return their
+ * second operand when one is NaN), rounded to the nearest integer, and p * 2^n (n integral). */
+MH_INLINE __m512 mh_vclamp(__m512 x, float lo, float hi) {
+    return _mm512_max_ps(_mm512_set1_ps(lo), _mm512_min_ps(_mm512_set1_ps(hi), x));
+}
+MH_INLINE __m512 mh_vround(__m512 x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+MH_INLINE __m512 mh_vscale2n(__m512 p, __m512 n) { return _mm512_scalef_ps(p, n); }
 MH_INLINE int mh_vall_neg_inf(__m512 x) {
     return _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ) == 0xffff;
 }
@@ -122,5 +128,7 @@ MH_INLINE void mh_vinterleave(__m512 ev, __m512 od, __m512* a, __m512* b) {
     *a = _mm512_permutex2var_ps(ev, lo, od);
     *b = _mm512_permutex2var_ps(ev, _mm512_add_epi32(lo, _mm512_set1_epi32(8)), od);
 }
+
+#include "kernels/generic/vexp.h"
 
 #endif
