@@ -38,16 +38,22 @@ static void task_hook(const mh_drv_stage* st, mh_drv_task* t) {
     t->o_scale = ex->o_scale ? ex->o_scale + row0 : NULL;
 }
 
-/* Gathers and pre-scales the task's query rows. */
+/* Row r of the task's queries in Q. */
+static const float* q_row(const mh_attn_problem* p, const mh_drv_task* t, size_t r) {
+    const size_t hh = r / t->nq, ii = r % t->nq;
+    const ptrdiff_t tok = t->q_row ? (ptrdiff_t)t->q_row[ii] : (ptrdiff_t)(t->i0 + ii);
+    return (const float*)p->q.data + t->b * p->q.stride_batch + tok * p->q.stride_token +
+           (ptrdiff_t)(t->h0 + hh) * p->q.stride_head;
+}
+
+/* Gathers and pre-scales the task's query rows (requested MH_DRV_ROWS_AHEAD rows early). */
 static void load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch* sc) {
     const mh_attn_problem* p = ((const gqa_ctx*)st->ctx)->p;
-    const size_t dqk = st->dqk;
-    const float* q = (const float*)p->q.data;
+    const size_t dqk = st->dqk, bytes = dqk * sizeof(float);
+    for (size_t r = 0; r < t->rows && r < MH_DRV_ROWS_AHEAD; r++) mh_drv_prefetch(q_row(p, t, r), bytes, 0);
     for (size_t r = 0; r < t->rows; r++) {
-        const size_t hh = r / t->nq, ii = r % t->nq;
-        const ptrdiff_t tok = t->q_row ? (ptrdiff_t)t->q_row[ii] : (ptrdiff_t)(t->i0 + ii);
-        const float* src = q + t->b * p->q.stride_batch + tok * p->q.stride_token +
-                           (ptrdiff_t)(t->h0 + hh) * p->q.stride_head;
+        if (r + MH_DRV_ROWS_AHEAD < t->rows) mh_drv_prefetch(q_row(p, t, r + MH_DRV_ROWS_AHEAD), bytes, 0);
+        const float* src = q_row(p, t, r);
         for (size_t d = 0; d < dqk; d++) sc->q[r * dqk + d] = src[d] * st->scale;
     }
 }

@@ -106,16 +106,18 @@ static void prefetch_next_tile(const mh_drv_stage* st, const mh_drv_task* t, int
 }
 
 /* Rows [r, r + m) of the task's score tile through the score step and, with softmax, the
- * online-softmax step (their m, l, alpha). */
+ * online-softmax step (their m, l, alpha) and, in bf16 compute, the rounding of P. */
 static void step_rows(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, size_t r, size_t m,
                       int softmax, mh_drv_scratch* sc) {
     const size_t tk = st->tk;
     mh_score_rows(&t->blk, sc->s, tk, j0, nc, r, r + m);
-    if (softmax) st->k->softmax_tile(m, nc, sc->s + r * tk, tk, sc->m + r, sc->l + r, sc->alpha + r);
+    if (!softmax) return;
+    st->k->softmax_tile(m, nc, sc->s + r * tk, tk, sc->m + r, sc->l + r, sc->alpha + r);
+    if (mh_drv_bf16(st)) mh_drv_bf16_probs(st, r, r + m, nc, sc);
 }
 
 /* Finished scores (Q.K^T, the stage's bias, the score step) of keys [j0, j0 + nc) into sc->s
- * and, with softmax, their probabilities. Direct tasks read K in place; the others pack the
+ * and, with softmax, their probabilities (and in bf16 compute, P rounded in sc->pb). Direct tasks read K in place; the others pack the
  * tile (unless prepacked) for the GEMM and take it a block of MR rows at a time, each block
  * through the score and softmax steps right after its GEMMs, while it is in L1 (unless the
  * stage's bias hook needs the whole tile first). */
@@ -176,12 +178,13 @@ static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows*
         lo = n < lo ? n : lo, hi = n > hi ? n : hi;
     }
     if (hi == 0) return; /* every key dropped: P = 0 and alpha = 1 */
-    const int by_row = lo < hi && k->v_nonfinite(lo, hi, d0, d0 + nw, vsrc);
+    const void* panel = vt ? mh_drv_panel(vt, mh_drv_bf16(st), d0 / k->gemm_nr, cols, k->gemm_nr) : NULL;
+    const int by_row = lo < hi && (panel ? mh_drv_panel_nonfinite(st, panel, lo, hi, nw) /* in cache, unlike V */
+                                         : k->v_nonfinite(lo, hi, d0, d0 + nw, vsrc));
     for (size_t i = r; i < r + m; i += by_row ? 1 : m) {
         const size_t rows = by_row ? 1 : m, n = by_row ? mh_score_row_cols(&t->blk, i, j0, nc) : hi;
         if (vt)
-            mh_drv_gemm_pv(st, rows, nw, n, i, mh_drv_panel(vt, mh_drv_bf16(st), d0 / k->gemm_nr, cols, k->gemm_nr),
-                           sc->o + i * dv + d0, sc);
+            mh_drv_gemm_pv(st, rows, nw, n, i, panel, sc->o + i * dv + d0, sc);
         else
             k->pv_direct(rows, n, dv, sc->s + i * tk, tk, vsrc, sc->alpha + i, sc->o + i * dv, dv);
     }
@@ -228,7 +231,6 @@ static void attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0
     const float* kt = mh_drv_packed(st, 0, (size_t)t->b, (size_t)t->s, j0);
     const float* vt = mh_drv_packed(st, 1, (size_t)t->b, (size_t)t->s, j0);
     score_tile(st, t, kt, j0, nc, nx, 1, sc);
-    if (mh_drv_bf16(st)) mh_drv_bf16_probs(st, t->rows, nc, sc);
     accumulate_pv(st, t, vt, vt ? min_size(tk, (size_t)st->n_kv - (size_t)j0) : 0, j0, nc, nx, sc);
 }
 
@@ -299,12 +301,17 @@ static float* out_row(const mh_drv_stage* st, const mh_drv_task* t, size_t hh, s
 
 /* Folds in the sink logit, normalises and writes the task's output rows from (m, l, acc) (acc
  * rows dv apart) and their log-sum-exps; leaves the final m and l for the probabilities. A row
- * that kept no key (m = -inf) gets zeros (log-sum-exp: the sink, or -inf). */
+ * that kept no key (m = -inf) gets zeros (log-sum-exp: the sink, or -inf). Rows are requested
+ * MH_DRV_ROWS_AHEAD rows before they are written. */
 static void finish(const mh_drv_stage* st, const mh_drv_task* t, float* m, float* l,
                    const float* acc_base) {
     const size_t dv = st->dv, H = st->hg * (size_t)st->streams;
     const float* sinks = st->opt->sinks ? st->opt->sinks + t->h0 : NULL;
+    const size_t bytes = dv * sizeof(float);
+    for (size_t r = 0; r < t->rows && r < MH_DRV_ROWS_AHEAD; r++) mh_drv_prefetch(out_row(st, t, r / t->nq, r % t->nq), bytes, 1);
     for (size_t r = 0; r < t->rows; r++) {
+        const size_t ra = r + MH_DRV_ROWS_AHEAD;
+        if (ra < t->rows) mh_drv_prefetch(out_row(st, t, ra / t->nq, ra % t->nq), bytes, 1);
         const size_t hh = r / t->nq, ii = r % t->nq, tok = t->q_row ? (size_t)t->q_row[ii] : t->i0 + ii;
         float* dst = out_row(st, t, hh, ii);
         const float* acc = acc_base + r * dv;

@@ -146,4 +146,15 @@ const float* mh_drv_packed(const mh_drv_stage* st, int kv, size_t b, size_t h, i
  * (core/kv_pages.h); the rows read from j0 must then lie in one block. */
 mh_rows mh_drv_rows(const mh_tensor* x, const mh_kv_pages* pg, mh_dtype dt, size_t b, size_t h, int64_t j0);
 
+/* Rows far apart (a task's query rows in Q, its output rows: one token's heads lie between
+ * them) are requested this many rows before they are read or written, so their misses overlap
+ * instead of each waiting in turn; a row's lines go to L1, for reading (write 0) or writing. */
+#define MH_DRV_ROWS_AHEAD 8
+static inline void mh_drv_prefetch(const void* p, size_t bytes, int write) {
+    for (size_t off = 0; off < bytes; off += 64) {
+        if (write) __builtin_prefetch((const char*)p + off, 1, 3);
+        else __builtin_prefetch((const char*)p + off, 0, 3);
+    }
+}
+
 #endif

@@ -16,6 +16,6 @@ void mh_drv_load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch*
     }
 }
 
-void mh_drv_bf16_probs(const mh_drv_stage* st, size_t rows, size_t nc, mh_drv_scratch* sc) {
-    for (size_t r = 0; r < rows; r++) st->k->f32_to_bf16(nc, sc->s + r * st->tk, sc->pb + r * st->tk);
+void mh_drv_bf16_probs(const mh_drv_stage* st, size_t r0, size_t r1, size_t nc, mh_drv_scratch* sc) {
+    for (size_t r = r0; r < r1; r++) st->k->f32_to_bf16(nc, sc->s + r * st->tk, sc->pb + r * st->tk);
 }

@@ -26,6 +26,19 @@ static inline const void* mh_drv_panel(const void* base, int bf16, size_t p, siz
                 : (const void*)((const float*)base + p * len * nr);
 }
 
+/* 1 if keys [lo, hi) of a packed V panel (nw <= NR columns) hold a NaN or inf: in bf16 the
+ * pairs holding those keys (their neighbour in a pair too: a superset, which only sends P.V
+ * row by row more often). */
+static inline int mh_drv_panel_nonfinite(const mh_drv_stage* st, const void* panel, size_t lo, size_t hi, size_t nw) {
+    const size_t nr = st->k->gemm_nr;
+    if (!mh_drv_bf16(st)) {
+        const mh_rows r = {.data = panel, .ld = (ptrdiff_t)nr, .dtype = MH_DTYPE_F32};
+        return st->k->v_nonfinite(lo, hi, 0, nw, &r);
+    }
+    const mh_rows r = {.data = panel, .ld = (ptrdiff_t)(2 * nr), .dtype = MH_DTYPE_BF16};
+    return st->k->v_nonfinite(lo / 2, (hi + 1) / 2, 0, 2 * nw, &r);
+}
+
 /* K (pack_kt) or V (pack_v) tile of nc keys into dst, in the call's compute mode's panels. */
 static inline void mh_drv_pack_k(const mh_drv_stage* st, size_t nc, const mh_rows* kr, float* dst) {
     if (mh_drv_bf16(st))
@@ -68,7 +81,7 @@ void mh_drv_bf16_carve(const mh_drv_stage* st, size_t rows, mh_ws* ws, mh_drv_sc
  * (with a zero pad element for odd dqk). */
 void mh_drv_load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch* sc);
 
-/* Probabilities of keys [0, nc) of rows [0, rows) of sc->s rounded into sc->pb. */
-void mh_drv_bf16_probs(const mh_drv_stage* st, size_t rows, size_t nc, mh_drv_scratch* sc);
+/* Probabilities of keys [0, nc) of rows [r0, r1) of sc->s rounded into sc->pb. */
+void mh_drv_bf16_probs(const mh_drv_stage* st, size_t r0, size_t r1, size_t nc, mh_drv_scratch* sc);
 
 #endif
