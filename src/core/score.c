@@ -49,8 +49,9 @@ void mh_score_rows(const mh_score_block* blk, float* s, size_t lds, int64_t j0, 
     const int partial = mh_score_tile_partial(blk, j0, cols);
     const float cap = blk->softcap;
     if (cap <= 0.0f && !blk->alibi && !blk->mask && !partial) return; /* nothing to do: the common inside tile */
-    for (size_t r = r0; r < r1; r++) {
-        const size_t hh = r / blk->rows_per_head, ii = r % blk->rows_per_head;
+    size_t hh = r0 / blk->rows_per_head, ii = r0 % blk->rows_per_head; /* row r's head and query */
+    for (size_t r = r0; r < r1; r++, ii++) {
+        if (ii == blk->rows_per_head) ii = 0, hh++;
         float* row = s + r * lds;
         const int64_t p = mh_score_pos(blk, ii);
         if (cap > 0.0f)
