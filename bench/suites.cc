@@ -137,6 +137,10 @@ std::vector<CaseSpec> quick_suite(const SuiteOptions& o) {
         s.add(make(DEC, "gqa4", enc, 1, 64, F16, true));
         s.add(make(DEC, "mha_rope", enc, 1, 64, F16, true));
         for (const char* v : {"mha", "mha_rope"}) s.add(make(P, v, enc, 64, 64, F32, true));
+        // the projection row of report_targets.py: the layer's prefill less its core case
+        s.add(make(P, "mha", enc, 64, 64, F32, false));
+        s.add(make(P, "mha", enc, 64, 64, F32, true), MH_ISA_AUTO, 0, Impl::Blas);
+        s.add(make(P, "mha", enc, 64, 64, F32, false), MH_ISA_AUTO, 0, Impl::Blas);
         s.add(bf16(make(L, "mha", enc, 64, 64, F32, true)));
     }
     s.add(bf16(make(P, "mha", core, 64, 64, F32, false)));
