@@ -288,11 +288,11 @@ class Report:
                   "speed vs base", "rel_l2_err (oracle)"]
         return header, rows
 
-    def section(self, out, title, intro, table):
+    def section(self, out, title, intro, table, align=None):
         """Appends a section: its title, its intro and its (header, rows) table."""
         out.append(title)
         out.append(intro)
-        out.append(md_table(table[0], table[1], skeleton=not self.cases))
+        out.append(md_table(table[0], table[1], align, skeleton=not self.cases))
 
     def compute_rows(self):
         """Every case in a compute mode other than f32 beside the same case in f32: the time
@@ -436,7 +436,7 @@ class Report:
             out.append(md_table(header, rows, skeleton=not self.cases))
             out.append("")
         self.section(out, "## Prefill at the compute limit: the fp32 targets\n", report_targets.INTRO,
-                     report_targets.target_rows(self))
+                     report_targets.target_rows(self), report_targets.ALIGN)
         out.append("")
         self.section(out, "## Compute modes: bf16 beside f32\n", "The `compute` column above is the precision of the attention's two GEMMs (`mh_compute`; the "
                    "case name's ISA reads `avx512+bf16`): bf16 rounds Q, K, V and P to bf16 on entry to the "

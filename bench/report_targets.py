@@ -19,6 +19,7 @@ PEAK_GOALS = [  # (what, core shape, %peak goal), causal MHA prefill in f32
     ("causal prefill N=M=128, H8 D64", "N128_M128_H8_D64", 50),
 ]
 HEADER = ["target", "case", "run as", "ms/call", "GFLOP/s", "measured", "goal", "met"]
+ALIGN = ["l", "l", "l", "r", "r", "r", "r", "l"]
 
 
 def _met(ok):
@@ -108,7 +109,7 @@ def target_rows(rep):
 
 INTRO = ("Issue 17's fp32 targets, each case against its goal (1 thread; `%peak` against the measured FMA "
          "peak of the case's own ISA). The 63/64-token pair compares GFLOP/s of useful FLOPs (causal pairs "
-         "only), so a partial tile at 63 shows as a ratio below 1. The projection GEMMs are timed as causal "
+         "only), so a change of tiling or path at the 64-token edge shows as a ratio away from 1. The projection GEMMs are timed as causal "
          "prefill through an MHA layer less the core case of the same attention on the same ISA (the harness "
          "calls the public API only): the four projections (Q, K, V, O, each 2*N*d_model*H*D FLOPs) plus the "
          "layer's own glue; the time is per GEMM, a quarter of the difference. OpenBLAS's row is its "
