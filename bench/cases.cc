@@ -187,9 +187,10 @@ namespace {
 double estimated_seconds(const CaseSpec& c) {
     const double H = c.n_heads, D = c.head_dim + 2 * case_halo(c), N = c.n_q, M = c.n_kv, B = c.batch;
     double flops = B * causal_pairs(c.n_q, c.n_kv) * H * 4 * D;
-    if (c.mode == Mode::Layer || c.mode == Mode::Cross) {
+    if (c.mode == Mode::Layer || c.mode == Mode::Cross) flops = B * N * M * H * 4 * D;
+    if (c.mode != Mode::Decode && is_layer_api(c)) {  // plus the projections (prefill: causal attention)
         const double dm = c.d_model;
-        flops = B * (N * M * H * 4 * D + 2 * N * dm * H * D * 2 + 2 * M * dm * H * D * 2);
+        flops += B * (2 * N * dm * H * D * 2 + 2 * M * dm * H * D * 2);
     }
     const double rate = c.impl == Impl::Blas ? 30e9 : c.isa == MH_ISA_SCALAR ? 3e9 : 60e9;
     return flops / rate / std::max(1, c.threads);

@@ -7,9 +7,12 @@
 //   decode/mha/M32768_H32_D128_tokmajor/f16/avx512/threads:1
 //   decode/mha/M32768_H16_D64_dm1024_paged256/f16/avx512/threads:1
 //   layer/mha/N512_M512_H16_D64_dm1024/f32/openblas/threads:1
+//   prefill/mha/N512_M512_H32_D128_dm4096/f32/avx512/threads:1
 //   cross/gqa8/N448_M1500_H16_D64_dm1024/f32/scalar/threads:1
 // mode     prefill  causal self-attention over N prompt tokens, on the attention core
-//                   (mh_attention; Q/K/V token-major as projections produce them)
+//                   (mh_attention; Q/K/V token-major as projections produce them) or, when the
+//                   shape ends in _dm<d_model>, through the whole layer (mh_layer_forward, causal;
+//                   less the core case of its shape: the projection GEMMs, report_targets.py)
 //          decode   one new token per sequence against M cached tokens: on the attention core
 //                   (mh_attention on cache-layout K/V, head-major [B][Hkv][M][D] with a padded
 //                   head stride) or, when the shape ends in _dm<d_model>, through the whole

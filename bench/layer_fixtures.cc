@@ -99,7 +99,7 @@ private:
     bool call() {
         const int B = c_.batch, N = c_.n_q, M = c_.n_kv;
         if (c_.impl == Impl::Blas) {
-            blas_layer_forward(w_, B, N, M, xq_.data(), xk(), xk(), false, out_.as<float>(), ws_.as<float>());
+            blas_layer_forward(w_, B, N, M, xq_.data(), xk(), xk(), opt_.causal != 0, out_.as<float>(), ws_.as<float>());
             return true;
         }
         const mh_status s = mh_layer_forward(layer_.get(), &args_, ws_.data(), ws_.size());

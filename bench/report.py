@@ -29,6 +29,8 @@ from collections import OrderedDict, defaultdict
 
 from report_format import fmt_bytes, fmt_si, fmt_num, fmt_ms, fmt_cv, fmt_err, fmt_x, fmt_err_opt, fmt_dist, md_table, text_table
 from report_plots import DTYPE_ORDER, MODES, make_plots, remove_stale_plots
+import report_targets
+from report_weights import WEIGHTS_MD
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "accuracy"))
 import docs_section  # noqa: E402  the accuracy section of --docs, kept on rewrite
@@ -133,46 +135,6 @@ def load(path):
         c.cv = cv
         cases.append(c)
     return data.get("context", {}), cases
-
-
-# ---------------------------------------------------------------- formatting
-WEIGHTS_MD = """
-## Measuring a real model's layer (`--weights`)
-
-The layer modes (`layer`, `cross`, decode through the layer) start from a seeded MHA layer unless
-`bench/run.sh --weights FILE [--heads H]` gives one attention layer as a
-[safetensors](https://github.com/huggingface/safetensors) file, in PyTorch naming
-(`nn.Linear` weights are `[out_features, in_features]`):
-
-| tensor | shape | |
-| :--- | :--- | :--- |
-| `q_proj.weight` | `[H*D, d_model]` | required |
-| `k_proj.weight` | `[Hkv*D, kdim]` | required (`kdim = d_model` for self-attention) |
-| `v_proj.weight` | `[Hkv*Dv, vdim]` | required |
-| `o_proj.weight` | `[d_model, H*Dv]` | required |
-| `q_proj.bias`, `k_proj.bias`, `v_proj.bias`, `o_proj.bias` | `[H*D]`, `[Hkv*D]`, `[Hkv*Dv]`, `[d_model]` | optional; a missing one reads as zeros |
-
-Each tensor is F32, F16 or BF16. The names may carry a prefix (e.g.
-`model.layers.0.self_attn.q_proj.weight`): it is found when exactly one tensor ends in
-`q_proj.weight`, else give `--mh_weights_prefix=PREFIX` (an mh_bench flag; pass it through
-run.sh). H is not in the shapes: `--heads H`, or `num_attention_heads` in the header's
-`__metadata__`. With Hkv = H (an MHA layer) every variant is derived from it; a GQA checkpoint
-(Hkv < H) is accepted and only the coarser variants derive from it. The header is parsed with
-cJSON; a malformed file (bad header length, invalid JSON, unknown dtype, a shape that does not match
-its byte range, truncated data, overlapping or missing tensors) stops the run with a message
-naming the problem. `build/release/bench/mh_bench --mh_write_example=FILE` writes a small example
-file; `mh_bench --mh_selfcheck` tests the loader's error paths.
-
-To extract one layer from a Hugging Face checkpoint (Python, outside this project):
-
-```python
-from safetensors.torch import load_file, save_file
-sd = load_file("model-00001-of-00002.safetensors")
-p = "model.layers.0.self_attn."
-save_file({k[len(p):]: v for k, v in sd.items() if k.startswith(p)}, "layer0.safetensors",
-          metadata={"num_attention_heads": "32"})
-```
-"""
 
 
 # ---------------------------------------------------------------- analysis
@@ -326,11 +288,11 @@ class Report:
                   "speed vs base", "rel_l2_err (oracle)"]
         return header, rows
 
-    def section(self, out, title, intro, table):
+    def section(self, out, title, intro, table, align=None):
         """Appends a section: its title, its intro and its (header, rows) table."""
         out.append(title)
         out.append(intro)
-        out.append(md_table(table[0], table[1], skeleton=not self.cases))
+        out.append(md_table(table[0], table[1], align, skeleton=not self.cases))
 
     def compute_rows(self):
         """Every case in a compute mode other than f32 beside the same case in f32: the time
@@ -473,6 +435,9 @@ class Report:
             out.append(f"### {MODE_TITLES[mode]}\n")
             out.append(md_table(header, rows, skeleton=not self.cases))
             out.append("")
+        self.section(out, "## Prefill at the compute limit: the fp32 targets\n", report_targets.INTRO,
+                     report_targets.target_rows(self), report_targets.ALIGN)
+        out.append("")
         self.section(out, "## Compute modes: bf16 beside f32\n", "The `compute` column above is the precision of the attention's two GEMMs (`mh_compute`; the "
                    "case name's ISA reads `avx512+bf16`): bf16 rounds Q, K, V and P to bf16 on entry to the "
                    "products, which accumulate in f32, and keeps scores, softmax and the output in f32. Here "
@@ -551,6 +516,9 @@ class Report:
                 rows.append([str(r[i]).replace("`", "") for i in idx])
             print(f"== {MODE_TITLES[mode]} ({self.best_isa}, {self.t1} thread)")
             print(text_table(keep, rows))
+        header, rows = report_targets.target_rows(self)
+        print("== prefill at the compute limit: the fp32 targets")
+        print(text_table(header, [[str(x).replace("`", "").replace("**", "") for x in r] for r in rows]))
         titles = ["int8 K/V against f16", "token-major caches against head-major", "paged caches against contiguous",
                   "GQA/MQA decode against max(K/V bytes / bandwidth, FLOPs / peak)"]
         for title, (header, rows) in zip(titles, self.decode_limit_tables()):

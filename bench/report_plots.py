@@ -60,13 +60,15 @@ def make_plots(rep, outdir):
         for c in rep.grid(mode):
             d = c.dims
             groups[(d.get("H"), d.get("D"), d.get("dm", 0), c.dtype, c.variant)].append(c)
-        # the shape family with the most sequence lengths
-        fam = defaultdict(set)
+        # the shape family with the most sequence lengths, then the most cases (the variant
+        # comparison's shapes over a single variant's, e.g. issue 17's small prompts)
+        fam, size = defaultdict(set), defaultdict(int)
         for (h, dd, dm, dt, v), cs in groups.items():
             fam[(h, dd, dm, dt)] |= {c.dims.get("N") for c in cs}
+            size[(h, dd, dm, dt)] += len(cs)
         if not fam:
             continue
-        best = max(fam, key=lambda k: len(fam[k]))
+        best = max(fam, key=lambda k: (len(fam[k]), size[k]))
         lines = [(v, cs) for (h, dd, dm, dt, v), cs in groups.items() if (h, dd, dm, dt) == best and len(cs) >= 2]
         if lines:
             panels.append((mode, best, lines))
