@@ -45,6 +45,12 @@ static inline int64_t mh_score_pos(const mh_score_block* blk, size_t ii) {
 void mh_score_tile(const mh_score_block* blk, float* s, size_t lds, int64_t j0, size_t cols);
 void mh_score_rows(const mh_score_block* blk, float* s, size_t lds, int64_t j0, size_t cols, size_t r0, size_t r1);
 
+/* 1 if the score step only drops keys (causal, window): no soft-cap, ALiBi or mask, so a
+ * dropped key's score is never read. */
+static inline int mh_score_only_drops(const mh_score_block* blk) {
+    return blk->softcap <= 0.0f && !blk->alibi && !blk->mask;
+}
+
 /* 1 if some key in [j0, j0 + cols) may be dropped by causal/window for some row of the block;
  * 0 means the whole tile is inside the allowed band and per-element masking can be skipped. */
 int mh_score_tile_partial(const mh_score_block* blk, int64_t j0, size_t cols);

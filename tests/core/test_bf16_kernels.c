@@ -136,9 +136,10 @@ int main(void) {
     for (int t = 0; t < 4; t++)
         for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++)
             for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++) test_packs(dts[t], cols[ci], ds[di]);
-    const size_t ns[] = {1, nr - 1 ? nr - 1 : 1, nr}, ks[] = {1, 2, 3, 64, 127, 128};
+    /* n = NR / 2 and one more: the last width of a half-width body (gemm_switch.h) and the first past it */
+    const size_t ns[] = {1, nr / 2 ? nr / 2 : 1, nr / 2 + 1, nr - 1 ? nr - 1 : 1, nr}, ks[] = {1, 2, 3, 64, 127, 128};
     for (size_t m = 1; m <= K->gemm_mr; m++)
-        for (size_t ni = 0; ni < 3; ni++)
+        for (size_t ni = 0; ni < 5; ni++)
             for (size_t ki = 0; ki < 6; ki++)
                 for (int acc = 0; acc < 2; acc++) test_gemm(m, ns[ni], ks[ki], acc);
     return test_exit_code("test_bf16_kernels");

@@ -362,9 +362,10 @@ static void pack_v_shape(size_t rows, size_t cols, size_t d, mh_dtype dt) { (voi
 
 static void gemm_shapes(int acc_mode) {
     const size_t mr = K->gemm_mr, nr = K->gemm_nr;
-    const size_t ms[] = {1, mr - 1, mr}, ns[] = {1, nr - 1, nr}, ks[] = {1, 7, 64, 67};
+    /* n = NR / 2 and one more: the last width of a half-width body (gemm_switch.h) and the first past it */
+    const size_t ms[] = {1, mr - 1, mr}, ns[] = {1, nr / 2, nr / 2 + 1, nr - 1, nr}, ks[] = {1, 7, 64, 67};
     for (size_t i = 0; i < 3; i++)
-        for (size_t j = 0; j < 3; j++)
+        for (size_t j = 0; j < 5; j++)
             for (size_t l = 0; l < 4; l++)
                 for (int b = 0; b <= !acc_mode; b++)
                     if (ms[i] > 0 && ns[j] > 0) gemm_case(acc_mode, b, ms[i], ns[j], ks[l]);

@@ -2,25 +2,23 @@
  * GEMM micro-kernels on packed panels, 6 rows x 64 columns.
  * Register budget: 24 zmm accumulators (6 rows x 4 vectors of 16), 4 zmm for the panel row,
  * 1 for the broadcast of A: 29 of 32. Per k step: 4 panel loads, 6 broadcasts, 24 FMAs.
- * Tails: m < 6 is a specialised body (the switch below); n < 64 uses masked stores.
+ * Tails: m < 6 is a specialised body (the switch below), and so is n <= 32 (two vectors, half
+ * the work); other n < 64 use masked stores.
  */
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/gemm_store_avx512.h"
 
-MH_INLINE void accumulate(const int M, size_t k, const float* a, size_t lda, const float* panel,
+MH_INLINE void accumulate(const int M, const int W, size_t k, const float* a, size_t lda, const float* panel,
                           __m512 acc[MR][NV]) {
     for (int r = 0; r < M; r++)
-        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
+        for (int v = 0; v < W; v++) acc[r][v] = _mm512_setzero_ps();
     for (size_t kk = 0; kk < k; kk++) {
         const float* b = panel + kk * NR;
-        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-        const __m512 b2 = _mm512_loadu_ps(b + 32), b3 = _mm512_loadu_ps(b + 48);
+        __m512 bv[NV];
+        for (int v = 0; v < W; v++) bv[v] = _mm512_loadu_ps(b + v * 16);
         for (int r = 0; r < M; r++) {
             const __m512 ar = _mm512_set1_ps(a[r * lda + kk]);
-            acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
-            acc[r][2] = _mm512_fmadd_ps(ar, b2, acc[r][2]);
-            acc[r][3] = _mm512_fmadd_ps(ar, b3, acc[r][3]);
+            for (int v = 0; v < W; v++) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
         }
     }
 }

@@ -20,27 +20,27 @@ MH_INLINE int pair_at(const uint16_t* row, size_t kp) {
 }
 
 /* One pair step; `tail` (a constant) keeps only the first element of the pair. */
-MH_INLINE void step(const int M, const int tail, size_t kp, const uint16_t* a, size_t lda, const uint16_t* panel,
-                    __m512 acc[MR][NV]) {
+MH_INLINE void step(const int M, const int W, const int tail, size_t kp, const uint16_t* a, size_t lda,
+                    const uint16_t* panel, __m512 acc[MR][NV]) {
     const __m512i keep = _mm512_set1_epi32(tail ? 0xffff : -1);
     const uint16_t* b = panel + kp * NR * 2;
     __m512i bv[NV];
-    for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_si512(b + v * 32);
+    for (int v = 0; v < W; v++) bv[v] = _mm512_loadu_si512(b + v * 32);
     if (tail)
-        for (int v = 0; v < NV; v++) bv[v] = _mm512_and_si512(bv[v], keep);
+        for (int v = 0; v < W; v++) bv[v] = _mm512_and_si512(bv[v], keep);
     for (int r = 0; r < M; r++) {
         __m512i ar = _mm512_set1_epi32(pair_at(a + (size_t)r * lda, kp));
         if (tail) ar = _mm512_and_si512(ar, keep);
-        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], (__m512bh)ar, (__m512bh)bv[v]);
+        for (int v = 0; v < W; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], (__m512bh)ar, (__m512bh)bv[v]);
     }
 }
 
-MH_INLINE void accumulate(const int M, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
+MH_INLINE void accumulate(const int M, const int W, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
                           __m512 acc[MR][NV]) {
     for (int r = 0; r < M; r++)
-        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
-    for (size_t kp = 0; kp < k / 2; kp++) step(M, 0, kp, a, lda, panel, acc);
-    if (k & 1) step(M, 1, k / 2, a, lda, panel, acc);
+        for (int v = 0; v < W; v++) acc[r][v] = _mm512_setzero_ps();
+    for (size_t kp = 0; kp < k / 2; kp++) step(M, W, 0, kp, a, lda, panel, acc);
+    if (k & 1) step(M, W, 1, k / 2, a, lda, panel, acc);
 }
 
 void MH_KNAME(gemm_bf16)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
