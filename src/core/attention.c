@@ -73,9 +73,14 @@ static mh_drv_stage make_stage(const mh_kernels* k, const mh_attn_problem* p, in
     st.key = p->k, st.value = p->v, st.k_dtype = p->k_dtype, st.v_dtype = p->v_dtype;
     st.o = p->o;
     st.prepack = prepack_ok && mh_drv_query_tiles(&st) > 1 && st.hg * st.tq >= k->attn_direct_rows;
+    if (st.prepack) st.tk = k->attn_prefill_kv_tile;
     st.pack_heads = p->n_kv_heads;
     st.task = task_hook, st.load_q = load_q;
     return st;
+}
+
+size_t mh_core_attention_kv_tile(const mh_kernels* k, const mh_attn_problem* p, int prepack_ok) {
+    return make_stage(k, p, prepack_ok).tk;
 }
 
 void* mh_core_attention_carve(const mh_kernels* k, int threads, const mh_attn_problem* p,

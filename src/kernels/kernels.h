@@ -144,9 +144,12 @@ typedef struct mh_kernels {
     /* Query blocks with fewer rows than this use the direct kernels. */
     size_t attn_direct_rows;
     /* Attention tiling: query rows per task block (across the heads of a group) and keys per
-     * KV tile (a multiple of gemm_nr). */
+     * KV tile (a multiple of gemm_nr; a paged cache's block size is a multiple of it), and per
+     * KV tile of a call that packs K/V once for all its query tiles (prefill: a multiple of
+     * attn_kv_tile; wider tiles spread the softmax's per-row work over more keys). */
     size_t attn_block_rows;
     size_t attn_kv_tile;
+    size_t attn_prefill_kv_tile;
 } mh_kernels;
 
 #endif

@@ -8,8 +8,8 @@
  * without the mode's field.
  *
  * Tolerance. The oracle rounds Q, K and V as the kernels do, and P as the online softmax
- * holds it (each key tile's exp(s - m) relative to the running max, tiles of 64 keys from
- * key 0). What remains is f32 accumulation (about 1e-7) and rare flips: an exp that the f32
+ * holds it (each key tile's exp(s - m) relative to the running max, on the call's grid of
+ * key tiles from key 0: mh_core_attention_kv_tile). What remains is f32 accumulation (about 1e-7) and rare flips: an exp that the f32
  * path and the double oracle put on the two sides of a bf16 rounding boundary (their scores
  * differ by about 1e-6) moves that p by one bf16 ulp (2^-8 relative); with a dominant p that
  * reaches 1e-5 of the row. Measured: 5e-8 without a flip, 1e-5 to 3e-5 with one;
@@ -26,8 +26,16 @@
 #include <string.h>
 
 #include "check.h"
+#include "core/attention.h"
+#include "dispatch/dispatch.h"
 #include "oracle.h"
 #include "problem.h"
+
+/* The oracle's grid of P's rounding: the key tile the library uses for the call (mh_attention
+ * sizes its workspace knowing M: prepack allowed). */
+static void oracle_grid(const mh_context* ctx, const mh_attn_problem* p) {
+    oracle_bf16_key_tile = (int)mh_core_attention_kv_tile(mh_dispatch_table(mh_context_isa(ctx)), p, 1);
+}
 
 static double worst_rounded = 0, worst_plain = 0;
 
@@ -70,6 +78,7 @@ static void run_case(const mh_context* c1, const mh_context* c2, test_rng* r, in
     check_status(what, run_attention(c2, &t.p, &opt), MH_OK);
     problem_gather_o(&t, got2);
     check_bitwise(what, got2, got, n);
+    oracle_grid(c1, &t.p);
     oracle_attention(&t.p, &opt, want, NULL);
     opt.compute = MH_COMPUTE_F32;
     oracle_attention(&t.p, &opt, plain, NULL);
@@ -99,6 +108,7 @@ static void nan_case(const mh_context* ctx, test_rng* r) {
     double* want = malloc(n * sizeof(double));
     check_status("NaN V past every row's keys", run_attention(ctx, &t.p, &opt), MH_OK);
     problem_gather_o(&t, got);
+    oracle_grid(ctx, &t.p);
     oracle_attention(&t.p, &opt, want, NULL);
     check_close("NaN V past every row's keys", got, want, n, 1e30, 1e-4);
     free(got), free(want);

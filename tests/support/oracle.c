@@ -51,15 +51,15 @@ static double operand(double x, int bf16) { return bf16 ? round_bf16((float)x) :
 
 /* bf16 compute rounds P as the online softmax holds it: key j's exp(s_j - m_t), relative to
  * the running max m_t over the kept scores of the key tiles up to its own (tiles of
- * ORACLE_KEY_TILE keys from key 0: the driver's attn_kv_tile on the ISAs with bf16 kernels,
- * SVE up to 512 bits; no split-KV), rounded to f32 then bf16; the sums l stay unrounded.
- * w[j]: that rounded value rescaled to the final max m. */
-#define ORACLE_KEY_TILE 64
+ * oracle_bf16_key_tile keys from key 0: the call's key tile, oracle.h; no split-KV), rounded
+ * to f32 then bf16; the sums l stay unrounded. w[j]: that rounded value rescaled to the final
+ * max m. */
+int oracle_bf16_key_tile = 64;
 
 static void rounded_weights(const double* s, int M, double m, double* w) {
     double run = -INFINITY;
-    for (int j0 = 0; j0 < M; j0 += ORACLE_KEY_TILE) {
-        const int j1 = j0 + ORACLE_KEY_TILE < M ? j0 + ORACLE_KEY_TILE : M;
+    for (int j0 = 0; j0 < M; j0 += oracle_bf16_key_tile) {
+        const int j1 = j0 + oracle_bf16_key_tile < M ? j0 + oracle_bf16_key_tile : M;
         for (int j = j0; j < j1; j++) run = s[j] > run ? s[j] : run;
         for (int j = j0; j < j1; j++) /* exp(s_j - m) with exp(s_j - run) rounded */
             w[j] = s[j] == -INFINITY ? 0.0 : round_bf16((float)exp(s[j] - run)) * exp(run - m);

@@ -26,6 +26,11 @@ double oracle_kv(const mh_tensor* t, mh_dtype dtype, int b, int j, int h, int d)
  * compute defines them: the pre-scaled query fl32(q * scale) (scale in f32), K and V, each
  * rounded to bf16 (nearest even), and P as its online softmax rounds it (see rounded_weights);
  * scores, softmax sums and the probabilities output stay exact. */
+/* The keys per tile on which the bf16 compute mode rounds P (relative to each tile's running
+ * max): the library's key tile for the call (mh_core_attention_kv_tile; 64 unless a test sets
+ * it). */
+extern int oracle_bf16_key_tile;
+
 void oracle_attention(const mh_attn_problem* p, const mh_attn_options* opt, double* o,
                       double* probs);
 
