@@ -502,31 +502,14 @@ static void finish_two_pass(const call* c, size_t ti) {
 
 /* ---- the worker ---- */
 
-/* K/V tile `item` of the call's grid (head-major over B * pack_heads heads): its keys, and
- * its K and V rows. */
-static size_t grid_tile(const call* c, size_t item, mh_rows* kr, mh_rows* vr) {
+/* Packs K/V tile `item` of the call's grid (head-major over B * pack_heads heads). */
+static void prepack_tile(const call* c, size_t item) {
     const mh_drv_stage* st = &c->st;
     const size_t n_tiles = n_kv_tiles(st), head = item / n_tiles, j0 = (item % n_tiles) * st->tk;
     const size_t b = head / (size_t)st->pack_heads, h = head % (size_t)st->pack_heads;
-    *kr = mh_drv_rows(&st->key, st->pages, st->k_dtype, b, h, (int64_t)j0);
-    *vr = mh_drv_rows(&st->value, st->pages, st->v_dtype, b, h, (int64_t)j0);
-    return min_size(st->tk, (size_t)st->n_kv - j0);
-}
-
-/* Packs tile `item` of the grid while the rows of `ahead` (the worker's next tile, or none
- * past the grid) are fetched into L2: K/V rows lie far apart in the token-major layouts a
- * prefill reads, and each would otherwise be a miss the packing waits for. */
-static void prepack_tile(const call* c, size_t item, size_t ahead, size_t n_pack) {
-    const mh_drv_stage* st = &c->st;
-    mh_rows kr, vr;
-    if (ahead < n_pack) {
-        const size_t n = grid_tile(c, ahead, &kr, &vr);
-        for (size_t i = 0; i < n; i++) {
-            mh_prefetch_l2(mh_dtype_at(kr.data, kr.dtype, (ptrdiff_t)i * kr.ld), st->dqk * mh_dtype_size(kr.dtype));
-            mh_prefetch_l2(mh_dtype_at(vr.data, vr.dtype, (ptrdiff_t)i * vr.ld), st->dv * mh_dtype_size(vr.dtype));
-        }
-    }
-    const size_t nc = grid_tile(c, item, &kr, &vr);
+    const size_t nc = min_size(st->tk, (size_t)st->n_kv - j0);
+    const mh_rows kr = mh_drv_rows(&st->key, st->pages, st->k_dtype, b, h, (int64_t)j0);
+    const mh_rows vr = mh_drv_rows(&st->value, st->pages, st->v_dtype, b, h, (int64_t)j0);
     mh_drv_pack_k(st, nc, &kr, c->cw.kt_all + item * kt_floats(st));
     mh_drv_pack_v(st, nc, &vr, c->cw.vt_all + item * vt_floats(st));
 }
@@ -540,7 +523,7 @@ static void worker(void* arg, int tid, int nth) {
     mh_drv_carve_scratch(&c->st, &ws, &sc);
     if (c->cw.kt_all) {
         const size_t n_pack = (size_t)c->st.batch * (size_t)c->st.pack_heads * n_kv_tiles(&c->st);
-        for (size_t i = (size_t)tid; i < n_pack; i += (size_t)nth) prepack_tile(c, i, i + (size_t)nth, n_pack);
+        for (size_t i = (size_t)tid; i < n_pack; i += (size_t)nth) prepack_tile(c, i);
         mh_barrier(nth);
     }
     const long n_items = (long)(c->n_tasks * c->split.n_split);
