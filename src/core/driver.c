@@ -142,19 +142,21 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
         kt = sc->kt;
     }
     const int by_block = !st->bias;
-    /* where the score step only drops keys, a block's GEMMs stop after the last key one of its
-     * rows keeps (the step sets the columns after it to -inf) */
-    const int trim = by_block && mh_score_only_drops(&t->blk) && mh_score_tile_partial(&t->blk, j0, nc);
+    /* Where the score step only drops keys (and P is wanted: the probabilities' pass reads
+     * every column), a block's columns stop after the last key one of its rows keeps: its
+     * GEMMs, score step and softmax skip the rest, which P.V never reads (it stops there
+     * too: pv_rows). */
+    const int trim = softmax && by_block && mh_score_only_drops(&t->blk) && mh_score_tile_partial(&t->blk, j0, nc);
     for (size_t r = 0; r < rows; r += mr) {
         const size_t m = min_size(mr, rows - r);
-        const int dropped = mh_score_rows_dropped(&t->blk, r, m, j0); /* before the diagonal: all -inf */
+        const int dropped = !trim && mh_score_rows_dropped(&t->blk, r, m, j0); /* before the diagonal: all -inf */
         size_t kept = trim ? 0 : nc;
         for (size_t i = r; i < r + m && kept < nc; i++) {
             const size_t n = mh_score_row_cols(&t->blk, i, j0, nc);
             kept = n > kept ? n : kept;
         }
-        for (size_t c0 = 0; c0 < (dropped ? nc : kept); c0 += nr) {
-            const size_t n = min_size(nr, (dropped ? nc : kept) - c0);
+        for (size_t c0 = 0; c0 < kept; c0 += nr) {
+            const size_t n = min_size(nr, kept - c0);
             float* srow = sc->s + r * tk + c0;
             if (dropped)
                 for (size_t i = 0; i < m; i++)
@@ -162,7 +164,7 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
             else
                 mh_drv_gemm_scores(st, m, n, r, mh_drv_panel(kt, mh_drv_bf16(st), c0 / nr, dqk, nr), srow, sc);
         }
-        if (by_block) step_rows(st, t, j0, nc, r, m, softmax, sc);
+        if (by_block) step_rows(st, t, j0, kept, r, m, softmax, sc);
     }
     if (by_block) return;
     st->bias(st, t, j0, nc, sc->s, tk);
