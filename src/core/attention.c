@@ -53,8 +53,7 @@ static void load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch*
     for (size_t r = 0; r < t->rows && r < MH_DRV_ROWS_AHEAD; r++) mh_drv_prefetch(q_row(p, t, r), bytes, 0);
     for (size_t r = 0; r < t->rows; r++) {
         if (r + MH_DRV_ROWS_AHEAD < t->rows) mh_drv_prefetch(q_row(p, t, r + MH_DRV_ROWS_AHEAD), bytes, 0);
-        const float* src = q_row(p, t, r);
-        for (size_t d = 0; d < dqk; d++) sc->q[r * dqk + d] = src[d] * st->scale;
+        st->k->scale_row(dqk, q_row(p, t, r), st->scale, sc->q + r * dqk);
     }
 }
 

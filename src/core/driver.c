@@ -334,15 +334,8 @@ static void finish(const mh_drv_stage* st, const mh_drv_task* t, float* m, float
         }
         const float a = sinks ? mh_fold_sink(&m[r], &l[r], sinks[hh]) : 1.0f;
         if (lse) *lse = m[r] + logf(l[r]);
-        if (st->fused_norm) {
-            const float scale = a / l[r];
-            for (size_t d = 0; d < dv; d++) dst[d] = acc[d] * scale;
-            continue;
-        }
-        const float inv_l = 1.0f / l[r];
-        for (size_t d = 0; d < dv; d++) dst[d] = acc[d] * a * inv_l;
-        if (t->o_scale)
-            for (size_t d = 0; d < dv; d++) dst[d] *= t->o_scale[ii];
+        st->k->scale_row(dv, acc, st->fused_norm ? a / l[r] : a * (1.0f / l[r]), dst);
+        if (t->o_scale) st->k->scale_row(dv, dst, t->o_scale[ii], dst);
     }
 }
 

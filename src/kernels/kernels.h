@@ -90,6 +90,9 @@ typedef struct mh_rows {
  *   pv_direct: o[r * ldo + :] = alpha[r] * o[r * ldo + :] + sum_c (p[r * ldp + c] * scale_c) * V[c][:]
  *              (p times the scale first)
  *
+ * ---- scale_row: y[i] = x[i] * a for i < n (y may be x): the driver's query pre-scale and
+ *   output normalisation.
+ *
  * ---- v_nonfinite: 1 if an element [c][d] of v with c in [c_lo, c_hi), d in [d_lo, d_hi) is
  *   NaN or infinite (int8: if a row's scale is), else 0. The driver's P.V asks it before rows
  *   keeping different key counts share one call (a dropped key's 0 * inf would be NaN).

@@ -9,6 +9,7 @@
  *  - qk_direct / pv_direct: against double dot products, tolerance eps32 * reduction length;
  *  - gemm / gemm_acc: with and without a bias / the rescale-and-accumulate epilogue, against
  *    double; write nothing outside the m x n corner;
+ *  - scale_row: x * a bitwise (one product per element), in place, nothing past n;
  *  - v_nonfinite: 0 on finite blocks; 1 for a NaN, +inf or -inf (int8: in a row's scale) at
  *    every position inside the block, 0 for one just outside it (rows and columns), every dtype;
  *  - softmax_tile: against a double online-softmax step, including -inf entries, all -inf
@@ -413,6 +414,32 @@ static void v_nonfinite_shape(size_t rows, size_t cols, size_t d, mh_dtype dt) {
     snprintf(what, sizeof what, "v_nonfinite cols %zu d %zu dtype %d: inside the block only", cols, d, (int)dt);
     check_true(what, ok);
     free(exact), free(src);
+}
+
+/* scale_row: y = x * a, bitwise (one f32 product per element), in place too; nothing written
+ * past n. */
+static void test_scale_row(void) {
+    enum { MAXN = 300 };
+    float x[MAXN], y[MAXN + 1];
+    rng_fill(&R, x, MAXN, -4, 4);
+    x[3] = INFINITY, x[5] = NAN, x[7] = -0.0f;
+    int ok = 1;
+    for (size_t n = 1; n <= MAXN; n += n < 40 ? 1 : 37) {
+        const float a = rng_uniform(&R, -2, 2);
+        y[n] = 1234.5f;
+        K->scale_row(n, x, a, y);
+        for (size_t i = 0; i < n; i++) {
+            const float w = x[i] * a;
+            ok &= memcmp(&y[i], &w, sizeof w) == 0 || (w != w && y[i] != y[i]);
+        }
+        ok &= y[n] == 1234.5f;
+        K->scale_row(n, y, 0.5f, y); /* in place */
+        for (size_t i = 0; i < n; i++) {
+            const float w = x[i] * a * 0.5f;
+            ok &= memcmp(&y[i], &w, sizeof w) == 0 || (w != w && y[i] != y[i]);
+        }
+    }
+    check_true("scale_row: x * a bitwise, in place too, nothing past n", ok);
 }
 
 static void test_v_nonfinite(void) { kv_shapes(v_nonfinite_shape, 0); }
