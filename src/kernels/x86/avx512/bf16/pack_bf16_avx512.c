@@ -13,6 +13,7 @@
 #include "kernels/x86/avx512/transpose_avx512.h"
 
 #define NR 64
+#define PF 8 /* pack_v_bf16 prefetches the rows this many keys ahead */
 
 /* Row c of x: its first element and its int8 scale (1 for the other dtypes). */
 MH_INLINE const void* row_at(const mh_dtype dtype, const mh_rows* x, size_t c) {
@@ -20,6 +21,13 @@ MH_INLINE const void* row_at(const mh_dtype dtype, const mh_rows* x, size_t c) {
 }
 MH_INLINE __m512 row_scale(const mh_dtype dtype, const mh_rows* x, size_t c) {
     return _mm512_set1_ps(dtype == MH_DTYPE_I8 ? x->scale[(ptrdiff_t)c * x->ld_scale] : 1.0f);
+}
+
+/* The cache line of `row` holding element e, requested ahead: a tile's rows lie a whole
+ * token's stride apart (token-major K/V), each a short stream of its own that the hardware
+ * prefetchers pick up too late, and the packs wait on their misses otherwise. */
+MH_INLINE void prefetch(const mh_dtype dtype, const void* row, size_t e) {
+    _mm_prefetch((const char*)mh_dtype_at(row, dtype, (ptrdiff_t)e), _MM_HINT_T0);
 }
 
 /* Elements [e, e + 16) of `row` below n (0 past it) in f32, int8 times its scale sc. */
@@ -52,6 +60,8 @@ MH_INLINE void pack_kt16(const mh_dtype dtype, size_t c0, size_t cols, size_t d,
             }
             const void* row = row_at(dtype, kr, c0 + i);
             const __m512 sc = row_scale(dtype, kr, c0 + i);
+            if (c0 + 16 + i < cols) /* the same elements of the next 16 keys */
+                prefetch(dtype, row_at(dtype, kr, c0 + 16 + i), 2 * p0), prefetch(dtype, row_at(dtype, kr, c0 + 16 + i), 2 * p0 + 16);
             r[i] = _mm512_castsi512_ps(bf16x32(dtype, row, 2 * p0, d, sc, row, 2 * p0 + 16, d, sc));
         }
         if (nk) mh_transpose16(r);
@@ -79,6 +89,8 @@ MH_INLINE void pack_v_bf16(const mh_dtype dtype, size_t cols, size_t dv, const m
             uint16_t* out = dst + (p * pairs + c / 2) * NR * 2;
             for (size_t j = 0; j < NR; j += 16) {
                 const size_t e = p * NR + j;
+                if (c + PF + 1 < cols) /* the same columns PF keys on */
+                    prefetch(dtype, row_at(dtype, v, c + PF), e), prefetch(dtype, row_at(dtype, v, c + PF + 1), e);
                 const __m512i x = bf16x32(dtype, r0, e, dv, s0, r1, e, two ? dv : 0, s1);
                 _mm512_storeu_si512(out + 2 * j, _mm512_permutexvar_epi16(zip, x));
             }
