@@ -58,10 +58,13 @@ set(MH_TARGET_ISAS) # the registry's ISAs of this target architecture (the per-I
 file(GLOB MH_GENERIC_KERNEL_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/kernels/generic/*.c)
 
 # The bf16 compute mode's kernels of an ISA: its folder's bf16/ subfolder (the bf16 GEMMs) plus
-# src/kernels/generic/bf16/*.c (the bf16 packing, the ISA's flags only); the bf16/ files get
-# these extra flags, which only they get (the rest of the ISA does not require the extension;
-# the run-time check is mh_compute_supported). Built when cmake/probes/<name>_bf16.c compiles
-# (no probe: always); an ISA without bf16/ (or whose probe fails) leaves the bf16 slots NULL.
+# src/kernels/generic/bf16/*.c (the bf16 packing and rounding, the ISA's flags only); the bf16/
+# files get these extra flags, which only they get (the rest of the ISA does not require the
+# extension; the run-time check is mh_compute_supported). Built when cmake/probes/<name>_bf16.c
+# compiles (no probe: always); an ISA without bf16/ (or whose probe fails) leaves the bf16 slots
+# NULL. Override rule: an ISA's bf16/<stem>_<name>.c replaces generic/bf16/<stem>.c for that
+# ISA (it defines the same kernels, with the same results, through the extension's own
+# instructions, which the generic files cannot use: they are compiled without its flags).
 set(MH_BF16_FLAGS_scalar "")
 set(MH_BF16_FLAGS_avx512 "-mavx512bf16")
 set(MH_BF16_FLAGS_neon "-march=armv8.6-a+bf16")
@@ -87,6 +90,12 @@ function(mh_isa_bf16_sources name folder flags out)
   # only the ISA's own files (the generic ones are shared by every ISA's object library)
   set_source_files_properties(${own} PROPERTIES COMPILE_OPTIONS "${MH_BF16_FLAGS_${name}}")
   file(GLOB generic CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/kernels/generic/bf16/*.c)
+  foreach(file IN LISTS generic) # the override rule
+    get_filename_component(stem ${file} NAME_WE)
+    if(EXISTS ${PROJECT_SOURCE_DIR}/src/kernels/${folder}/bf16/${stem}_${name}.c)
+      list(REMOVE_ITEM generic ${file})
+    endif()
+  endforeach()
   set(${out} ${own} ${generic} PARENT_SCOPE)
 endfunction()
 

@@ -11,11 +11,11 @@ void mh_drv_load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch*
     if (!mh_drv_bf16(st)) return;
     const size_t dqk = st->dqk, ldq = mh_drv_bf16_ldq(dqk);
     for (size_t r = 0; r < t->rows; r++) {
-        st->k->f32_to_bf16(dqk, sc->q + r * dqk, sc->qb + r * ldq);
+        st->k->round_bf16(dqk, sc->q + r * dqk, sc->qb + r * ldq);
         if (ldq > dqk) sc->qb[r * ldq + dqk] = 0;
     }
 }
 
 void mh_drv_bf16_probs(const mh_drv_stage* st, size_t r0, size_t r1, size_t nc, mh_drv_scratch* sc) {
-    for (size_t r = r0; r < r1; r++) st->k->f32_to_bf16(nc, sc->s + r * st->tk, sc->pb + r * st->tk);
+    for (size_t r = r0; r < r1; r++) st->k->round_bf16(nc, sc->s + r * st->tk, sc->pb + r * st->tk);
 }

@@ -43,6 +43,7 @@
     K(gemm_acc_bf16, void, (size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, \
                             const uint16_t* panel, const float* alpha, float* c, size_t ldc)) \
     K(pack_kt_bf16, void, (size_t cols, size_t d, const mh_rows* k, uint16_t* dst)) \
-    K(pack_v_bf16, void, (size_t cols, size_t dv, const mh_rows* v, uint16_t* dst))
+    K(pack_v_bf16, void, (size_t cols, size_t dv, const mh_rows* v, uint16_t* dst)) \
+    K(round_bf16, void, (size_t n, const float* x, uint16_t* y))
 
 #endif

@@ -5,7 +5,11 @@
  *  - pack_kt_bf16 / pack_v_bf16: bitwise the naive k-pair layout of the source's f32 values
  *    (f16 widened, int8 scale * q in f32) rounded to nearest even, bf16 storage copied;
  *    zero pads (keys past cols, an odd d's or cols' pad element, columns past dv); nothing
- *    written past the packed extent;
+ *    written past the packed extent; f32 sources hold rounding ties, subnormals, infinities
+ *    and NaNs among their values;
+ *  - round_bf16: bitwise the scalar round-to-nearest-even (subnormals rounded, NaN quieted)
+ *    at every length up to 300, with special values in some vectors and not in others;
+ *    nothing written past n;
  *  - gemm_bf16 / gemm_acc_bf16: against double sums of the bf16 operands (each product exact,
  *    f32 accumulation: |err| <= eps32 * k * sum |a b|), m = 1..MR, n around NR, odd and even k;
  *    with odd k a NaN in A's and the panel's pad element changes nothing; only the m x n
@@ -28,12 +32,27 @@ static test_rng R;
 #define POISON 0xabcdu
 #define GUARD 64 /* elements past the packed extent that must stay POISON */
 
-/* rows x ld elements of dtype with their f32 values in exact; int8 scales one per row. */
+/* Values whose rounding to bf16 takes care: ties (to even, down and up), subnormals (one
+ * rounding up to the smallest normal, a tie, the smallest), the largest finite (to inf),
+ * infinities and NaNs (quiet, signalling, with a payload, negative). */
+static const uint32_t SPECIAL[] = {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u, 0xbf808001u, 0x007fc000u,
+                                   0x00008000u, 0x00018000u, 0x00000001u, 0x807fffffu, 0x00800000u, 0x7f7fffffu,
+                                   0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0x7fa12345u, 0xffc00000u};
+#define N_SPECIAL (sizeof SPECIAL / sizeof SPECIAL[0])
+
+static float special(size_t i) {
+    float x;
+    memcpy(&x, &SPECIAL[i % N_SPECIAL], sizeof x);
+    return x;
+}
+
+/* rows x ld elements of dtype with their f32 values in exact; int8 scales one per row; every
+ * 13th f32 value a special one. */
 static void* source(mh_dtype dt, size_t rows, size_t ld, float* exact, float* scale) {
     void* buf = malloc(rows * ld * 4 + 4);
     for (size_t r = 0; r < rows; r++) scale[r] = rng_uniform(&R, 0.005f, 0.02f);
     for (size_t i = 0; i < rows * ld; i++) {
-        const float x = rng_uniform(&R, -2, 2);
+        const float x = dt == MH_DTYPE_F32 && i % 13 == 5 ? special(i / 13) : rng_uniform(&R, -2, 2);
         switch (dt) {
         case MH_DTYPE_F16: ((uint16_t*)buf)[i] = mh_f32_to_f16_rne(x), exact[i] = mh_f16_to_f32(((uint16_t*)buf)[i]); break;
         case MH_DTYPE_BF16: ((uint16_t*)buf)[i] = mh_f32_to_bf16_rne(x), exact[i] = mh_bf16_to_f32(((uint16_t*)buf)[i]); break;
@@ -71,6 +90,34 @@ static void test_packs(mh_dtype dt, size_t cols, size_t d) {
         check_true(what, ok);
     }
     free(exact), free(scale), free(src), free(got);
+}
+
+/* round_bf16 of the first len of x (normal values, a special one at every 37th: vectors of
+ * 32 with and without one) against the scalar RNE, bitwise, for every len. */
+static void test_round(void) {
+    enum { N = 300 };
+    float x[N];
+    uint16_t want[N], got[N + 1];
+    for (size_t i = 0; i < N; i++) {
+        x[i] = i % 37 == 3 ? special(i / 37) : ldexpf(rng_uniform(&R, -1, 1), rng_int(&R, -20, 5));
+        want[i] = mh_f32_to_bf16_rne(x[i]);
+    }
+    int ok = 1, tail_ok = 1;
+    for (size_t len = 1; len <= N; len++) {
+        for (size_t i = 0; i <= N; i++) got[i] = POISON;
+        K->round_bf16(len, x, got);
+        ok &= memcmp(got, want, len * sizeof(uint16_t)) == 0;
+        for (size_t i = len; i <= N; i++) tail_ok &= got[i] == POISON;
+    }
+    check_true("round_bf16 equals scalar RNE bitwise", ok);
+    check_true("round_bf16 writes nothing past n", tail_ok);
+    uint16_t all[N_SPECIAL];
+    float xs[N_SPECIAL];
+    for (size_t i = 0; i < N_SPECIAL; i++) xs[i] = special(i);
+    K->round_bf16(N_SPECIAL, xs, all);
+    int sp_ok = 1;
+    for (size_t i = 0; i < N_SPECIAL; i++) sp_ok &= all[i] == mh_f32_to_bf16_rne(xs[i]);
+    check_true("round_bf16 of the special values in one vector", sp_ok);
 }
 
 static float bf16_value(uint16_t* b) {
@@ -130,9 +177,10 @@ int main(void) {
         return 77;
     }
     rng_seed(&R, 41);
-    const size_t nr = K->gemm_nr, tk = K->attn_kv_tile;
+    const size_t nr = K->gemm_nr, tk = K->attn_kv_tile, tkp = K->attn_prefill_kv_tile;
     const mh_dtype dts[] = {MH_DTYPE_F32, MH_DTYPE_F16, MH_DTYPE_BF16, MH_DTYPE_I8};
-    const size_t cols[] = {1, nr - 1 ? nr - 1 : 1, nr, nr + 1, tk - 1, tk}, ds[] = {1, 2, 7, 64, 65, 129};
+    const size_t cols[] = {1, nr - 1 ? nr - 1 : 1, nr, nr + 1, tk - 1, tk, tkp + 1}, ds[] = {1, 2, 7, 31, 33, 64, 65, 129};
+    test_round();
     for (int t = 0; t < 4; t++)
         for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++)
             for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++) test_packs(dts[t], cols[ci], ds[di]);

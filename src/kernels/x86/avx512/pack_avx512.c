@@ -3,38 +3,14 @@
 
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/simd_avx512.h"
+#include "kernels/x86/avx512/transpose_avx512.h"
 
 #define NR 64
-
-/* In-register transpose of a 16 x 16 block (the classic unpack / shuffle / lane-shuffle
- * sequence: 64 shuffles for 256 elements). */
-MH_INLINE void transpose16(__m512 r[16]) {
-    __m512 t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int h = 0; h < 16; h += 8)
-        for (int i = 0; i < 4; i++) {
-            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
-            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
-        }
-    for (int i = 0; i < 8; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-    }
-}
 
 /* In-register transpose of a 16 x 16 block of 16-bit elements, one row per ymm: in each
  * 128-bit lane an 8 x 8 transpose of each group of 8 rows (unpacks of 16, 32, 64 bits), then
  * the groups' lanes joined: column j (16 rows) into r[j]. 64 ymm shuffles, which a core that
- * splits zmm shuffles in two (Zen 4) runs at twice the rate of transpose16's. */
+ * splits zmm shuffles in two (Zen 4) runs at twice the rate of mh_transpose16's. */
 MH_INLINE void transpose16x16_epi16(__m256i r[16]) {
     __m256i c[16];
     for (int g = 0; g < 16; g += 8) {
@@ -103,7 +79,7 @@ MH_INLINE void pack_kt16(const mh_dtype dtype, size_t c0, size_t cols, size_t d,
             r[i] = i < nk ? full ? mh_vload_dt(mh_dtype_at(kr->data, dtype, (ptrdiff_t)(c0 + i) * kr->ld + (ptrdiff_t)d0), dtype)
                                : mh_load16(mh_dtype_at(kr->data, dtype, (ptrdiff_t)(c0 + i) * kr->ld + (ptrdiff_t)d0), dtype, dm)
                           : _mm512_setzero_ps();
-        transpose16(r);
+        mh_transpose16(r);
         const size_t nd = d - d0 < 16 ? d - d0 : 16;
         for (size_t i = 0; i < nd; i++)
             _mm512_storeu_ps(panel + (d0 + i) * NR, dtype == MH_DTYPE_I8 ? _mm512_mul_ps(r[i], sc) : r[i]);

@@ -87,16 +87,19 @@ MH_INLINE void mh_vcvt_f16_n(const float* x, uint16_t* y, size_t n) {
     const __mmask16 m = mh_mask16(n, 0);
     _mm256_mask_storeu_epi16(y, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x), _MM_FROUND_TO_NEAREST_INT));
 }
-/* bf16: a NaN keeps its top bits and gets the quiet bit instead of being rounded. */
-MH_INLINE void mh_vcvt_bf16_n(const float* x, uint16_t* y, size_t n) {
-    const __mmask16 m = mh_mask16(n, 0);
-    const __m512 v = _mm512_maskz_loadu_ps(m, x);
+/* bf16 of every lane, in the low half of its 32-bit lane (the high half zero): round to
+ * nearest even by integer arithmetic (subnormals too); a NaN keeps its top bits and gets the
+ * quiet bit instead of being rounded. */
+MH_INLINE __m512i mh_bf16_rne(__m512 v) {
     const __m512i u = _mm512_castps_si512(v);
     const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+    const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
     const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
-    _mm256_mask_storeu_epi16(y, m, _mm512_cvtepi32_epi16(r));
+    return _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+}
+MH_INLINE void mh_vcvt_bf16_n(const float* x, uint16_t* y, size_t n) {
+    const __mmask16 m = mh_mask16(n, 0);
+    _mm256_mask_storeu_epi16(y, m, _mm512_cvtepi32_epi16(mh_bf16_rne(_mm512_maskz_loadu_ps(m, x))));
 }
 MH_INLINE void mh_vcvt_f16(const float* x, uint16_t* y) { mh_vcvt_f16_n(x, y, 16); }
 MH_INLINE void mh_vcvt_bf16(const float* x, uint16_t* y) { mh_vcvt_bf16_n(x, y, 16); }
