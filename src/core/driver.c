@@ -117,10 +117,10 @@ static void step_rows(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, 
 }
 
 /* Finished scores (Q.K^T, the stage's bias, the score step) of keys [j0, j0 + nc) into sc->s
- * and, with softmax, their probabilities (and in bf16 compute, P rounded in sc->pb). Direct tasks read K in place; the others pack the
- * tile (unless prepacked) for the GEMM and take it a block of MR rows at a time, each block
- * through the score and softmax steps right after its GEMMs, while it is in L1 (unless the
- * stage's bias hook needs the whole tile first). */
+ * and, with softmax, their probabilities (in bf16 compute also rounded into sc->pb). Direct
+ * tasks read K in place; the others pack the tile (unless prepacked) for the GEMM and take it
+ * a block of MR rows at a time, each block through the score and softmax steps right after
+ * its GEMMs, while it is in L1 (unless the stage's bias hook needs the whole tile first). */
 static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float* kt_pre, int64_t j0,
                        size_t nc, const next_tile* nx, int softmax, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;

@@ -48,7 +48,7 @@ static int64_t clamp_col(int64_t x, int64_t hi) { return x < 0 ? 0 : x > hi ? hi
 void mh_score_rows(const mh_score_block* blk, float* s, size_t lds, int64_t j0, size_t cols, size_t r0, size_t r1) {
     const int partial = mh_score_tile_partial(blk, j0, cols);
     const float cap = blk->softcap;
-    if (cap <= 0.0f && !blk->alibi && !blk->mask && !partial) return; /* nothing to do: the common inside tile */
+    if (mh_score_only_drops(blk) && !partial) return; /* nothing to do: the common inside tile */
     size_t hh = r0 / blk->rows_per_head, ii = r0 % blk->rows_per_head; /* row r's head and query */
     for (size_t r = r0; r < r1; r++, ii++) {
         if (ii == blk->rows_per_head) ii = 0, hh++;
@@ -74,8 +74,4 @@ void mh_score_rows(const mh_score_block* blk, float* s, size_t lds, int64_t j0, 
         for (int64_t c = 0; c < lo; c++) row[c] = -INFINITY;
         for (int64_t c = hi; c < (int64_t)cols; c++) row[c] = -INFINITY;
     }
-}
-
-void mh_score_tile(const mh_score_block* blk, float* s, size_t lds, int64_t j0, size_t cols) {
-    mh_score_rows(blk, s, lds, j0, cols, 0, blk->n_heads_blk * blk->rows_per_head);
 }

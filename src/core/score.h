@@ -40,9 +40,8 @@ static inline int64_t mh_score_pos(const mh_score_block* blk, size_t ii) {
     return blk->pos ? blk->pos[ii] : blk->p_first + (int64_t)ii;
 }
 
-/* Applies the score step to s[r * lds + c] for keys j0 .. j0 + cols - 1: every row of the
- * block (mh_score_tile), or rows [r0, r1) (mh_score_rows; s is still the block's row 0). */
-void mh_score_tile(const mh_score_block* blk, float* s, size_t lds, int64_t j0, size_t cols);
+/* Applies the score step to s[r * lds + c] for keys j0 .. j0 + cols - 1 of rows [r0, r1) of
+ * the block (s is the block's row 0). */
 void mh_score_rows(const mh_score_block* blk, float* s, size_t lds, int64_t j0, size_t cols, size_t r0, size_t r1);
 
 /* 1 if the score step only drops keys (causal, window): no soft-cap, ALiBi or mask, so a

@@ -31,13 +31,16 @@ MH_INLINE __mmask16 mh_mask16(size_t n, size_t start) {
     return cnt >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cnt) - 1u);
 }
 
+/* 16 f16 / bf16 storage elements (a ymm) widened exactly to f32. */
+MH_INLINE __m512 mh_widen16_half(__m256i h, mh_dtype dtype) {
+    return dtype == MH_DTYPE_F16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 /* 16 elements of a `dtype` array at `p` (lanes outside `mask` read nothing and give 0). */
 MH_INLINE __m512 mh_load16(const void* p, mh_dtype dtype, __mmask16 mask) {
     switch (dtype) {
-    case MH_DTYPE_F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p));
-    case MH_DTYPE_BF16:
-        return _mm512_castsi512_ps(
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, p)), 16));
+    case MH_DTYPE_F16:
+    case MH_DTYPE_BF16: return mh_widen16_half(_mm256_maskz_loadu_epi16(mask, p), dtype);
     case MH_DTYPE_I8: return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, p)));
     default: return _mm512_maskz_loadu_ps(mask, p);
     }
@@ -56,9 +59,8 @@ MH_INLINE void mh_vstore_n(float* p, __m512 v, size_t n) { _mm512_mask_storeu_ps
 /* A full vector / the first n (< 16) elements (0 in the other lanes) of a `dtype` array. */
 MH_INLINE __m512 mh_vload_dt(const void* p, mh_dtype dtype) { /* unmasked: one widening load */
     switch (dtype) {
-    case MH_DTYPE_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p));
-    case MH_DTYPE_BF16:
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p)), 16));
+    case MH_DTYPE_F16:
+    case MH_DTYPE_BF16: return mh_widen16_half(_mm256_loadu_si256((const __m256i*)p), dtype);
     case MH_DTYPE_I8: return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)));
     default: return _mm512_loadu_ps(p);
     }
