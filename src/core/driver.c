@@ -244,6 +244,69 @@ static void attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0
     accumulate_pv(st, t, vt, vt ? min_size(tk, (size_t)st->n_kv - (size_t)j0) : 0, j0, nc, nx, sc);
 }
 
+/* Keys per turn of a pipelined tile (attend_pipelined; 8 did as well, 32 worse). */
+#define PIPE_KEYS 16
+
+/* Rows x from key c0 on. */
+static mh_rows rows_from(mh_rows x, size_t c0) {
+    x.data = mh_dtype_at(x.data, x.dtype, (ptrdiff_t)c0 * x.ld);
+    if (x.scale) x.scale += (ptrdiff_t)c0 * x.ld_scale;
+    return x;
+}
+
+/* Whether attend_pipelined takes the task: the direct kernels bound by memory (one or two
+ * query rows per K/V row, kernels/decode_prefetch.h; grouped heads, bound by the core, gained
+ * nothing), one V per stream, no bias hook. */
+static int pipelined(const mh_drv_stage* st, const mh_drv_task* t) {
+    return t->direct_qk && t->direct_pv && !st->bias && !st->v_per_head && t->rows < MH_NEAR_PREFETCH_ROWS &&
+           t->rows < st->k->attn_direct_rows;
+}
+
+/* attend on the direct kernels (decode): each tile's P.V runs one tile late, in turns of
+ * PIPE_KEYS keys with the next tile's Q.K^T, so K and V stream from memory together instead
+ * of in alternate phases of a whole tile each (MHA f16 decode at 32K keys, Zen 4, the kernels
+ * alone: 17-19 ms in phases, 16 ms in turns; docs/kernels.md, "Decode kernels"). A tile whose
+ * rows keep different key counts (mh_score_tile_partial) gets its whole P.V from
+ * accumulate_pv before the next tile. The arithmetic is the unpipelined one's: a tile's first
+ * turn of P.V rescales o by its alpha, the later turns by 1, which is exact. */
+static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64_t j_lo, int64_t j_hi,
+                             mh_drv_scratch* sc) {
+    const mh_kernels* k = st->k;
+    const size_t tk = st->tk, dqk = st->dqk, dv = st->dv, rows = t->rows;
+    float ones[MH_NEAR_PREFETCH_ROWS];
+    for (size_t r = 0; r < rows; r++) ones[r] = 1.0f;
+    mh_drv_scratch cur = *sc, prev = *sc; /* the tile being scored, the tile whose P.V is owed */
+    prev.s = sc->s_prev, prev.alpha = sc->alpha_prev;
+    int64_t pj0 = 0;
+    size_t pnc = 0; /* keys of the owed tile, 0: none */
+    for (int64_t j0 = j_lo; j0 < j_hi; j0 += (int64_t)tk) {
+        const size_t nc = min_size(tk, (size_t)(j_hi - j0));
+        if (pnc && mh_score_tile_partial(&t->blk, pj0, pnc)) {
+            accumulate_pv(st, t, NULL, 0, pj0, pnc, NULL, &prev);
+            pnc = 0;
+        }
+        const mh_rows ks = mh_drv_rows(&st->key, st->pages, st->k_dtype, (size_t)t->b, (size_t)t->s, j0);
+        const mh_rows vs = mh_drv_rows(&st->value, st->pages, st->v_dtype, (size_t)t->b, (size_t)t->s, pnc ? pj0 : j0);
+        for (size_t c0 = 0; c0 < nc || c0 < pnc; c0 += PIPE_KEYS) {
+            if (c0 < nc) {
+                const mh_rows kc = rows_from(ks, c0);
+                k->qk_direct(rows, min_size(PIPE_KEYS, nc - c0), dqk, sc->q, dqk, &kc, cur.s + c0, tk);
+            }
+            if (c0 < pnc) {
+                const mh_rows vc = rows_from(vs, c0);
+                k->pv_direct(rows, min_size(PIPE_KEYS, pnc - c0), dv, prev.s + c0, tk, &vc, c0 ? ones : prev.alpha,
+                             sc->o, dv);
+            }
+        }
+        step_rows(st, t, j0, nc, 0, rows, 1, &cur);
+        float *s = cur.s, *alpha = cur.alpha; /* this tile's P.V is now the owed one */
+        cur.s = prev.s, cur.alpha = prev.alpha;
+        prev.s = s, prev.alpha = alpha;
+        pj0 = j0, pnc = nc;
+    }
+    if (pnc) accumulate_pv(st, t, NULL, 0, pj0, pnc, NULL, &prev);
+}
+
 /* Online softmax over keys [j_lo, j_hi) of the task into sc->m, sc->l, sc->o (unnormalised).
  * With prepacked tiles, tiles are the call's fixed grid of tk keys: the range starts at the
  * tile holding j_lo, and keys before j_lo in it are dropped by the score step. */
@@ -251,6 +314,10 @@ static void attend(const call* c, const mh_drv_task* t, int64_t j_lo, int64_t j_
     const mh_drv_stage* st = &c->st;
     const size_t tk = st->tk;
     start_rows(st, t, t->rows, sc);
+    if (pipelined(st, t)) {
+        attend_pipelined(st, t, j_lo, j_hi, sc);
+        return;
+    }
     if (c->cw.kt_all && j_lo > 0) j_lo -= j_lo % (int64_t)tk;
     for (int64_t j0 = j_lo; j0 < j_hi; j0 += (int64_t)tk) attend_tile(st, t, j0, min_size(tk, (size_t)(j_hi - j0)), NULL, sc);
 }

@@ -62,6 +62,8 @@ typedef struct mh_drv_scratch {
     float* o;     /* [rows][dv]                 output accumulator */
     float *m, *l; /* [rows]                     softmax max and sum */
     float* alpha; /* [rows]                     softmax_tile's rescale */
+    float* s_prev;     /* one-pass: [rows][tk] the previous tile's probabilities, whose P.V */
+    float* alpha_prev; /* [rows] and rescale run with the next tile's Q.K^T (direct kernels) */
     /* one-pass, bf16 compute (opt->compute): the GEMMs' bf16 operands; kt/vt then hold bf16
      * panels (core/driver_bf16.h) */
     uint16_t* qb; /* [rows][dqk rounded up to even] the queries, rounded once per task */
