@@ -171,32 +171,58 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
     step_rows(st, t, j0, nc, 0, rows, softmax, sc);
 }
 
+/* Rows x from key c0 on. */
+static mh_rows rows_from(mh_rows x, size_t c0) {
+    x.data = mh_dtype_at(x.data, x.dtype, (ptrdiff_t)c0 * x.ld);
+    if (x.scale) x.scale += (ptrdiff_t)c0 * x.ld_scale;
+    return x;
+}
+
 /* P.V into rows [r, r + m), columns [d0, d0 + nw) of o, from one V source: direct (vt NULL,
  * all columns) or the GEMM panel at d0 of a V tile packed for cols keys. Each row uses only
- * the leading keys it keeps (causal / window bound), so a NaN or inf in a dropped key's V adds
- * nothing (its P is 0, but 0 * NaN = NaN). The rows share one call over the keys the last of
- * them keeps, which leaves finite results bitwise unchanged (a P = 0 term adds an exact zero);
- * only when V is not finite on keys some of the rows drop do they go one by one. */
+ * the keys it keeps, one interval (its causal or window end, its window start), so a NaN or
+ * inf in a dropped key's V adds nothing (its P is 0, but 0 * NaN = NaN). The rows share one
+ * call over the keys any of them keeps, which leaves finite results bitwise unchanged (a P = 0
+ * term adds an exact zero); only when V is not finite on keys some of the rows drop do they go
+ * one by one. (bf16 panels hold key pairs: from an odd first key, the call also takes the key
+ * before it, with P = 0.) */
 static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows* vsrc, const float* vt, size_t cols,
                     size_t r, size_t m, size_t d0, size_t nw, int64_t j0, size_t nc, int inside,
                     mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const size_t dv = st->dv, tk = st->tk;
-    size_t lo = nc, hi = inside ? nc : 0; /* inside the band every row keeps all nc keys */
+    /* rows keep [f, n) each: f in [f_lo, f_hi], n in [lo, hi]; inside the band all nc keys */
+    size_t f_lo = inside ? 0 : nc, f_hi = 0, lo = nc, hi = inside ? nc : 0;
+    int some_empty = 0;
     for (size_t i = r; !inside && i < r + m; i++) {
-        const size_t n = mh_score_row_cols(&t->blk, i, j0, nc);
+        const size_t f = mh_score_row_first(&t->blk, i, j0, nc), n = mh_score_row_cols(&t->blk, i, j0, nc);
+        if (n <= f) {
+            some_empty = 1;
+            continue;
+        }
+        f_lo = f < f_lo ? f : f_lo, f_hi = f > f_hi ? f : f_hi;
         lo = n < lo ? n : lo, hi = n > hi ? n : hi;
     }
     if (hi == 0) return; /* every key dropped: P = 0 and alpha = 1 */
     const void* panel = vt ? mh_drv_panel(vt, mh_drv_bf16(st), d0 / k->gemm_nr, cols, k->gemm_nr) : NULL;
-    const int by_row = lo < hi && (panel ? mh_drv_panel_nonfinite(st, panel, lo, hi, nw) /* in cache, unlike V */
-                                         : k->v_nonfinite(lo, hi, d0, d0 + nw, vsrc));
+    int by_row = 0;
+    /* the keys some rows drop: all the shared ones when a row keeps none, else the two ends */
+    const size_t ranges[2][2] = {{f_lo, some_empty ? hi : f_hi}, {some_empty ? hi : lo, hi}};
+    for (int e = 0; e < 2 && !by_row; e++)
+        if (ranges[e][0] < ranges[e][1])
+            by_row = panel ? mh_drv_panel_nonfinite(st, panel, ranges[e][0], ranges[e][1], nw) /* in cache, unlike V */
+                           : k->v_nonfinite(ranges[e][0], ranges[e][1], d0, d0 + nw, vsrc);
     for (size_t i = r; i < r + m; i += by_row ? 1 : m) {
-        const size_t rows = by_row ? 1 : m, n = by_row ? mh_score_row_cols(&t->blk, i, j0, nc) : hi;
-        if (vt)
-            mh_drv_gemm_pv(st, rows, nw, n, i, panel, sc->o + i * dv + d0, sc);
-        else
-            k->pv_direct(rows, n, dv, sc->s + i * tk, tk, vsrc, sc->alpha + i, sc->o + i * dv, dv);
+        const size_t rows = by_row ? 1 : m;
+        const size_t f = by_row ? mh_score_row_first(&t->blk, i, j0, nc) : f_lo;
+        const size_t n = by_row ? mh_score_row_cols(&t->blk, i, j0, nc) : hi;
+        if (n <= f) continue; /* the row keeps none of these keys: P = 0 and alpha = 1 */
+        if (vt) {
+            mh_drv_gemm_pv(st, rows, nw, f, n, i, panel, sc->o + i * dv + d0, sc);
+        } else {
+            const mh_rows v = rows_from(*vsrc, f);
+            k->pv_direct(rows, n - f, dv, sc->s + i * tk + f, tk, &v, sc->alpha + i, sc->o + i * dv, dv);
+        }
     }
 }
 
@@ -246,13 +272,6 @@ static void attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0
 
 /* Keys per turn of a pipelined tile (attend_pipelined; 8 did as well, 32 worse). */
 #define PIPE_KEYS 16
-
-/* Rows x from key c0 on. */
-static mh_rows rows_from(mh_rows x, size_t c0) {
-    x.data = mh_dtype_at(x.data, x.dtype, (ptrdiff_t)c0 * x.ld);
-    if (x.scale) x.scale += (ptrdiff_t)c0 * x.ld_scale;
-    return x;
-}
 
 /* Whether attend_pipelined takes the task: the direct kernels bound by memory (one or two
  * query rows per K/V row, kernels/decode_prefetch.h; grouped heads, bound by the core, gained

@@ -65,12 +65,17 @@ static inline void mh_drv_gemm_scores(const mh_drv_stage* st, size_t m, size_t n
 }
 
 /* o = alpha * o + P.V for rows [r, r + m), keys [0, n), nw <= NR columns of a V panel. */
-static inline void mh_drv_gemm_pv(const mh_drv_stage* st, size_t m, size_t nw, size_t n, size_t r, const void* panel,
-                                  float* o, const mh_drv_scratch* sc) {
-    if (mh_drv_bf16(st))
-        st->k->gemm_acc_bf16(m, nw, n, sc->pb + r * st->tk, st->tk, (const uint16_t*)panel, sc->alpha + r, o, st->dv);
-    else
-        st->k->gemm_acc(m, nw, n, sc->s + r * st->tk, st->tk, (const float*)panel, sc->alpha + r, o, st->dv);
+static inline void mh_drv_gemm_pv(const mh_drv_stage* st, size_t m, size_t nw, size_t f, size_t n, size_t r,
+                                  const void* panel, float* o, const mh_drv_scratch* sc) {
+    const size_t nr = st->k->gemm_nr;
+    if (mh_drv_bf16(st)) {
+        f &= ~(size_t)1; /* panels hold key pairs: from the pair holding key f */
+        st->k->gemm_acc_bf16(m, nw, n - f, sc->pb + r * st->tk + f, st->tk, (const uint16_t*)panel + f * nr,
+                             sc->alpha + r, o, st->dv);
+    } else {
+        st->k->gemm_acc(m, nw, n - f, sc->s + r * st->tk + f, st->tk, (const float*)panel + f * nr, sc->alpha + r, o,
+                        st->dv);
+    }
 }
 
 /* Carves (or measures) a one-pass worker's sc->qb and sc->pb for rows rows: always, since the

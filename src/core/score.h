@@ -63,6 +63,10 @@ int mh_score_rows_dropped(const mh_score_block* blk, size_t r0, size_t m, int64_
  * keep: the keys after them are dropped by causality (or a non-causal window). */
 size_t mh_score_row_cols(const mh_score_block* blk, size_t r, int64_t j0, size_t cols);
 
+/* The first column of a tile starting at key j0 (cols wide) row r of the block may keep: the
+ * keys before it are dropped by its window (cols if it drops them all). */
+size_t mh_score_row_first(const mh_score_block* blk, size_t r, int64_t j0, size_t cols);
+
 /* The keys [*j_begin, *j_end) any row of the block may keep (causal, window, and kv_len keys
  * in the sequence), before per-element masking. */
 void mh_score_key_range(const mh_score_block* blk, int64_t kv_len, int64_t* j_begin, int64_t* j_end);

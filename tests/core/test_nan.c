@@ -6,7 +6,8 @@
  *    1..70 and at multiples of 8 and 16, whatever the vector width;
  *  - a NaN in the V of a key that causality drops for a row adds nothing to that row: the
  *    rows before the NaN token are bitwise those of the same call with that V zeroed (so a
- *    chunk of queries gives each row what a call for that row alone would);
+ *    chunk of queries gives each row what a call for that row alone would); the same for a
+ *    key a sliding window drops (decode's two rows, prefill's many);
  *  - through a layer (MHA and DCMHA, whose two-pass P.V has its own key bounds), causal,
  *    a NaN input token leaves every earlier output bit-identical and its own output NaN;
  *  - split-KV decode: a NaN chunk after empty (all -inf) ones gives NaN;
@@ -141,6 +142,48 @@ static void nan_v_of_dropped_key(test_rng* r, int N, int M, mh_dtype dt) {
     problem_free(&t);
 }
 
+/* Causal with a sliding window of W keys, N queries at the last N of M positions, H heads on
+ * their own K/V (layout: head-major runs decode's direct kernels with P.V one tile late for
+ * N <= 2, core/driver.c attend_pipelined; token-major N > 2 the GEMMs): V of key j NaN/inf.
+ * The rows that keep key j (j <= p < j + W) are NaN; every other row, whose causal bound or
+ * window drops it, is bitwise that of the call with that V zeroed. */
+static void nan_v_window(test_rng* r, int N, int M, int W, int j, mh_dtype dt, test_layout layout) {
+    const int H = 2, D = 20;
+    test_problem t;
+    problem_make(&t, r, 1, N, M, H, H, D, D, dt, layout, 1.0f);
+    const size_t n = (size_t)N * H * D, es = dt == MH_DTYPE_F32 ? 4 : 2;
+    float *zeroed = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+    mh_attn_options opt = mh_attn_options_default();
+    opt.causal = 1;
+    opt.window = W;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int h = 0; h < H; h++) {
+            const ptrdiff_t at = j * t.p.v.stride_token + h * t.p.v.stride_head;
+            unsigned char* row = (unsigned char*)t.v + at * (ptrdiff_t)es;
+            for (int d = 0; d < D; d++) {
+                if (dt == MH_DTYPE_F32) ((float*)(void*)row)[d] = pass == 0 ? 0.0f : d % 2 ? NAN : INFINITY;
+                else ((uint16_t*)(void*)row)[d] = pass == 0 ? 0 : 0x7e00u;
+            }
+        }
+        check_status("window nan v: run", run_attention(ctx, &t.p, &opt), MH_OK);
+        problem_gather_o(&t, pass == 0 ? zeroed : got);
+    }
+    int ok = 1;
+    for (int i = 0; i < N; i++) {
+        const int p = M - N + i, keeps = j <= p && p - j < W;
+        const float *g = got + (size_t)i * H * D, *z = zeroed + (size_t)i * H * D;
+        for (size_t e = 0; e < (size_t)H * D; e++)
+            ok &= keeps ? !isfinite(g[e]) : memcmp(&g[e], &z[e], sizeof(float)) == 0;
+    }
+    char what[128];
+    snprintf(what, sizeof what,
+             "NaN/inf V of key %d, window %d (N %d, M %d, dtype %d, layout %d): NaN exactly in the rows keeping it", j, W,
+             N, M, (int)dt, (int)layout);
+    check_true(what, ok);
+    free(zeroed), free(got);
+    problem_free(&t);
+}
+
 /* One long decode row (split-KV over the keys): the first half masked to -inf (empty chunks),
  * the second half's K NaN: the merge must keep the NaN; without NaN the row matches the
  * oracle (an empty chunk poisons nothing). */
@@ -222,6 +265,14 @@ int main(void) {
         nan_v_of_dropped_key(&r, ns[i], ns[i] + 5, MH_DTYPE_F32);
         nan_v_of_dropped_key(&r, ns[i], ns[i] + 5, MH_DTYPE_F16);
         nan_v_of_dropped_key(&r, ns[i], ns[i] + 300, MH_DTYPE_BF16);
+    }
+    /* decode's two rows: the key the second row's window just drops, inside a tile and at a
+     * tile's start (64-key tiles), in a tile before the last; prefill's rows through the GEMMs */
+    for (int dt = MH_DTYPE_F32; dt <= MH_DTYPE_F16; dt++) {
+        nan_v_window(&r, 2, 300, 100, 199, (mh_dtype)dt, LAYOUT_HEAD_MAJOR);
+        nan_v_window(&r, 2, 300, 107, 192, (mh_dtype)dt, LAYOUT_HEAD_MAJOR);
+        nan_v_window(&r, 70, 300, 20, 250, (mh_dtype)dt, LAYOUT_TOKEN_MAJOR);
+        nan_v_window(&r, 200, 200, 37, 101, (mh_dtype)dt, LAYOUT_TOKEN_MAJOR);
     }
     layers(&r);
     split_kv_nan(&r);
