@@ -94,15 +94,30 @@ typedef struct next_tile {
 
 /* A decode-shaped task that packs its tiles (many query rows on one K/V head: MQA) is bound
  * by the core, not memory: the rows of its next tile (keys [j0 + tk, ...) of K or V, below the
- * task's last key) are fetched into L2 while this tile is packed and multiplied, as the direct
- * kernels do for grouped heads (kernels/decode_prefetch.h). */
-static void prefetch_next_tile(const mh_drv_stage* st, const mh_drv_task* t, int kv, int64_t j0) {
+ * task's last key) are fetched into L2 while this tile is multiplied, slice i of n before the
+ * i-th of its n blocks of GEMM rows (next_tile_rows, prefetch_slice). Issued at once, a whole tile's prefetches queue for the
+ * core's miss buffers, and the loads of the tile being packed wait behind them (MQA f16 decode
+ * at 32K keys, Zen 4: 7.7 ms with them at once, 7.9 ms without any, 6.4 ms spread). */
+typedef struct next_rows {
+    mh_rows x;    /* the next tile's rows */
+    size_t keys;  /* how many (0: no next tile, or not a decode) */
+    size_t bytes; /* of each row */
+} next_rows;
+
+static next_rows next_tile_rows(const mh_drv_stage* st, const mh_drv_task* t, int kv, int64_t j0) {
+    next_rows n = {.keys = 0};
     const int64_t j1 = j0 + (int64_t)st->tk;
-    if (j1 >= t->j_end || mh_drv_query_tiles(st) != 1) return;
+    if (j1 >= t->j_end || mh_drv_query_tiles(st) != 1) return n;
     const mh_dtype dt = kv ? st->v_dtype : st->k_dtype;
-    const mh_rows x = mh_drv_rows(kv ? &st->value : &st->key, st->pages, dt, (size_t)t->b, (size_t)t->s, j1);
-    const size_t n = min_size(st->tk, (size_t)(t->j_end - j1)), bytes = (kv ? st->dv : st->dqk) * mh_dtype_size(dt);
-    for (size_t c = 0; c < n; c++) mh_prefetch_l2(mh_dtype_at(x.data, dt, (ptrdiff_t)c * x.ld), bytes);
+    n.x = mh_drv_rows(kv ? &st->value : &st->key, st->pages, dt, (size_t)t->b, (size_t)t->s, j1);
+    n.keys = min_size(st->tk, (size_t)(t->j_end - j1));
+    n.bytes = (kv ? st->dv : st->dqk) * mh_dtype_size(dt);
+    return n;
+}
+
+static void prefetch_slice(const next_rows* n, size_t i, size_t of) {
+    for (size_t c = i * n->keys / of; c < (i + 1) * n->keys / of; c++)
+        mh_prefetch_l2(mh_dtype_at(n->x.data, n->x.dtype, (ptrdiff_t)c * n->x.ld), n->bytes);
 }
 
 /* Rows [r, r + m) of the task's score tile through the score step and, with softmax, the
@@ -137,7 +152,6 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
     }
     const float* kt = kt_pre;
     if (!kt) {
-        prefetch_next_tile(st, t, 0, j0);
         mh_drv_pack_k(st, nc, &ksrc, sc->kt);
         kt = sc->kt;
     }
@@ -147,8 +161,11 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
      * GEMMs, score step and softmax skip the rest, which P.V never reads (it stops there
      * too: pv_rows). */
     const int trim = softmax && by_block && mh_score_only_drops(&t->blk) && mh_score_tile_partial(&t->blk, j0, nc);
+    const size_t blocks = (rows + mr - 1) / mr;
+    const next_rows next = kt_pre ? (next_rows){.keys = 0} : next_tile_rows(st, t, 0, j0);
     for (size_t r = 0; r < rows; r += mr) {
         const size_t m = min_size(mr, rows - r);
+        prefetch_slice(&next, r / mr, blocks);
         const int dropped = !trim && mh_score_rows_dropped(&t->blk, r, m, j0); /* before the diagonal: all -inf */
         size_t kept = trim ? 0 : nc;
         for (size_t i = r; i < r + m && kept < nc; i++) {
@@ -248,14 +265,17 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
         const float* vt = vt_pre;
         size_t cols = vt_cols;
         if (!vt) {
-            if (n_v == 1) prefetch_next_tile(st, t, 1, j0);
             mh_drv_pack_v(st, nc, &vsrc, sc->vt);
             vt = sc->vt, cols = nc;
         }
+        const size_t blocks = (r1 - r0 + mr - 1) / mr;
+        const next_rows next = vt_pre || n_v > 1 ? (next_rows){.keys = 0} : next_tile_rows(st, t, 1, j0);
         for (size_t d0 = 0; d0 < dv; d0 += nr)
-            for (size_t r = r0; r < r1; r += mr)
+            for (size_t r = r0; r < r1; r += mr) {
+                if (d0 == 0) prefetch_slice(&next, (r - r0) / mr, blocks);
                 pv_rows(st, t, &vsrc, vt, cols, r, min_size(mr, r1 - r), d0, min_size(nr, dv - d0), j0, nc,
                         inside, sc);
+            }
     }
 }
 
