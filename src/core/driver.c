@@ -95,9 +95,10 @@ typedef struct next_tile {
 /* A decode-shaped task that packs its tiles (many query rows on one K/V head: MQA) is bound
  * by the core, not memory: the rows of its next tile (keys [j0 + tk, ...) of K or V, below the
  * task's last key) are fetched into L2 while this tile is multiplied, slice i of n before the
- * i-th of its n blocks of GEMM rows (next_tile_rows, prefetch_slice). Issued at once, a whole tile's prefetches queue for the
- * core's miss buffers, and the loads of the tile being packed wait behind them (MQA f16 decode
- * at 32K keys, Zen 4: 7.7 ms with them at once, 7.9 ms without any, 6.4 ms spread). */
+ * i-th of its n blocks of GEMM rows (next_tile_rows, prefetch_slice). Issued at once, a whole
+ * tile's prefetches queue for the core's miss buffers, and the loads of the tile being packed
+ * wait behind them (MQA f16 decode at 32K keys, Zen 4: 7.7 ms with them at once, 7.9 ms
+ * without any, 6.4 ms spread). */
 typedef struct next_rows {
     mh_rows x;    /* the next tile's rows */
     size_t keys;  /* how many (0: no next tile, or not a decode) */
@@ -195,6 +196,14 @@ static mh_rows rows_from(mh_rows x, size_t c0) {
     return x;
 }
 
+/* 1 if keys [lo, hi) of V, columns [d0, d0 + nw), hold a NaN or inf: read from the packed
+ * panel when there is one (in cache, unlike V). */
+static int v_keys_nonfinite(const mh_drv_stage* st, const void* panel, const mh_rows* vsrc, size_t lo, size_t hi,
+                            size_t d0, size_t nw) {
+    if (lo >= hi) return 0;
+    return panel ? mh_drv_panel_nonfinite(st, panel, lo, hi, nw) : st->k->v_nonfinite(lo, hi, d0, d0 + nw, vsrc);
+}
+
 /* P.V into rows [r, r + m), columns [d0, d0 + nw) of o, from one V source: direct (vt NULL,
  * all columns) or the GEMM panel at d0 of a V tile packed for cols keys. Each row uses only
  * the keys it keeps, one interval (its causal or window end, its window start), so a NaN or
@@ -222,13 +231,10 @@ static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows*
     }
     if (hi == 0) return; /* every key dropped: P = 0 and alpha = 1 */
     const void* panel = vt ? mh_drv_panel(vt, mh_drv_bf16(st), d0 / k->gemm_nr, cols, k->gemm_nr) : NULL;
-    int by_row = 0;
     /* the keys some rows drop: all the shared ones when a row keeps none, else the two ends */
-    const size_t ranges[2][2] = {{f_lo, some_empty ? hi : f_hi}, {some_empty ? hi : lo, hi}};
-    for (int e = 0; e < 2 && !by_row; e++)
-        if (ranges[e][0] < ranges[e][1])
-            by_row = panel ? mh_drv_panel_nonfinite(st, panel, ranges[e][0], ranges[e][1], nw) /* in cache, unlike V */
-                           : k->v_nonfinite(ranges[e][0], ranges[e][1], d0, d0 + nw, vsrc);
+    const int by_row = some_empty ? v_keys_nonfinite(st, panel, vsrc, f_lo, hi, d0, nw)
+                                  : v_keys_nonfinite(st, panel, vsrc, f_lo, f_hi, d0, nw) ||
+                                        v_keys_nonfinite(st, panel, vsrc, lo, hi, d0, nw);
     for (size_t i = r; i < r + m; i += by_row ? 1 : m) {
         const size_t rows = by_row ? 1 : m;
         const size_t f = by_row ? mh_score_row_first(&t->blk, i, j0, nc) : f_lo;
