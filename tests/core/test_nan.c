@@ -109,24 +109,31 @@ static void all_nan_row(test_rng* r, int M) {
     problem_free(&t);
 }
 
+/* V of key j, head h (D values of dt) in t: zeros (bad = 0), or NaN and inf in turn (a NaN
+ * in f16/bf16). */
+static void set_v_row(test_problem* t, int j, int h, int D, mh_dtype dt, int bad) {
+    const size_t es = dt == MH_DTYPE_F32 ? 4 : 2;
+    unsigned char* row = (unsigned char*)t->v + (j * t->p.v.stride_token + h * t->p.v.stride_head) * (ptrdiff_t)es;
+    for (int d = 0; d < D; d++) {
+        if (dt == MH_DTYPE_F32) ((float*)(void*)row)[d] = !bad ? 0.0f : d % 2 ? NAN : INFINITY;
+        else ((uint16_t*)(void*)row)[d] = !bad ? 0 : dt == MH_DTYPE_F16 ? 0x7e00u : 0x7fc0u;
+    }
+}
+
 /* Causal, N queries at the last N of M positions, V of the last key NaN: the rows that drop
  * that key are bitwise those with that V zeroed; the last row is NaN. */
 static void nan_v_of_dropped_key(test_rng* r, int N, int M, mh_dtype dt) {
     const int H = 2, Hkv = 1, D = 20;
     test_problem t;
     problem_make(&t, r, 1, N, M, H, Hkv, D, D, dt, LAYOUT_TOKEN_MAJOR, 1.0f);
-    const size_t n = (size_t)N * H * D, es = dt == MH_DTYPE_F32 ? 4 : 2;
+    const size_t n = (size_t)N * H * D;
     float *zeroed = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
     mh_attn_options opt = mh_attn_options_default();
     opt.causal = 1;
-    unsigned char* v_last = (unsigned char*)t.v + (size_t)(M - 1) * Hkv * D * es;
-    memset(v_last, 0, (size_t)D * es);
+    set_v_row(&t, M - 1, 0, D, dt, 0);
     check_status("nan v: run (zeroed)", run_attention(ctx, &t.p, &opt), MH_OK);
     problem_gather_o(&t, zeroed);
-    for (int d = 0; d < D; d++) {
-        if (dt == MH_DTYPE_F32) ((float*)v_last)[d] = d % 2 ? NAN : INFINITY;
-        else ((uint16_t*)v_last)[d] = dt == MH_DTYPE_F16 ? 0x7e00u : 0x7fc0u;
-    }
+    set_v_row(&t, M - 1, 0, D, dt, 1);
     check_status("nan v: run", run_attention(ctx, &t.p, &opt), MH_OK);
     problem_gather_o(&t, got);
     const size_t before = (size_t)(N - 1) * H * D;
@@ -151,20 +158,13 @@ static void nan_v_window(test_rng* r, int N, int M, int W, int j, mh_dtype dt, t
     const int H = 2, D = 20;
     test_problem t;
     problem_make(&t, r, 1, N, M, H, H, D, D, dt, layout, 1.0f);
-    const size_t n = (size_t)N * H * D, es = dt == MH_DTYPE_F32 ? 4 : 2;
+    const size_t n = (size_t)N * H * D;
     float *zeroed = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
     mh_attn_options opt = mh_attn_options_default();
     opt.causal = 1;
     opt.window = W;
     for (int pass = 0; pass < 2; pass++) {
-        for (int h = 0; h < H; h++) {
-            const ptrdiff_t at = j * t.p.v.stride_token + h * t.p.v.stride_head;
-            unsigned char* row = (unsigned char*)t.v + at * (ptrdiff_t)es;
-            for (int d = 0; d < D; d++) {
-                if (dt == MH_DTYPE_F32) ((float*)(void*)row)[d] = pass == 0 ? 0.0f : d % 2 ? NAN : INFINITY;
-                else ((uint16_t*)(void*)row)[d] = pass == 0 ? 0 : 0x7e00u;
-            }
-        }
+        for (int h = 0; h < H; h++) set_v_row(&t, j, h, D, dt, pass);
         check_status("window nan v: run", run_attention(ctx, &t.p, &opt), MH_OK);
         problem_gather_o(&t, pass == 0 ? zeroed : got);
     }
