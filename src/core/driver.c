@@ -299,18 +299,17 @@ static void attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0
 /* Keys per turn of a pipelined tile (attend_pipelined; 8 did as well, 32 worse). */
 #define PIPE_KEYS 16
 
-/* Whether attend_pipelined takes the task: the direct kernels bound by memory (one or two
- * query rows per K/V row, kernels/decode_prefetch.h; grouped heads, bound by the core, gained
- * nothing), one V per stream, no bias hook. */
+/* Whether attend_pipelined takes the task: a task on the direct kernels (fewer query rows than
+ * attn_direct_rows: MHA, and grouped heads whose group fits), one V per stream, no bias hook. */
 static int pipelined(const mh_drv_stage* st, const mh_drv_task* t) {
-    return t->direct_qk && t->direct_pv && !st->bias && !st->v_per_head && t->rows < MH_NEAR_PREFETCH_ROWS &&
-           t->rows < st->k->attn_direct_rows;
+    return t->direct_qk && t->direct_pv && !st->bias && !st->v_per_head && t->rows < st->k->attn_direct_rows;
 }
 
 /* attend on the direct kernels (decode): each tile's P.V runs one tile late, in turns of
  * PIPE_KEYS keys with the next tile's Q.K^T, so K and V stream from memory together instead
- * of in alternate phases of a whole tile each (MHA f16 decode at 32K keys, Zen 4, the kernels
- * alone: 17-19 ms in phases, 16 ms in turns; docs/kernels.md, "Decode kernels"). A tile whose
+ * of in alternate phases of a whole tile each (f16 decode at 32K keys, Zen 4: MHA, the kernels
+ * alone, 17-19 ms in phases, 16 ms in turns; GQA with four query rows per K/V head, 8.0 ms in
+ * phases, 7.0 ms in turns; docs/kernels.md, "Decode kernels"). A tile whose
  * rows keep different key counts (mh_score_tile_partial) gets its whole P.V from
  * accumulate_pv before the next tile. The arithmetic is the unpipelined one's: a tile's first
  * turn of P.V rescales o by its alpha, the later turns by 1, which is exact. */
@@ -318,8 +317,7 @@ static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64
                              mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const size_t tk = st->tk, dqk = st->dqk, dv = st->dv, rows = t->rows;
-    float ones[MH_NEAR_PREFETCH_ROWS];
-    for (size_t r = 0; r < rows; r++) ones[r] = 1.0f;
+    for (size_t r = 0; r < rows; r++) sc->ones[r] = 1.0f;
     mh_drv_scratch cur = *sc, prev = *sc; /* the tile being scored, the tile whose P.V is owed */
     prev.s = sc->s_prev, prev.alpha = sc->alpha_prev;
     int64_t pj0 = 0;
@@ -339,7 +337,7 @@ static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64
             }
             if (c0 < pnc) {
                 const mh_rows vc = rows_from(vs, c0);
-                k->pv_direct(rows, min_size(PIPE_KEYS, pnc - c0), dv, prev.s + c0, tk, &vc, c0 ? ones : prev.alpha,
+                k->pv_direct(rows, min_size(PIPE_KEYS, pnc - c0), dv, prev.s + c0, tk, &vc, c0 ? sc->ones : prev.alpha,
                              sc->o, dv);
             }
         }

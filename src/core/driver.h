@@ -62,6 +62,7 @@ typedef struct mh_drv_scratch {
     float* o;     /* [rows][dv]                 output accumulator */
     float *m, *l; /* [rows]                     softmax max and sum */
     float* alpha; /* [rows]                     softmax_tile's rescale */
+    float* ones;  /* [rows]                     1.0f, a P.V rescale that keeps o (filled by its user) */
     float* s_prev;     /* one-pass: [rows][tk] the previous tile's probabilities, whose P.V */
     float* alpha_prev; /* [rows] and rescale run with the next tile's Q.K^T (direct kernels) */
     /* one-pass, bf16 compute (opt->compute): the GEMMs' bf16 operands; kt/vt then hold bf16
@@ -72,7 +73,6 @@ typedef struct mh_drv_scratch {
     /* two-pass modes */
     float *t1, *t2;     /* [tile_floats] the stage's score tile; pass 1's tile when unstored */
     float *mrun, *lrun; /* [rows] pass 2's running statistics when it recomputes */
-    float *ones;        /* [rows] 1.0f, a P.V rescale that keeps o */
     float *scale;       /* [tq][hg] a tile's exponentials-to-probabilities factors */
 } mh_drv_scratch;
 

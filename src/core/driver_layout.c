@@ -34,8 +34,8 @@ void mh_drv_carve_scratch(const mh_drv_stage* st, mh_ws* ws, mh_drv_scratch* sc)
     if (st->mode == MH_DRV_MATERIALISED)
         sc->s = mh_ws_take(ws, n_kv_tiles(st), st->tile_floats + rows, sizeof(float));
     sc->o = mh_ws_take(ws, rows, st->dv, sizeof(float));
-    float** vecs[] = {&sc->m, &sc->l, &sc->alpha, &sc->mrun, &sc->lrun, &sc->ones, &sc->scale};
-    const size_t n_vecs = st->mode == MH_DRV_ONE_PASS ? 3 : sizeof vecs / sizeof vecs[0];
+    float** vecs[] = {&sc->m, &sc->l, &sc->alpha, &sc->ones, &sc->mrun, &sc->lrun, &sc->scale};
+    const size_t n_vecs = st->mode == MH_DRV_ONE_PASS ? 4 : sizeof vecs / sizeof vecs[0];
     for (size_t i = 0; i < n_vecs; i++) *vecs[i] = mh_ws_take(ws, rows, 1, sizeof(float));
     if (st->mode != MH_DRV_ONE_PASS) {
         sc->t1 = mh_ws_take(ws, st->tile_floats, 1, sizeof(float));

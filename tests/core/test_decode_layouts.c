@@ -1,7 +1,7 @@
 /*
  * Decode-shaped mh_attention calls on the same K/V values in three layouts give the same bits:
  * a head-major cache (rows of a head next to each other: the driver runs one head at a time,
- * with one or two query rows per head each tile's P.V in turns with the next tile's Q.K^T)
+ * with up to five query rows per K/V head each tile's P.V in turns with the next tile's Q.K^T)
  * and a token-major or padded one (rows kilobytes apart: the driver runs every head's key
  * tile in turn, docs/architecture.md "Decode on far-apart rows"). The arithmetic of each head
  * is the same either way, so the outputs must be bitwise equal, for every K/V dtype, MHA and
@@ -109,6 +109,7 @@ int main(void) {
             one_case(&r, dts[di], 1, 1, M, 8, 2, 128, 1);
             one_case(&r, dts[di], 2, 3, M, 4, 1, 40, 1); /* three rows, MQA, a d tail */
             one_case(&r, dts[di], 1, 2, M, 4, 4, 72, 1); /* two causal rows per head: a last tile they keep differently */
+            one_case(&r, dts[di], 1, 2, M, 8, 4, 64, 1); /* four rows per K/V head (two heads, two causal queries) */
         }
     mh_context_destroy(ctx1);
     mh_context_destroy(ctx2);
