@@ -7,9 +7,9 @@
  *  - three or more rows (grouped heads) are bound by the core: rows are prefetched
  *    MH_NEAR_PREFETCH_KEYS keys ahead into L2 so the FMAs do not wait on L3 or DRAM (on Zen 4,
  *    GQA-8: 1.4x faster than no prefetch in L3, 1.35x faster than a prefetch into L1 from DRAM).
- *    The distance must cover a DRAM miss at the slower of the two kernels: P.V takes about 20
- *    cycles a key, so 12 keys ahead were some 70 ns (GQA-8 f16 decode at 32K keys, Zen 4: 9.5 ms
- *    12 keys ahead, 8.1 ms at 24, 8.0 ms from 48 to 128);
+ *    The distance must cover a loaded DRAM miss: 12 keys of four-row work are a few hundred
+ *    cycles, too few (GQA-8 f16 decode at 32K keys, Zen 4: 9.5 ms 12 keys ahead, 8.1 ms at
+ *    24, 8.0 ms from 48 to 128);
  *  - row sets read in turn tile by tile (mh_rows.interleaved: CollabHead's 16 per-head V
  *    streams) outnumber the streams the hardware follows: near rows are prefetched as for
  *    grouped heads;
