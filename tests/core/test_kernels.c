@@ -7,6 +7,7 @@
  *  - every K/V slot on every storage dtype, int8 included (rows with scales ld_scale apart),
  *    against the dequantised values;
  *  - qk_direct / pv_direct: against double dot products, tolerance eps32 * reduction length;
+ *    qk_direct's scores of a key bitwise the same wherever it sits in the call (each key alone);
  *  - gemm / gemm_acc: with and without a bias / the rescale-and-accumulate epilogue, against
  *    double; write nothing outside the m x n corner;
  *  - scale_row: x * a bitwise (one product per element), in place, nothing past n;
@@ -114,7 +115,20 @@ static void qk_direct(size_t rows, size_t cols, size_t d, mh_dtype dt) {
     char what[96];
     snprintf(what, sizeof what, "qk_direct rows %zu cols %zu d %zu dtype %d", rows, cols, d, (int)dt);
     check_close(what, got, want, rows * cols, 4 * FLT_EPSILON * 2 * (double)d, INFINITY);
-    free(exact), free(src), free(q), free(s), free(want), free(got);
+    /* A key's scores do not depend on where it sits in the call (the driver scores a tile in
+     * one call or in chunks and relies on the same bits): each key alone gives them. */
+    float* alone = malloc(sizeof(float) * rows * cols);
+    for (size_t c = 0; c < cols; c++) {
+        mh_rows one = kr;
+        one.data = mh_dtype_at(kr.data, dt, (ptrdiff_t)(c * ld));
+        if (one.scale) one.scale += c * LD_SCALE;
+        float sc[8]; /* rows < attn_direct_rows, 6 on every ISA */
+        K->qk_direct(rows, 1, d, q, d, &one, sc, 1);
+        for (size_t r = 0; r < rows; r++) alone[r * cols + c] = sc[r];
+    }
+    snprintf(what, sizeof what, "qk_direct rows %zu cols %zu d %zu dtype %d: each key alone", rows, cols, d, (int)dt);
+    check_bitwise(what, alone, got, rows * cols);
+    free(exact), free(src), free(q), free(s), free(want), free(got), free(alone);
 }
 
 /* pv_direct: o = alpha * o + P.V, P in [0, 1) */
