@@ -122,7 +122,7 @@ static void qk_direct(size_t rows, size_t cols, size_t d, mh_dtype dt) {
         mh_rows one = kr;
         one.data = mh_dtype_at(kr.data, dt, (ptrdiff_t)(c * ld));
         if (one.scale) one.scale += c * LD_SCALE;
-        float sc[8]; /* rows < attn_direct_rows, 6 on every ISA */
+        float sc[8]; /* rows < attn_direct_rows (at most 6) */
         K->qk_direct(rows, 1, d, q, d, &one, sc, 1);
         for (size_t r = 0; r < rows; r++) alone[r * cols + c] = sc[r];
     }
