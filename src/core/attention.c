@@ -10,8 +10,7 @@
 
 #include "core/driver.h"
 #include "core/split_kv.h"
-
-static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+#include "util/checked.h"
 
 /* What the hooks read. */
 typedef struct gqa_ctx {
@@ -66,7 +65,7 @@ static mh_drv_stage make_stage(const mh_kernels* k, const mh_attn_problem* p, in
     const size_t g = (size_t)(p->n_heads / p->n_kv_heads), per_head = k->attn_block_rows / g;
     st.k = k, st.mode = MH_DRV_ONE_PASS;
     st.batch = p->batch, st.streams = p->n_kv_heads, st.n_q = p->n_q, st.n_kv = p->n_kv;
-    st.hg = g, st.tq = min_size(per_head ? per_head : 1, (size_t)p->n_q), st.tk = k->attn_kv_tile;
+    st.hg = g, st.tq = mh_min_size(per_head ? per_head : 1, (size_t)p->n_q), st.tk = k->attn_kv_tile;
     st.dqk = (size_t)p->head_dim_qk, st.dv = (size_t)p->head_dim_v;
     st.scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim_qk);
     st.key = p->k, st.value = p->v, st.k_dtype = p->k_dtype, st.v_dtype = p->v_dtype;

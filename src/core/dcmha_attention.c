@@ -18,6 +18,7 @@
 
 #include "core/driver.h"
 #include "core/split_kv.h"
+#include "util/checked.h"
 #include "util/dtype.h"
 
 /* Keys per compute tile, rounded to a multiple of the GEMM's NR. Prefill: a tile of all Hg
@@ -33,10 +34,8 @@
 #define MAX_ROW_BLOCKS 16
 #define SCORE_BUDGET ((size_t)32 << 20)
 
-static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
-
 void mh_dcmha_store_key(const mh_dcmha_key_factors* kf, int b, size_t pos, const float* pre, const float* post) {
-    const size_t tk = MH_DCMHA_KEY_TILE, j0 = pos / tk * tk, n = min_size(tk, kf->cols - j0), c = pos - j0;
+    const size_t tk = MH_DCMHA_KEY_TILE, j0 = pos / tk * tk, n = mh_min_size(tk, kf->cols - j0), c = pos - j0;
     float* tile = kf->data + (ptrdiff_t)b * kf->stride_batch + j0 * 2 * kf->branch;
     for (size_t r = 0; r < kf->branch; r++) tile[r * n + c] = pre[r], tile[(kf->branch + r) * n + c] = post[r];
 }
@@ -64,8 +63,8 @@ static mh_drv_stage make_stage(const mh_kernels* k, const mh_dcmha_problem* p, i
         blocks = SCORE_BUDGET > padding ? (SCORE_BUDGET - padding) / per_block : 1;
         blocks = blocks < 1 ? 1 : blocks > MAX_ROW_BLOCKS ? MAX_ROW_BLOCKS : blocks;
     }
-    st.tq = min_size(blocks * k->gemm_mr, (size_t)p->n_q);
-    if (!materialise) tk = panel_keys(k, min_size(TWO_PASS_TILE_FLOATS / (hg * st.tq), TWO_PASS_MAX_KEYS));
+    st.tq = mh_min_size(blocks * k->gemm_mr, (size_t)p->n_q);
+    if (!materialise) tk = panel_keys(k, mh_min_size(TWO_PASS_TILE_FLOATS / (hg * st.tq), TWO_PASS_MAX_KEYS));
     st.k = k, st.mode = materialise ? MH_DRV_MATERIALISED : MH_DRV_TWO_PASS, st.ctx = p;
     st.batch = p->batch, st.streams = p->groups, st.n_q = p->n_q, st.n_kv = p->n_kv;
     st.hg = hg, st.tk = tk, st.dqk = (size_t)p->head_dim_qk, st.dv = dv;
@@ -151,15 +150,15 @@ static void qk_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
             }
             for (size_t c0 = 0; c0 < nc; c0 += nr)
                 for (size_t r = 0; r < t->nq; r += mr) {
-                    const size_t m = min_size(mr, t->nq - r);
+                    const size_t m = mh_min_size(mr, t->nq - r);
                     if (c0 < kept(st, t, r + m - 1, j0, nc)) /* else: all dropped, never read */
-                        k->gemm(m, min_size(nr, nc - c0), d, qh + r * d, d, kt + (c0 / nr) * d * nr, NULL,
+                        k->gemm(m, mh_min_size(nr, nc - c0), d, qh + r * d, d, kt + (c0 / nr) * d * nr, NULL,
                                 s + r * tk + c0, tk);
                 }
         } else {
             const size_t step = k->attn_direct_rows - 1;
             for (size_t r = 0; r < t->nq; r += step)
-                k->qk_direct(min_size(step, t->nq - r), nc, d, qh + r * d, d, &ks, s + r * tk, tk);
+                k->qk_direct(mh_min_size(step, t->nq - r), nc, d, qh + r * d, d, &ks, s + r * tk, tk);
         }
     }
 }
@@ -181,17 +180,17 @@ static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
         size_t vt_cols = 0;
         if (gemm) {
             vt = mh_drv_packed(st, 1, (size_t)t->b, t->h0 + h, j0);
-            vt_cols = min_size(tk, (size_t)p->n_kv - (size_t)j0); /* keys the packed tile holds */
+            vt_cols = mh_min_size(tk, (size_t)p->n_kv - (size_t)j0); /* keys the packed tile holds */
             if (!vt) {
                 k->pack_v(nc, dv, &vs, sc->vt);
                 vt = sc->vt, vt_cols = nc;
             }
         }
         for (size_t d0 = 0; d0 < dv; d0 += gemm ? nr : dv) {
-            const size_t nw = gemm ? min_size(nr, dv - d0) : dv;
+            const size_t nw = gemm ? mh_min_size(nr, dv - d0) : dv;
             for (size_t k0 = 0; k0 < nc; k0 += gemm ? PV_KEYS : nc)
                 for (size_t r = 0; r < t->nq; r += mr) {
-                    const size_t m = min_size(mr, t->nq - r), kb = kept(st, t, r + m - 1, j0, nc);
+                    const size_t m = mh_min_size(mr, t->nq - r), kb = kept(st, t, r + m - 1, j0, nc);
                     const size_t ka = kept(st, t, r, j0, nc);
                     const int by_row =
                         ka < kb && k->v_nonfinite(ka, kb, d0, d0 + nw, &vs);
@@ -199,7 +198,7 @@ static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
                         const size_t rows = by_row ? 1 : m, ki = by_row ? kept(st, t, i, j0, nc) : kb;
                         if (k0 >= ki) continue; /* P' is 0 past ki */
                         if (gemm)
-                            k->gemm_acc(rows, nw, min_size(PV_KEYS, ki - k0), ph + i * tk + k0, tk,
+                            k->gemm_acc(rows, nw, mh_min_size(PV_KEYS, ki - k0), ph + i * tk + k0, tk,
                                         vt + ((d0 / nr) * vt_cols + k0) * nr, sc->ones, oh + i * dv + d0, dv);
                         else
                             k->pv_direct(rows, ki, dv, ph + i * tk, tk, &vs, sc->ones, oh + i * dv, dv);
@@ -218,7 +217,7 @@ static mh_head_mix_factors factors(const mh_drv_stage* st, const mh_drv_task* t,
     const float* qrow = p->qf.data + (ptrdiff_t)t->b * p->qf.stride_batch +
                         (ptrdiff_t)(t->i0 + i) * p->qf.stride_token + (post ? p->qf.post : p->qf.pre) +
                         (ptrdiff_t)((size_t)t->s * fb);
-    const size_t n = min_size(MH_DCMHA_KEY_TILE, p->kf.cols - jt);
+    const size_t n = mh_min_size(MH_DCMHA_KEY_TILE, p->kf.cols - jt);
     const float* kw = p->kf.data + (ptrdiff_t)t->b * p->kf.stride_batch + jt * 2 * br +
                       ((post ? br : 0) + (size_t)t->s * fb) * n + off;
     mh_head_mix_factors f = {hg, R, qrow, qrow + R * hg, qrow + 2 * R * hg, NULL,
@@ -234,7 +233,7 @@ static void compose_row(const mh_drv_stage* st, const mh_drv_task* t, int post, 
                         size_t nc, const float* a, size_t lda, const float* ascale, float* out, size_t ldo) {
     for (size_t done = 0; done < nc;) {
         const size_t j = (size_t)j0 + done, jt = j / MH_DCMHA_KEY_TILE * MH_DCMHA_KEY_TILE;
-        const size_t len = min_size(jt + MH_DCMHA_KEY_TILE - j, nc - done);
+        const size_t len = mh_min_size(jt + MH_DCMHA_KEY_TILE - j, nc - done);
         const mh_head_mix_factors f = factors(st, t, post, i, jt, j - jt);
         st->k->head_mix(&f, len, a + done, lda, ascale, out + done, ldo);
         done += len;
@@ -304,7 +303,7 @@ void* mh_dcmha_attention_carve(const mh_kernels* k, int threads, const mh_dcmha_
 void* mh_dcmha_attention_carve_upto(const mh_kernels* k, int threads, const mh_dcmha_problem* p,
                                     mh_ws* ws) {
     mh_dcmha_problem q = *p;
-    const size_t full = min_size(MAX_ROW_BLOCKS * k->gemm_mr, (size_t)p->n_q);
+    const size_t full = mh_min_size(MAX_ROW_BLOCKS * k->gemm_mr, (size_t)p->n_q);
     size_t most = 0;
     q.n_q = 1;
     mh_drv_stage last = make_stage(k, &q, 0); /* the stage at n - 1 */

@@ -4,34 +4,19 @@
  * dynamically; each task's arithmetic is independent of which thread runs it, so results are
  * bitwise identical for every thread count.
  */
-#include "core/driver.h"
+#include "core/driver_call.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "core/driver_bf16.h"
-#include "core/driver_layout.h"
 #include "core/parallel.h"
-#include "core/split_kv.h"
 #include "kernels/decode_prefetch.h"
+#include "util/checked.h"
 #include "util/dtype.h"
 
-static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
-
-/* Everything the workers of one call share; the stage first, so a hook's stage pointer leads
- * back to the call (mh_drv_packed). */
-typedef struct call {
-    mh_drv_stage st;
-    mh_drv_call_ws cw;
-    size_t n_tasks;
-    mh_split_kv split; /* key chunks per task and their partial states */
-    int stored;        /* two-pass: pass 2 reads pass 1's tiles from cw.store */
-    int across;        /* one-pass decode on far-apart K/V rows: tiles outer, streams inner */
-    long next[2];      /* the dynamic schedules (two-pass: one per pass) */
-} call;
-
 const float* mh_drv_packed(const mh_drv_stage* st, int kv, size_t b, size_t h, int64_t j0) {
-    const call* c = (const call*)st;
+    const mh_drv_call* c = (const mh_drv_call*)st;
     if (!c->cw.kt_all) return NULL;
     const size_t tile = (b * (size_t)st->pack_heads + h) * n_kv_tiles(st) + (size_t)j0 / st->tk;
     return kv ? c->cw.vt_all + tile * vt_floats(st) : c->cw.kt_all + tile * kt_floats(st);
@@ -54,8 +39,7 @@ void mh_drv_block(const mh_drv_stage* st, const mh_attn_options* opt, const int6
     mh_score_key_range(&blk, kv_len, &t->j_begin, &t->j_end);
 }
 
-/* Task ti: the driver's geometry, then the stage's. */
-static mh_drv_task make_task(const call* c, size_t ti) {
+mh_drv_task mh_drv_make_task(const mh_drv_call* c, size_t ti) {
     const mh_drv_stage* st = &c->st;
     const size_t n_qt = mh_drv_query_tiles(st);
     mh_drv_task t;
@@ -63,7 +47,7 @@ static mh_drv_task make_task(const call* c, size_t ti) {
     t.s = (int)((ti / n_qt) % (size_t)st->streams);
     t.b = (int)(ti / (n_qt * (size_t)st->streams));
     t.i0 = (ti % n_qt) * st->tq;
-    t.nq = min_size(st->tq, (size_t)st->n_q - t.i0);
+    t.nq = mh_min_size(st->tq, (size_t)st->n_q - t.i0);
     t.rows = st->hg * t.nq;
     t.h0 = (size_t)t.s * st->hg;
     t.active = 1;
@@ -78,7 +62,7 @@ static void empty_rows(const mh_drv_stage* st, size_t rows, float* m, float* l, 
     memset(o, 0, rows * st->dv * sizeof(float));
 }
 
-static void start_rows(const mh_drv_stage* st, const mh_drv_task* t, size_t rows, mh_drv_scratch* sc) {
+void mh_drv_start_rows(const mh_drv_stage* st, const mh_drv_task* t, size_t rows, mh_drv_scratch* sc) {
     mh_drv_load_q(st, t, sc);
     empty_rows(st, rows, sc->m, sc->l, sc->o);
 }
@@ -111,7 +95,7 @@ static next_rows next_tile_rows(const mh_drv_stage* st, const mh_drv_task* t, in
     if (j1 >= t->j_end || mh_drv_query_tiles(st) != 1) return n;
     const mh_dtype dt = kv ? st->v_dtype : st->k_dtype;
     n.x = mh_drv_rows(kv ? &st->value : &st->key, st->pages, dt, (size_t)t->b, (size_t)t->s, j1);
-    n.keys = min_size(st->tk, (size_t)(t->j_end - j1));
+    n.keys = mh_min_size(st->tk, (size_t)(t->j_end - j1));
     n.bytes = (kv ? st->dv : st->dqk) * mh_dtype_size(dt);
     return n;
 }
@@ -145,7 +129,7 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
     if (nx) ksrc.next = mh_drv_rows(&st->key, st->pages, st->k_dtype, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
     if (t->direct_qk) { /* chunks the kernel takes; the K tile stays in cache */
         for (size_t r = 0; r < rows; r += k->attn_direct_rows - 1)
-            k->qk_direct(min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk, &ksrc,
+            k->qk_direct(mh_min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk, &ksrc,
                          sc->s + r * tk, tk);
         if (st->bias) st->bias(st, t, j0, nc, sc->s, tk);
         step_rows(st, t, j0, nc, 0, rows, softmax, sc);
@@ -165,7 +149,7 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
     const size_t blocks = (rows + mr - 1) / mr;
     const next_rows next = kt_pre ? (next_rows){.keys = 0} : next_tile_rows(st, t, 0, j0);
     for (size_t r = 0; r < rows; r += mr) {
-        const size_t m = min_size(mr, rows - r);
+        const size_t m = mh_min_size(mr, rows - r);
         prefetch_slice(&next, r / mr, blocks);
         const int dropped = !trim && mh_score_rows_dropped(&t->blk, r, m, j0); /* before the diagonal: all -inf */
         size_t kept = trim ? 0 : nc;
@@ -174,7 +158,7 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
             kept = n > kept ? n : kept;
         }
         for (size_t c0 = 0; c0 < kept; c0 += nr) {
-            const size_t n = min_size(nr, kept - c0);
+            const size_t n = mh_min_size(nr, kept - c0);
             float* srow = sc->s + r * tk + c0;
             if (dropped)
                 for (size_t i = 0; i < m; i++)
@@ -265,7 +249,7 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
         if (nx && n_v == 1)
             vsrc.next = mh_drv_rows(&st->value, st->pages, st->v_dtype, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
         if (t->direct_pv) {
-            for (size_t r = r0; r < r1; r += dr) pv_rows(st, t, &vsrc, NULL, 0, r, min_size(dr, r1 - r), 0, dv, j0, nc, inside, sc);
+            for (size_t r = r0; r < r1; r += dr) pv_rows(st, t, &vsrc, NULL, 0, r, mh_min_size(dr, r1 - r), 0, dv, j0, nc, inside, sc);
             continue;
         }
         const float* vt = vt_pre;
@@ -279,7 +263,7 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
         for (size_t d0 = 0; d0 < dv; d0 += nr)
             for (size_t r = r0; r < r1; r += mr) {
                 if (d0 == 0) prefetch_slice(&next, (r - r0) / mr, blocks);
-                pv_rows(st, t, &vsrc, vt, cols, r, min_size(mr, r1 - r), d0, min_size(nr, dv - d0), j0, nc,
+                pv_rows(st, t, &vsrc, vt, cols, r, mh_min_size(mr, r1 - r), d0, mh_min_size(nr, dv - d0), j0, nc,
                         inside, sc);
             }
     }
@@ -293,7 +277,7 @@ static void attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0
     const float* kt = mh_drv_packed(st, 0, (size_t)t->b, (size_t)t->s, j0);
     const float* vt = mh_drv_packed(st, 1, (size_t)t->b, (size_t)t->s, j0);
     score_tile(st, t, kt, j0, nc, nx, 1, sc);
-    accumulate_pv(st, t, vt, vt ? min_size(tk, (size_t)st->n_kv - (size_t)j0) : 0, j0, nc, nx, sc);
+    accumulate_pv(st, t, vt, vt ? mh_min_size(tk, (size_t)st->n_kv - (size_t)j0) : 0, j0, nc, nx, sc);
 }
 
 /* Keys per turn of a pipelined tile (attend_pipelined; 8 did as well, 32 worse). */
@@ -323,7 +307,7 @@ static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64
     int64_t pj0 = 0;
     size_t pnc = 0; /* keys of the owed tile, 0: none */
     for (int64_t j0 = j_lo; j0 < j_hi; j0 += (int64_t)tk) {
-        const size_t nc = min_size(tk, (size_t)(j_hi - j0));
+        const size_t nc = mh_min_size(tk, (size_t)(j_hi - j0));
         if (pnc && mh_score_tile_partial(&t->blk, pj0, pnc)) {
             accumulate_pv(st, t, NULL, 0, pj0, pnc, NULL, &prev);
             pnc = 0;
@@ -333,11 +317,11 @@ static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64
         for (size_t c0 = 0; c0 < nc || c0 < pnc; c0 += PIPE_KEYS) {
             if (c0 < nc) {
                 const mh_rows kc = rows_from(ks, c0);
-                k->qk_direct(rows, min_size(PIPE_KEYS, nc - c0), dqk, sc->q, dqk, &kc, cur.s + c0, tk);
+                k->qk_direct(rows, mh_min_size(PIPE_KEYS, nc - c0), dqk, sc->q, dqk, &kc, cur.s + c0, tk);
             }
             if (c0 < pnc) {
                 const mh_rows vc = rows_from(vs, c0);
-                k->pv_direct(rows, min_size(PIPE_KEYS, pnc - c0), dv, prev.s + c0, tk, &vc, c0 ? sc->ones : prev.alpha,
+                k->pv_direct(rows, mh_min_size(PIPE_KEYS, pnc - c0), dv, prev.s + c0, tk, &vc, c0 ? sc->ones : prev.alpha,
                              sc->o, dv);
             }
         }
@@ -353,16 +337,16 @@ static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64
 /* Online softmax over keys [j_lo, j_hi) of the task into sc->m, sc->l, sc->o (unnormalised).
  * With prepacked tiles, tiles are the call's fixed grid of tk keys: the range starts at the
  * tile holding j_lo, and keys before j_lo in it are dropped by the score step. */
-static void attend(const call* c, const mh_drv_task* t, int64_t j_lo, int64_t j_hi, mh_drv_scratch* sc) {
+static void attend(const mh_drv_call* c, const mh_drv_task* t, int64_t j_lo, int64_t j_hi, mh_drv_scratch* sc) {
     const mh_drv_stage* st = &c->st;
     const size_t tk = st->tk;
-    start_rows(st, t, t->rows, sc);
+    mh_drv_start_rows(st, t, t->rows, sc);
     if (pipelined(st, t)) {
         attend_pipelined(st, t, j_lo, j_hi, sc);
         return;
     }
     if (c->cw.kt_all && j_lo > 0) j_lo -= j_lo % (int64_t)tk;
-    for (int64_t j0 = j_lo; j0 < j_hi; j0 += (int64_t)tk) attend_tile(st, t, j0, min_size(tk, (size_t)(j_hi - j0)), NULL, sc);
+    for (int64_t j0 = j_lo; j0 < j_hi; j0 += (int64_t)tk) attend_tile(st, t, j0, mh_min_size(tk, (size_t)(j_hi - j0)), NULL, sc);
 }
 
 /* The tile attend_across reads MH_FAR_PREFETCH_STREAMS tiles after stream s's at offset off
@@ -385,12 +369,12 @@ static const next_tile* tile_ahead(const struct mh_drv_lane* lanes, size_t n_s, 
  * (all heads of its keys, near each other) are read together instead of one head's rows at
  * a time across the whole cache. Each stream's tiles, state and arithmetic are those of
  * one_pass_item; its m, l, o live in its split partial. */
-static void attend_across(const call* c, size_t b, size_t ci, mh_drv_scratch* sc) {
+static void attend_across(const mh_drv_call* c, size_t b, size_t ci, mh_drv_scratch* sc) {
     const mh_drv_stage* st = &c->st;
     const size_t n_s = (size_t)st->streams, tk = st->tk;
     for (size_t s = 0; s < n_s; s++) {
         struct mh_drv_lane* ln = &sc->lanes[s];
-        ln->t = make_task(c, b * n_s + s);
+        ln->t = mh_drv_make_task(c, b * n_s + s);
         mh_split_chunk(&c->split, ci, ln->t.j_begin, ln->t.j_end, tk, &ln->lo, &ln->hi);
         float* part = mh_split_partial(&c->split, b * n_s + s, ci);
         empty_rows(st, ln->t.rows, part, part + ln->t.rows, part + 2 * ln->t.rows);
@@ -407,13 +391,12 @@ static void attend_across(const call* c, size_t b, size_t ci, mh_drv_scratch* sc
             v.m = part, v.l = part + ln->t.rows, v.o = part + 2 * ln->t.rows;
             mh_drv_load_q(st, &ln->t, &v);
             next_tile nx;
-            attend_tile(st, &ln->t, j0, min_size(tk, (size_t)(ln->hi - j0)), tile_ahead(sc->lanes, n_s, s, off, tk, &nx), &v);
+            attend_tile(st, &ln->t, j0, mh_min_size(tk, (size_t)(ln->hi - j0)), tile_ahead(sc->lanes, n_s, s, off, tk, &nx), &v);
         }
     }
 }
 
-/* Output row ii of head h0 + hh of the task. */
-static float* out_row(const mh_drv_stage* st, const mh_drv_task* t, size_t hh, size_t ii) {
+float* mh_drv_out_row(const mh_drv_stage* st, const mh_drv_task* t, size_t hh, size_t ii) {
     const ptrdiff_t tok = t->q_row ? (ptrdiff_t)t->q_row[ii] : (ptrdiff_t)(t->i0 + ii);
     return st->o.data + t->b * st->o.stride_batch + tok * st->o.stride_token +
            (ptrdiff_t)(t->h0 + hh) * st->o.stride_head;
@@ -428,12 +411,12 @@ static void finish(const mh_drv_stage* st, const mh_drv_task* t, float* m, float
     const size_t dv = st->dv, H = st->hg * (size_t)st->streams;
     const float* sinks = st->opt->sinks ? st->opt->sinks + t->h0 : NULL;
     const size_t bytes = dv * sizeof(float);
-    for (size_t r = 0; r < t->rows && r < MH_DRV_ROWS_AHEAD; r++) mh_drv_prefetch(out_row(st, t, r / t->nq, r % t->nq), bytes, 1);
+    for (size_t r = 0; r < t->rows && r < MH_DRV_ROWS_AHEAD; r++) mh_drv_prefetch(mh_drv_out_row(st, t, r / t->nq, r % t->nq), bytes, 1);
     for (size_t r = 0; r < t->rows; r++) {
         const size_t ra = r + MH_DRV_ROWS_AHEAD;
-        if (ra < t->rows) mh_drv_prefetch(out_row(st, t, ra / t->nq, ra % t->nq), bytes, 1);
+        if (ra < t->rows) mh_drv_prefetch(mh_drv_out_row(st, t, ra / t->nq, ra % t->nq), bytes, 1);
         const size_t hh = r / t->nq, ii = r % t->nq, tok = t->q_row ? (size_t)t->q_row[ii] : t->i0 + ii;
-        float* dst = out_row(st, t, hh, ii);
+        float* dst = mh_drv_out_row(st, t, hh, ii);
         const float* acc = acc_base + r * dv;
         /* lse [B, H, N] (a gathered call's starts at its head and sequence, rows at their tokens) */
         float* lse = st->opt->lse ? st->opt->lse + ((size_t)t->b * H + t->h0 + hh) * (size_t)st->n_q + tok : NULL;
@@ -458,7 +441,7 @@ static void write_probs(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scr
         memset(probs + (((size_t)t->b * H + h) * N + i) * M, 0, M * sizeof(float));
     }
     for (int64_t j0 = t->j_begin; j0 < t->j_end; j0 += (int64_t)tk) {
-        const size_t nc = min_size(tk, (size_t)(t->j_end - j0));
+        const size_t nc = mh_min_size(tk, (size_t)(t->j_end - j0));
         score_tile(st, t, NULL, j0, nc, NULL, 0, sc);
         for (size_t r = 0; r < t->rows; r++) {
             if (sc->m[r] == -INFINITY) continue;
@@ -471,9 +454,9 @@ static void write_probs(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scr
 }
 
 /* Item `item` of a one-pass call: task item / n_split, key chunk item % n_split. */
-static void one_pass_item(const call* c, size_t item, mh_drv_scratch* sc) {
+static void one_pass_item(const mh_drv_call* c, size_t item, mh_drv_scratch* sc) {
     const size_t ti = item / c->split.n_split, ci = item % c->split.n_split;
-    const mh_drv_task t = make_task(c, ti);
+    const mh_drv_task t = mh_drv_make_task(c, ti);
     if (!t.active) return;
     if (c->split.n_split == 1) {
         attend(c, &t, t.j_begin, t.j_end, sc);
@@ -488,131 +471,23 @@ static void one_pass_item(const call* c, size_t item, mh_drv_scratch* sc) {
 }
 
 /* The worker's share of split tasks: merged in order, then finished. */
-static void one_pass_merge(const call* c, int tid, int nth) {
+static void one_pass_merge(const mh_drv_call* c, int tid, int nth) {
     for (size_t ti = (size_t)tid; ti < c->n_tasks; ti += (size_t)nth) {
-        const mh_drv_task t = make_task(c, ti);
+        const mh_drv_task t = mh_drv_make_task(c, ti);
         if (!t.active) continue;
         float* base = mh_split_merge(&c->split, ti);
         finish(&c->st, &t, base, base + t.rows, base + 2 * t.rows);
     }
 }
 
-/* ---- two-pass modes ---- */
-
-static float* store_block(const call* c, float* store, int64_t j0) {
-    return store + (size_t)j0 / c->st.tk * c->st.tile_floats;
-}
-
-static float* store_max(const call* c, float* store, int64_t j0) {
-    return store + n_kv_tiles(&c->st) * c->st.tile_floats + (size_t)j0 / c->st.tk * block_rows(&c->st);
-}
-
-/* Pass 1 over keys [lo, hi): each tile's exponentials and the rows' running max and sum in
- * sc->m, sc->l. With a store the exponentials stay there with the max they are relative to. */
-static void stats_range(const call* c, const mh_drv_task* t, int64_t lo, int64_t hi, float* store,
-                        mh_drv_scratch* sc) {
-    const size_t tk = c->st.tk;
-    for (int64_t j0 = lo; j0 < hi; j0 += (int64_t)tk) {
-        const size_t nc = min_size(tk, (size_t)(hi - j0));
-        float* e = store ? store_block(c, store, j0) : sc->t2;
-        c->st.exp_tile(&c->st, t, j0, nc, e, sc->m, sc->l, sc);
-        if (store) memcpy(store_max(c, store, j0), sc->m, block_rows(&c->st) * sizeof(float));
-    }
-}
-
-/* Pass 2 over keys [lo, hi), with the final statistics in sc->m, sc->l, into sc->o. Without a
- * store the exponentials are recomputed as pass 1 made them (the same tiles from lo, the
- * running max restarted), so both give the same bits. */
-static void output_range(const call* c, const mh_drv_task* t, int64_t lo, int64_t hi, float* store,
-                         mh_drv_scratch* sc) {
-    const size_t tk = c->st.tk;
-    for (size_t r = 0; r < block_rows(&c->st); r++) sc->mrun[r] = -INFINITY, sc->lrun[r] = 0.0f;
-    for (int64_t j0 = lo; j0 < hi; j0 += (int64_t)tk) {
-        const size_t nc = min_size(tk, (size_t)(hi - j0));
-        if (!store) c->st.exp_tile(&c->st, t, j0, nc, sc->t2, sc->mrun, sc->lrun, sc);
-        c->st.out_tile(&c->st, t, j0, nc, store ? store_block(c, store, j0) : sc->t2,
-                       store ? store_max(c, store, j0) : sc->mrun, sc);
-    }
-}
-
-/* Writes the task's output rows from o [rows of the full tile][dv], already normalised. */
-static void write_rows(const mh_drv_stage* st, const mh_drv_task* t, const float* o) {
-    for (size_t hh = 0; hh < st->hg; hh++)
-        for (size_t ii = 0; ii < t->nq; ii++)
-            memcpy(out_row(st, t, hh, ii), o + (hh * st->tq + ii) * st->dv, st->dv * sizeof(float));
-}
-
-/* A whole task at once, its tiles kept in the worker's sc->s. */
-static void run_materialised(const call* c, size_t ti, mh_drv_scratch* sc) {
-    const mh_drv_task t = make_task(c, ti);
-    start_rows(&c->st, &t, block_rows(&c->st), sc);
-    stats_range(c, &t, 0, t.j_end, sc->s, sc);
-    output_range(c, &t, 0, t.j_end, sc->s, sc);
-    write_rows(&c->st, &t, sc->o);
-}
-
-/* Task ti's store, or NULL when pass 2 recomputes. */
-static float* stored_at(const call* c, size_t ti) {
-    return c->stored ? c->cw.store + ti * store_floats(&c->st) : NULL;
-}
-
-/* Work item `item` of a two-pass call: chunk ci of task ti, keys [lo, hi), its rows started. */
-typedef struct chunk {
-    size_t ti, ci;
-    mh_drv_task t;
-    int64_t lo, hi;
-} chunk;
-
-static chunk start_chunk(const call* c, size_t item, mh_drv_scratch* sc) {
-    chunk k;
-    k.ti = item / c->split.n_split, k.ci = item % c->split.n_split;
-    k.t = make_task(c, k.ti);
-    mh_split_chunk(&c->split, k.ci, 0, k.t.j_end, c->st.tk, &k.lo, &k.hi);
-    start_rows(&c->st, &k.t, block_rows(&c->st), sc);
-    return k;
-}
-
-/* Pass 1 of a chunk: its softmax statistics into its partial. */
-static void pass_stats(const call* c, size_t item, mh_drv_scratch* sc) {
-    const chunk k = start_chunk(c, item, sc);
-    const size_t rows = block_rows(&c->st);
-    stats_range(c, &k.t, k.lo, k.hi, stored_at(c, k.ti), sc);
-    float* part = mh_split_partial(&c->split, k.ti, k.ci);
-    memcpy(part, sc->m, rows * sizeof(float));
-    memcpy(part + rows, sc->l, rows * sizeof(float));
-}
-
-/* Pass 2 of a chunk: its share of the output, with the task's merged statistics, into its
- * partial. */
-static void pass_output(const call* c, size_t item, mh_drv_scratch* sc) {
-    const chunk k = start_chunk(c, item, sc);
-    const size_t rows = block_rows(&c->st);
-    mh_split_merge_stats(&c->split, k.ti, sc->m, sc->l);
-    output_range(c, &k.t, k.lo, k.hi, stored_at(c, k.ti), sc);
-    memcpy(mh_split_partial(&c->split, k.ti, k.ci) + 2 * rows, sc->o, rows * c->st.dv * sizeof(float));
-}
-
-/* Sums the task's chunk outputs in order (each already normalised by the whole row's
- * statistics) and writes them. */
-static void finish_two_pass(const call* c, size_t ti) {
-    const size_t rows = block_rows(&c->st), n = rows * c->st.dv;
-    float* acc = mh_split_partial(&c->split, ti, 0) + 2 * rows;
-    for (size_t ci = 1; ci < c->split.n_split; ci++) {
-        const float* part = mh_split_partial(&c->split, ti, ci) + 2 * rows;
-        for (size_t e = 0; e < n; e++) acc[e] += part[e];
-    }
-    const mh_drv_task t = make_task(c, ti);
-    write_rows(&c->st, &t, acc);
-}
-
 /* ---- the worker ---- */
 
 /* Packs K/V tile `item` of the call's grid (head-major over B * pack_heads heads). */
-static void prepack_tile(const call* c, size_t item) {
+static void prepack_tile(const mh_drv_call* c, size_t item) {
     const mh_drv_stage* st = &c->st;
     const size_t n_tiles = n_kv_tiles(st), head = item / n_tiles, j0 = (item % n_tiles) * st->tk;
     const size_t b = head / (size_t)st->pack_heads, h = head % (size_t)st->pack_heads;
-    const size_t nc = min_size(st->tk, (size_t)st->n_kv - j0);
+    const size_t nc = mh_min_size(st->tk, (size_t)st->n_kv - j0);
     const mh_rows kr = mh_drv_rows(&st->key, st->pages, st->k_dtype, b, h, (int64_t)j0);
     const mh_rows vr = mh_drv_rows(&st->value, st->pages, st->v_dtype, b, h, (int64_t)j0);
     mh_drv_pack_k(st, nc, &kr, c->cw.kt_all + item * kt_floats(st));
@@ -622,7 +497,7 @@ static void prepack_tile(const call* c, size_t item) {
 /* One worker: its share of the prepack, then items until none is left (dynamic: tasks differ
  * in cost; which worker runs an item never changes its result), then its share of the merges. */
 static void worker(void* arg, int tid, int nth) {
-    call* c = arg;
+    mh_drv_call* c = arg;
     mh_ws ws = mh_ws_begin(c->cw.scratch + (size_t)tid * c->cw.per_thread);
     mh_drv_scratch sc;
     mh_drv_carve_scratch(&c->st, &ws, &sc);
@@ -646,20 +521,20 @@ static void worker(void* arg, int tid, int nth) {
         one_pass_merge(c, tid, nth);
         return;
     case MH_DRV_MATERIALISED:
-        for (long ti; (ti = mh_next_item(&c->next[0])) < n_items;) run_materialised(c, (size_t)ti, &sc);
+        for (long ti; (ti = mh_next_item(&c->next[0])) < n_items;) mh_drv_run_materialised(c, (size_t)ti, &sc);
         return;
     case MH_DRV_TWO_PASS:
-        for (long item; (item = mh_next_item(&c->next[0])) < n_items;) pass_stats(c, (size_t)item, &sc);
+        for (long item; (item = mh_next_item(&c->next[0])) < n_items;) mh_drv_pass_stats(c, (size_t)item, &sc);
         mh_barrier(nth);
-        for (long item; (item = mh_next_item(&c->next[1])) < n_items;) pass_output(c, (size_t)item, &sc);
+        for (long item; (item = mh_next_item(&c->next[1])) < n_items;) mh_drv_pass_output(c, (size_t)item, &sc);
         mh_barrier(nth);
-        for (size_t ti = (size_t)tid; ti < c->n_tasks; ti += (size_t)nth) finish_two_pass(c, ti);
+        for (size_t ti = (size_t)tid; ti < c->n_tasks; ti += (size_t)nth) mh_drv_finish_two_pass(c, ti);
         return;
     }
 }
 
 void mh_drv_run(const mh_drv_stage* st, int threads, void* ws_base) {
-    call c;
+    mh_drv_call c;
     memset(&c, 0, sizeof c);
     c.st = *st;
     mh_ws layout = mh_ws_begin(ws_base);

@@ -12,8 +12,7 @@
 
 #include "core/driver.h"
 #include "core/split_kv.h"
-
-static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+#include "util/checked.h"
 
 /* Decode's H rows share every key: packing the tile once (converted to f32) and one GEMM
  * beat the direct kernel, which reconverts each key for every chunk of rows it takes; P.V
@@ -56,7 +55,7 @@ static mh_drv_stage make_stage(const mh_kernels* k, const mh_shared_key_problem*
     const ptrdiff_t dqk = p->dim_qk, dv = p->head_dim_v;
     st.k = k, st.mode = MH_DRV_ONE_PASS, st.ctx = p;
     st.batch = p->batch, st.streams = 1, st.n_q = p->n_q, st.n_kv = p->n_kv;
-    st.hg = H, st.tq = min_size(per_head ? per_head : 1, (size_t)p->n_q), st.tk = k->attn_kv_tile;
+    st.hg = H, st.tq = mh_min_size(per_head ? per_head : 1, (size_t)p->n_q), st.tk = k->attn_kv_tile;
     st.dqk = (size_t)dqk, st.dv = (size_t)dv, st.scale = p->scale;
     st.key = (mh_tensor){.data = p->k, .stride_batch = p->k_stride_batch, .stride_token = dqk, .stride_head = 0};
     st.value = p->v, st.v_per_head = 1;

@@ -5,6 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The smaller of two sizes (a tile's length at the end of its range). */
+static inline size_t mh_min_size(size_t a, size_t b) { return a < b ? a : b; }
+
 static inline int mh_mul_size(size_t a, size_t b, size_t* out) {
     if (a != 0 && b > SIZE_MAX / a) return 0;
     *out = a * b;

@@ -1,0 +1,45 @@
+/*
+ * One running driver call (driver-private): what its workers share, and the pieces of
+ * core/driver.c the two-pass modes (core/driver_two_pass.c) build on.
+ */
+#ifndef MH_CORE_DRIVER_CALL_H
+#define MH_CORE_DRIVER_CALL_H
+#include "core/driver.h"
+#include "core/driver_layout.h"
+#include "core/split_kv.h"
+
+/* Everything the workers of one call share; the stage first, so a hook's stage pointer leads
+ * back to the call (mh_drv_packed). */
+typedef struct mh_drv_call {
+    mh_drv_stage st;
+    mh_drv_call_ws cw;
+    size_t n_tasks;
+    mh_split_kv split; /* key chunks per task and their partial states */
+    int stored;        /* two-pass: pass 2 reads pass 1's tiles from cw.store */
+    int across;        /* one-pass decode on far-apart K/V rows: tiles outer, streams inner */
+    long next[2];      /* the dynamic schedules (two-pass: one per pass) */
+} mh_drv_call;
+
+/* Task ti: the driver's geometry, then the stage's. */
+mh_drv_task mh_drv_make_task(const mh_drv_call* c, size_t ti);
+
+/* The stage's queries, then empty softmax states and accumulators for `rows` rows. */
+void mh_drv_start_rows(const mh_drv_stage* st, const mh_drv_task* t, size_t rows, mh_drv_scratch* sc);
+
+/* Output row ii of head h0 + hh of the task. */
+float* mh_drv_out_row(const mh_drv_stage* st, const mh_drv_task* t, size_t hh, size_t ii);
+
+/* ---- the two-pass modes (core/driver_two_pass.c), the worker's items ---- */
+
+/* Materialised: task ti whole, its tiles kept in the worker's sc->s. */
+void mh_drv_run_materialised(const mh_drv_call* c, size_t ti, mh_drv_scratch* sc);
+
+/* Two-pass, item = (task, key chunk): pass 1 (the chunk's softmax statistics) and pass 2 (its
+ * share of the output with the task's merged statistics), each into its split partial. */
+void mh_drv_pass_stats(const mh_drv_call* c, size_t item, mh_drv_scratch* sc);
+void mh_drv_pass_output(const mh_drv_call* c, size_t item, mh_drv_scratch* sc);
+
+/* Two-pass, after both passes: task ti's chunk outputs summed in order and written. */
+void mh_drv_finish_two_pass(const mh_drv_call* c, size_t ti);
+
+#endif
