@@ -73,7 +73,7 @@ class Case:
         if self.ok:
             self.mode, self.variant, self.shape, self.dtype, isa, t = parts
             self.threads = int(t.split(":")[1])
-            # "avx512+bf16": the ISA and the compute mode of the attention GEMMs (none: f32)
+            # "avx512+bf16": the ISA and the compute mode of the GEMMs (none: f32)
             self.isa, _, compute = isa.partition("+")
             self.compute = compute or "f32"
         else:
@@ -438,8 +438,9 @@ class Report:
         self.section(out, "## Prefill at the compute limit: the fp32 targets\n", report_targets.INTRO,
                      report_targets.target_rows(self), report_targets.ALIGN)
         out.append("")
-        self.section(out, "## Compute modes: bf16 beside f32\n", "The `compute` column above is the precision of the attention's two GEMMs (`mh_compute`; the "
-                   "case name's ISA reads `avx512+bf16`): bf16 rounds Q, K, V and P to bf16 on entry to the "
+        self.section(out, "## Compute modes: bf16 beside f32\n", "The `compute` column above is the precision of the attention's two GEMMs and, through a "
+                   "layer, of its projections (`mh_compute`; the case name's ISA reads `avx512+bf16`): bf16 "
+                   "rounds Q, K, V and P (and a layer's weights and projection inputs) to bf16 on entry to the "
                    "products, which accumulate in f32, and keeps scores, softmax and the output in f32. Here "
                    "each bf16 case sits beside the same case in f32: the time ratio, `%peak` against each mode's "
                    "own measured peak (bf16: the VDPBF16PS probe, twice the FMA rate), and each one's `rel_l2_err` "

@@ -35,17 +35,17 @@ def _isas(rep):
     return out
 
 
-def _case(rep, isa, shape):
-    return rep.by_key.get(("prefill", "mha", shape, "f32", isa, rep.t1, "f32"))
+def _case(rep, isa, shape, compute="f32"):
+    return rep.by_key.get(("prefill", "mha", shape, "f32", isa, rep.t1, compute))
 
 
-def _peak(rep, isa):
-    """The FMA peak at the main thread count a case of `isa` is held against (openblas: the best
-    ISA's, as the harness's pct_peak)."""
+def _peak(rep, isa, compute="f32"):
+    """The peak at the main thread count a case of `isa` in `compute` is held against: the FMA
+    peak (openblas: the best ISA's, as the harness's pct_peak), in bf16 the bf16 dot product's."""
     peaks, _ = rep.limits()
     if isa == "openblas":
         return max((p.get(rep.t1, 0.0) for i, p in peaks.items() if "+" not in i), default=0.0)
-    return peaks.get(isa, {}).get(rep.t1, 0.0)
+    return peaks.get(isa if compute == "f32" else f"{isa}+{compute}", {}).get(rep.t1, 0.0)
 
 
 def peak_rows(rep):
@@ -78,25 +78,28 @@ def cliff_rows(rep):
 
 def projection_rows(rep):
     """The projection GEMMs of every MHA prefill through the layer at LLM width (H*D = d_model)
-    whose core case ran on the same ISA: time per GEMM, GFLOP/s and %peak of the four."""
+    whose core case ran on the same ISA and compute mode: time per GEMM, GFLOP/s and %peak of the
+    four (bf16: of the bf16 peak; the targets are f32's)."""
     rows = []
     for c in rep.cases:
         dm, shape = c.dims.get("dm"), c.shape.rsplit("_dm", 1)[0]
-        if (c.error or c.mode != "prefill" or c.variant != "mha" or not c.layer_api or c.compute != "f32"
+        if (c.error or c.mode != "prefill" or c.variant != "mha" or not c.layer_api
                 or c.threads != rep.t1 or dm != c.dims["H"] * c.dims["D"]):
             continue
-        core = _case(rep, c.isa, shape)
+        core = _case(rep, c.isa, shape, c.compute)
         if core is None or c.ms <= core.ms:
             continue
         n = c.dims["N"]
         ms = c.ms - core.ms
         gflops = 4 * 2.0 * n * dm * dm / (ms * 1e6)
-        peak = _peak(rep, c.isa)
+        peak = _peak(rep, c.isa, c.compute)
         pct = 100 * gflops / peak if peak > 0 else None
-        target = (dm, n) == PROJ_GOAL and c.isa != "openblas"
-        rows.append([f"projection GEMM, d_model {dm}, {n} tokens (layer less core)",
-                     f"prefill/mha/`{c.shape}` less `{shape}`", c.isa, fmt_ms(ms / 4) + " per GEMM",
-                     f"{gflops:.1f}", "-" if pct is None else f"{pct:.0f}% of peak",
+        target = (dm, n) == PROJ_GOAL and c.isa != "openblas" and c.compute == "f32"
+        mode = "" if c.compute == "f32" else f" in {c.compute}"
+        rows.append([f"projection GEMM{mode}, d_model {dm}, {n} tokens (layer less core)",
+                     f"prefill/mha/`{c.shape}` less `{shape}`",
+                     c.isa if c.compute == "f32" else f"{c.isa}+{c.compute}", fmt_ms(ms / 4) + " per GEMM",
+                     f"{gflops:.1f}", "-" if pct is None else f"{pct:.0f}% of {'peak' if not mode else 'its peak'}",
                      ">= 85%" if target else "baseline" if c.isa == "openblas" else "-",
                      _met(pct is not None and pct >= 85) if target else "-"])
     return rows

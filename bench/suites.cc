@@ -192,7 +192,11 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
     // they are timed inside causal prefill through an MHA layer, whose four projections are 97%
     // of its FLOPs; report_targets.py subtracts the core case of the same attention above
     // (prefill/mha/N512_M512_H32_D128) to give the GEMMs' own rate. OpenBLAS likewise (section 6).
-    if (!file) s.add(make(P, "mha", Shape{32, 128, 4096}, 512, 512, F32, true));
+    // In the bf16 compute mode too: a bf16 layer projects in bf16 (less the bf16 core case).
+    if (!file) {
+        s.add(make(P, "mha", Shape{32, 128, 4096}, 512, 512, F32, true));
+        s.add(bf16(make(P, "mha", Shape{32, 128, 4096}, 512, 512, F32, true)));
+    }
 
     // 2. decode against caches of 1K to 32K tokens (attention core, cache layout, cold)
     for (int m : {1024, 4096, 16384, 32768}) s.variants(make(DEC, "", llm, 1, m, F16, false));
@@ -234,6 +238,7 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
         if (o.long_tails) s.variants(make(DEC, "", enc, 1, 4096, F16, true));
         else s.variants(make(DEC, "", enc, 1, 4096, F16, true), {"mha", "gqa8", "gqa4", "mqa"});
         s.add(make(DEC, "gqa4", enc, 1, 4096, F32, true));
+        s.variants(bf16(make(DEC, "", enc, 1, 4096, F16, true)), {"mha", "gqa8"});  // bf16 weights and GEMMs
         for (int m : {1024, 4096}) s.add(make(DEC, "mha", enc, 1, m, I8, true));
         s.add(paged(make(DEC, "mha", enc, 1, 4096, F16, true), 256));  // against the contiguous row above
     }

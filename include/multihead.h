@@ -89,10 +89,11 @@ MH_API mh_status mh_isa_default(mh_isa* out);
 
 /* ------------------------------------------------------------------ compute modes */
 /*
- * The precision the two GEMMs of attention (Q.K^T and P.V) compute in. F32 is exact to fp32.
- * BF16 and F16 round Q, K, V and P to that format on entry to the GEMMs; products accumulate
- * in f32, softmax and the output stay f32 (expect a relative L2 error of about 3e-3 for BF16
- * against the double oracle). A compute mode is a sub-feature of an ISA: its kernels need the
+ * The precision the two GEMMs of attention (Q.K^T and P.V) and, in a layer, its projections
+ * compute in. F32 is exact to fp32. BF16 and F16 round Q, K, V and P (and a layer's weights,
+ * once at create, and the projections' input rows) to that format on entry to the GEMMs;
+ * products accumulate in f32, biases, softmax and the outputs stay f32 (expect a relative L2
+ * error of about 3e-3 for BF16 attention against the double oracle, 5e-3 for a layer). A compute mode is a sub-feature of an ISA: its kernels need the
  * ISA's extension (BF16: AVX512-BF16 with MH_ISA_AVX512, Arm BF16 with MH_ISA_NEON / SVE;
  * F16: AVX512-FP16, Arm FP16 FMLA). A mode the context's ISA cannot run on this CPU is refused
  * with MH_ERR_ISA_UNAVAILABLE, never run in another precision. docs/api.md, "Compute modes".

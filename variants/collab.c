@@ -68,11 +68,11 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     s->mix = mh_alloc(mix_bytes);
     if (!s->mix) st = MH_ERR_OUT_OF_MEMORY;
     else memcpy(s->mix, cw->mix, mix_bytes);
-    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_q, NULL, Dt, c->d_model, &L->wq);
-    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_k, NULL, Dt, c->kdim, &L->wk);
-    if (st == MH_OK) st = mh_pack_matrix(L->kernels, cw->content, NULL, H, c->kdim, &s->content);
-    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_v, w->b_v, hdv, c->vdim, &L->wv);
-    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_o, w->b_o, c->d_model, hdv, &L->wo);
+    if (st == MH_OK) st = mh_variant_pack(L, w->w_q, NULL, Dt, c->d_model, &L->wq);
+    if (st == MH_OK) st = mh_variant_pack(L, w->w_k, NULL, Dt, c->kdim, &L->wk);
+    if (st == MH_OK) st = mh_variant_pack(L, cw->content, NULL, H, c->kdim, &s->content);
+    if (st == MH_OK) st = mh_variant_pack(L, w->w_v, w->b_v, hdv, c->vdim, &L->wv);
+    if (st == MH_OK) st = mh_variant_pack(L, w->w_o, w->b_o, c->d_model, hdv, &L->wo);
     if (st != MH_OK) {
         destroy(L);
         return st;

@@ -73,10 +73,10 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     if (!dw || !dw->w1 || !dw->w2 || !dw->wd || !dw->wb_pre != !st_w || !dw->wb_post != !st_w)
         return MH_ERR_INVALID_ARGUMENT;
     const int hd = c->n_heads * c->head_dim, hdv = c->n_heads * c->head_dim_v;
-    mh_status st = mh_pack_matrix(L->kernels, w->w_q, w->b_q, hd, c->d_model, &L->wq);
-    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_k, w->b_k, hd, c->kdim, &L->wk);
-    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_v, w->b_v, hdv, c->vdim, &L->wv);
-    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_o, w->b_o, c->d_model, hdv, &L->wo);
+    mh_status st = mh_variant_pack(L, w->w_q, w->b_q, hd, c->d_model, &L->wq);
+    if (st == MH_OK) st = mh_variant_pack(L, w->w_k, w->b_k, hd, c->kdim, &L->wk);
+    if (st == MH_OK) st = mh_variant_pack(L, w->w_v, w->b_v, hdv, c->vdim, &L->wv);
+    if (st == MH_OK) st = mh_variant_pack(L, w->w_o, w->b_o, c->d_model, hdv, &L->wo);
     if (st == MH_OK) {
         L->ext = calloc(1, sizeof(dcmha_state));
         st = L->ext ? mh_dcmha_generator_create(L, dw, L->ext) : MH_ERR_OUT_OF_MEMORY;

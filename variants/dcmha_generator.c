@@ -58,7 +58,7 @@ mh_status mh_dcmha_generator_create(const mh_layer* L, const mh_dcmha_weights* w
     memset(s, 0, sizeof *s);
     float* t = merged_w1d(c, &d, w->w1, w->wd);
     if (!t) return MH_ERR_OUT_OF_MEMORY;
-    mh_status st = mh_pack_matrix(L->kernels, t, NULL, (int)d.z, c->d_model, &s->w1d);
+    mh_status st = mh_variant_pack(L, t, NULL, (int)d.z, c->d_model, &s->w1d);
     mh_free(t);
     const size_t n2 = 2 * (size_t)d.R * (size_t)d.hg;
     s->w2 = st == MH_OK ? calloc(4 * (size_t)d.G + 1, sizeof *s->w2) : NULL; /* zeroed sentinel at the end */
@@ -66,7 +66,7 @@ mh_status mh_dcmha_generator_create(const mh_layer* L, const mh_dcmha_weights* w
     if (st == MH_OK && !t) st = MH_ERR_OUT_OF_MEMORY;
     for (size_t gc = 0; st == MH_OK && gc < 4 * (size_t)d.G; gc++) {
         w2_block(&d, w->w2, gc, t);
-        st = mh_pack_matrix(L->kernels, t, NULL, (int)n2, d.C, &s->w2[gc]);
+        st = mh_variant_pack(L, t, NULL, (int)n2, d.C, &s->w2[gc]);
     }
     mh_free(t);
     if (st == MH_OK && mh_dcmha_cfg(c)->static_weights) {

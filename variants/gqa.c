@@ -74,10 +74,10 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     const int hd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     const int kvdv = c->n_kv_heads * c->head_dim_v;
     const int wide = c->n_heads * (c->head_dim_v + 2 * overlap_of(c)); /* W' input: H*(Dv + 2o) */
-    mh_status st = mh_pack_matrix(L->kernels, w->w_q, w->b_q, hd, c->d_model, &L->wq);
-    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_k, w->b_k, kvd, c->kdim, &L->wk);
-    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_v, w->b_v, kvdv, c->vdim, &L->wv);
-    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_o, w->b_o, c->d_model, wide, &L->wo);
+    mh_status st = mh_variant_pack(L, w->w_q, w->b_q, hd, c->d_model, &L->wq);
+    if (st == MH_OK) st = mh_variant_pack(L, w->w_k, w->b_k, kvd, c->kdim, &L->wk);
+    if (st == MH_OK) st = mh_variant_pack(L, w->w_v, w->b_v, kvdv, c->vdim, &L->wv);
+    if (st == MH_OK) st = mh_variant_pack(L, w->w_o, w->b_o, c->d_model, wide, &L->wo);
     if (st != MH_OK) mh_variant_free_projections(L);
     return st;
 }

@@ -83,7 +83,7 @@ static mh_status pack_router(mh_layer* L, const mh_moh_weights* w, moh_state* s)
     float* cat = mh_alloc(bytes);
     if (!cat) return MH_ERR_OUT_OF_MEMORY;
     mh_moh_router_concat(&L->full, w, cat);
-    const mh_status st = mh_pack_matrix(L->kernels, cat, NULL, rows, d, &s->router);
+    const mh_status st = mh_variant_pack(L, cat, NULL, rows, d, &s->router);
     mh_free(cat);
     return st;
 }
@@ -96,8 +96,8 @@ static mh_status pack_q_heads(mh_layer* L, const mh_layer_weights* w, moh_state*
     if (!s->wq_head) return MH_ERR_OUT_OF_MEMORY;
     mh_status st = MH_OK;
     for (int h = 0; h < c->n_heads && st == MH_OK; h++)
-        st = mh_pack_matrix(L->kernels, w->w_q + (size_t)h * D * d, w->b_q ? w->b_q + (size_t)h * D : NULL,
-                            c->head_dim, c->d_model, &s->wq_head[h]);
+        st = mh_variant_pack(L, w->w_q + (size_t)h * D * d, w->b_q ? w->b_q + (size_t)h * D : NULL,
+                             c->head_dim, c->d_model, &s->wq_head[h]);
     return st;
 }
 
@@ -112,7 +112,7 @@ static mh_status pack_o_heads(mh_layer* L, const mh_layer_weights* w, moh_state*
     mh_status st = block && s->wo_head ? MH_OK : MH_ERR_OUT_OF_MEMORY;
     for (int h = 0; h < c->n_heads && st == MH_OK; h++) {
         for (size_t r = 0; r < d; r++) memcpy(block + r * dv, w->w_o + r * hdv + (size_t)h * dv, dv * sizeof(float));
-        st = mh_pack_matrix(L->kernels, block, NULL, c->d_model, c->head_dim_v, &s->wo_head[h]);
+        st = mh_variant_pack(L, block, NULL, c->d_model, c->head_dim_v, &s->wo_head[h]);
     }
     mh_free(block);
     return st;
@@ -135,16 +135,16 @@ static mh_status create(mh_layer* L, const mh_layer_weights* w) {
     if (!s) return MH_ERR_OUT_OF_MEMORY;
     L->ext = s;
     const int kvd = c->n_kv_heads * c->head_dim, kvdv = c->n_kv_heads * c->head_dim_v;
-    st = mh_pack_matrix(L->kernels, w->w_k, w->b_k, kvd, c->kdim, &L->wk);
-    if (st == MH_OK) st = mh_pack_matrix(L->kernels, w->w_v, w->b_v, kvdv, c->vdim, &L->wv);
+    st = mh_variant_pack(L, w->w_k, w->b_k, kvd, c->kdim, &L->wk);
+    if (st == MH_OK) st = mh_variant_pack(L, w->w_v, w->b_v, kvdv, c->vdim, &L->wv);
     if (st == MH_OK && learned(L)) st = pack_router(L, mw, s);
     if (st == MH_OK && learned(L)) st = pack_q_heads(L, w, s);
     if (st == MH_OK && !learned(L))
-        st = mh_pack_matrix(L->kernels, w->w_q, w->b_q, c->n_heads * c->head_dim, c->d_model, &L->wq);
+        st = mh_variant_pack(L, w->w_q, w->b_q, c->n_heads * c->head_dim, c->d_model, &L->wq);
     if (st == MH_OK && !learned(L) && L->shard.count > 1) { /* a shard's rows lie inside the full W_Q */
         const size_t back = (size_t)L->shard.head_begin * (size_t)c->head_dim;
-        st = mh_pack_matrix(L->kernels, w->w_q - back * (size_t)c->d_model, w->b_q ? w->b_q - back : NULL,
-                            L->full.n_heads * c->head_dim, c->d_model, &s->wq_all);
+        st = mh_variant_pack(L, w->w_q - back * (size_t)c->d_model, w->b_q ? w->b_q - back : NULL,
+                             L->full.n_heads * c->head_dim, c->d_model, &s->wq_all);
     }
     if (st == MH_OK) st = pack_o_heads(L, w, s);
     if (st == MH_OK && w->b_o) {

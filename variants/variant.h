@@ -127,6 +127,10 @@ int mh_variant_decode_positions(const struct mh_kv_cache* cache, const mh_kv_seq
  * at their cache positions. pages is the storage ex may point at. */
 void mh_variant_decode_view(const struct mh_kv_cache* cache, const mh_kv_seqs* s, const mh_decode_bufs* d, int n_kv,
                             mh_attn_problem* p, mh_attn_options* opt, mh_core_extra* ex, mh_kv_pages* pages);
+/* Packs W [n_out, k_in] and bias [n_out] (may be NULL) for the layer's GEMMs, in its compute
+ * mode (bf16 layers project in bf16: docs/api.md "Compute modes"). */
+mh_status mh_variant_pack(const mh_layer* L, const float* w, const float* bias, int n_out, int k_in,
+                          mh_packed_matrix* out);
 /* Frees wq, wk, wv and wo (a zeroed matrix is fine). */
 void mh_variant_free_projections(mh_layer* L);
 /* The layer's model-level options (window, soft-cap, ALiBi, sinks) over a call's per-call

@@ -100,6 +100,11 @@ void mh_variant_decode_view(const struct mh_kv_cache* cache, const mh_kv_seqs* s
     if (ragged) ex->q_pos = d->q_pos; /* ... or, when counts differ, at these positions */
 }
 
+mh_status mh_variant_pack(const mh_layer* L, const float* w, const float* bias, int n_out, int k_in,
+                          mh_packed_matrix* out) {
+    return mh_pack_matrix(L->kernels, L->cfg.compute, w, bias, n_out, k_in, out);
+}
+
 void mh_variant_free_projections(mh_layer* L) {
     mh_packed_matrix_free(&L->wq);
     mh_packed_matrix_free(&L->wk);

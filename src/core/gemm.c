@@ -16,31 +16,45 @@
 static const float k_ones[32] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
                                  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 
-mh_status mh_pack_matrix(const mh_kernels* k, const float* w, const float* bias, int n_out,
-                         int k_in, mh_packed_matrix* out) {
+/* W [n_out, k_in] into f32 panels [k_in][nr] of nr rows of W each. */
+static void pack_f32(size_t nr, const float* w, size_t n_out, size_t k_in, size_t n_panels, float* panels) {
+    for (size_t p = 0; p < n_panels; p++) {
+        float* dst = panels + p * k_in * nr;
+        for (size_t c = 0; c < nr && p * nr + c < n_out; c++) {
+            const float* src = w + (p * nr + c) * k_in;
+            for (size_t kk = 0; kk < k_in; kk++) dst[kk * nr + c] = src[kk];
+        }
+    }
+}
+
+mh_status mh_pack_matrix(const mh_kernels* k, mh_compute compute, const float* w, const float* bias,
+                         int n_out, int k_in, mh_packed_matrix* out) {
     memset(out, 0, sizeof *out);
+    const int bf16 = compute == MH_COMPUTE_BF16;
     const size_t nr = k->gemm_nr, n_panels = ((size_t)n_out + nr - 1) / nr;
-    size_t panel_elems, bias_bytes = bias ? (size_t)n_out * sizeof(float) : 0, bytes;
-    if (!mh_mul3_size(n_panels, nr, (size_t)k_in, &panel_elems) ||
-        !mh_mul_size(panel_elems, sizeof(float), &bytes) || !mh_add_size(bytes, bias_bytes, &bytes))
+    /* bf16 panels hold k in pairs: an odd k_in takes one zero pad row */
+    const size_t rows_k = bf16 ? ((size_t)k_in + 1) / 2 * 2 : (size_t)k_in;
+    const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
+    size_t panel_elems, panel_bytes, bias_bytes = bias ? (size_t)n_out * sizeof(float) : 0, bytes;
+    if (!mh_mul3_size(n_panels, nr, rows_k, &panel_elems) || !mh_mul_size(panel_elems, elem, &panel_bytes) ||
+        !mh_add_size(panel_bytes, bias_bytes, &bytes))
         return MH_ERR_SIZE_OVERFLOW;
-    float* panels = mh_alloc(panel_elems * sizeof(float));
+    void* panels = mh_alloc(panel_bytes);
     float* b = bias ? mh_alloc(bias_bytes) : NULL;
     if (!panels || (bias && !b)) {
         mh_free(panels);
         mh_free(b);
         return MH_ERR_OUT_OF_MEMORY;
     }
-    for (size_t p = 0; p < n_panels; p++) {
-        float* dst = panels + p * (size_t)k_in * nr;
-        for (size_t c = 0; c < nr && p * nr + c < (size_t)n_out; c++) {
-            const float* src = w + (p * nr + c) * (size_t)k_in;
-            for (size_t kk = 0; kk < (size_t)k_in; kk++) dst[kk * nr + c] = src[kk];
-        }
+    if (bf16) {
+        const mh_rows rows = {.data = w, .ld = k_in, .dtype = MH_DTYPE_F32};
+        k->pack_kt_bf16((size_t)n_out, (size_t)k_in, &rows, panels);
+    } else {
+        pack_f32(nr, w, (size_t)n_out, (size_t)k_in, n_panels, panels); /* mh_alloc zeroed the pad */
     }
     if (b) memcpy(b, bias, bias_bytes);
-    out->panels = panels, out->bias = b, out->n_out = n_out, out->k_in = k_in, out->nr = nr;
-    out->bytes = bytes;
+    out->panels = panels, out->bias = b, out->compute = bf16 ? MH_COMPUTE_BF16 : MH_COMPUTE_F32;
+    out->n_out = n_out, out->k_in = k_in, out->nr = nr, out->bytes = bytes;
     return MH_OK;
 }
 
@@ -50,7 +64,7 @@ void mh_packed_matrix_free(mh_packed_matrix* m) {
     memset(m, 0, sizeof *m);
 }
 
-/* Everything the workers of one GEMM share. */
+/* Everything the workers of one GEMM share. A task is a row block x a group of panels. */
 typedef struct gemm_call {
     const mh_kernels* k;
     size_t rows;
@@ -59,43 +73,83 @@ typedef struct gemm_call {
     const mh_packed_matrix* w;
     float* y;
     size_t ldy;
+    size_t n_panels, group; /* panels, and panels per task */
+    size_t sub_rows;        /* rows of a task's row block taken at a time (a multiple of MR) */
     size_t n_row_blocks, n_tasks;
     int acc; /* 1: add onto y (no bias) */
 } gemm_call;
 
-/* Tasks are dealt round-robin: consecutive tasks share a panel (below), so concurrent workers
- * work on the same panel and find it in the shared cache. */
-static void gemm_worker(void* arg, int tid, int nth) {
-    const gemm_call* g = arg;
+/* A bf16 task rounds SUB_ROWS_BF16 rows of x at a time into a stack buffer of
+ * [SUB_ROWS_BF16][GEMM_KC] bf16 (16 KiB) and runs them against GROUP_BF16 panels: x is read
+ * and rounded once per eight panels, not once per panel, which cost a fifth of the GEMM's time
+ * (the rounding's reads of x missed the caches in a burst before each micro-tile). */
+#define SUB_ROWS_BF16 32
+#define GROUP_BF16 8
+
+/* The micro-tiles of rows [r0, r1) of a task against panel p, reduction block [k0, k0 + kc):
+ * f32 reads x in place; bf16 reads xb, those rows rounded ([r1 - r0][GEMM_KC]). `first`: the
+ * first block of a plain (not acc) call, which sets C (with the bias, if any) instead of
+ * adding to it; bf16 sets the bias first and adds the products. */
+static void strips(const gemm_call* g, size_t r0, size_t r1, size_t k0, size_t kc, size_t p, const uint16_t* xb) {
     const mh_kernels* k = g->k;
     const mh_packed_matrix* w = g->w;
-    const size_t nr = w->nr, mr = k->gemm_mr, kin = (size_t)w->k_in;
+    const size_t nr = w->nr, kin = (size_t)w->k_in, c0 = p * nr;
+    const size_t nc = (size_t)w->n_out - c0 < nr ? (size_t)w->n_out - c0 : nr;
+    const int first = k0 == 0 && !g->acc;
+    const float* bias = first && w->bias ? w->bias + c0 : NULL;
+    for (size_t r = r0; r < r1; r += k->gemm_mr) {
+        const size_t m = r1 - r < k->gemm_mr ? r1 - r : k->gemm_mr;
+        float* c = g->y + r * g->ldy + c0;
+        if (w->compute == MH_COMPUTE_BF16) {
+            /* k0 is a multiple of GEMM_KC (even): its pairs start k0 / 2 pair rows in */
+            const uint16_t* panel = (const uint16_t*)w->panels + p * ((kin + 1) / 2 * 2) * nr;
+            const uint16_t* a = xb + (r - r0) * GEMM_KC;
+            for (size_t i = 0; bias && i < m; i++) memcpy(c + i * g->ldy, bias, nc * sizeof(float));
+            if (first && !bias) k->gemm_bf16(m, nc, kc, a, GEMM_KC, panel, c, g->ldy);
+            else k->gemm_acc_bf16(m, nc, kc, a, GEMM_KC, panel + k0 * nr, k_ones, c, g->ldy);
+        } else {
+            const float* panel = (const float*)w->panels + p * kin * nr;
+            const float* a = g->x + r * g->ldx + k0;
+            if (first) k->gemm(m, nc, kc, a, g->ldx, panel, bias, c, g->ldy);
+            else k->gemm_acc(m, nc, kc, a, g->ldx, panel + k0 * nr, k_ones, c, g->ldy);
+        }
+    }
+}
+
+/* Tasks are dealt round-robin: consecutive tasks share a panel group (below), so concurrent
+ * workers work on the same panels and find them in the shared cache. */
+static void gemm_worker(void* arg, int tid, int nth) {
+    const gemm_call* g = arg;
+    const size_t kin = (size_t)g->w->k_in;
+    uint16_t xb[SUB_ROWS_BF16 * GEMM_KC]; /* bf16: [sub rows][GEMM_KC], an odd kc's pad zero */
     for (size_t t = (size_t)tid; t < g->n_tasks; t += (size_t)nth) {
-        const size_t rb = t % g->n_row_blocks, p = t / g->n_row_blocks;
-        const size_t c0 = p * nr, nc = (size_t)w->n_out - c0 < nr ? (size_t)w->n_out - c0 : nr;
+        const size_t rb = t % g->n_row_blocks, p0 = t / g->n_row_blocks * g->group;
+        const size_t p1 = p0 + g->group < g->n_panels ? p0 + g->group : g->n_panels;
         const size_t r_end = (rb + 1) * GEMM_ROW_BLOCK < g->rows ? (rb + 1) * GEMM_ROW_BLOCK : g->rows;
-        const float* panel = w->panels + p * kin * nr;
-        const float* bias = w->bias && !g->acc ? w->bias + c0 : NULL;
         for (size_t k0 = 0; k0 < kin; k0 += GEMM_KC) {
             const size_t kc = kin - k0 < GEMM_KC ? kin - k0 : GEMM_KC;
-            for (size_t r = rb * GEMM_ROW_BLOCK; r < r_end; r += mr) {
-                const size_t m = r_end - r < mr ? r_end - r : mr;
-                const float* a = g->x + r * g->ldx + k0;
-                float* c = g->y + r * g->ldy + c0;
-                if (k0 == 0 && !g->acc) k->gemm(m, nc, kc, a, g->ldx, panel, bias, c, g->ldy);
-                else k->gemm_acc(m, nc, kc, a, g->ldx, panel + k0 * nr, k_ones, c, g->ldy);
+            for (size_t r0 = rb * GEMM_ROW_BLOCK; r0 < r_end; r0 += g->sub_rows) {
+                const size_t r1 = r_end - r0 < g->sub_rows ? r_end : r0 + g->sub_rows;
+                for (size_t r = r0; g->w->compute == MH_COMPUTE_BF16 && r < r1; r++) {
+                    g->k->round_bf16(kc, g->x + r * g->ldx + k0, xb + (r - r0) * GEMM_KC);
+                    if (kc % 2) xb[(r - r0) * GEMM_KC + kc] = 0;
+                }
+                for (size_t p = p0; p < p1; p++) strips(g, r0, r1, k0, kc, p, xb);
             }
         }
     }
 }
 
-/* Each output element is one reduction, in a fixed order, by one task: thread-count
- * independent. */
+/* Each output element is one reduction, in a fixed order (blocks of GEMM_KC ascending), by
+ * one task: thread-count independent. */
 static void run_gemm(const mh_kernels* k, int threads, size_t rows, const float* x, size_t ldx,
                      const mh_packed_matrix* w, float* y, size_t ldy, int acc) {
-    const size_t n_panels = ((size_t)w->n_out + w->nr - 1) / w->nr;
+    const int bf16 = w->compute == MH_COMPUTE_BF16;
+    const size_t n_panels = ((size_t)w->n_out + w->nr - 1) / w->nr, group = bf16 ? GROUP_BF16 : 1;
     const size_t n_row_blocks = (rows + GEMM_ROW_BLOCK - 1) / GEMM_ROW_BLOCK;
-    gemm_call g = {k, rows, x, ldx, w, y, ldy, n_row_blocks, n_row_blocks * n_panels, acc};
+    const size_t sub_rows = bf16 ? SUB_ROWS_BF16 / k->gemm_mr * k->gemm_mr : GEMM_ROW_BLOCK;
+    const size_t n_tasks = n_row_blocks * ((n_panels + group - 1) / group);
+    gemm_call g = {k, rows, x, ldx, w, y, ldy, n_panels, group, sub_rows, n_row_blocks, n_tasks, acc};
     const double flops = 2.0 * (double)rows * (double)w->k_in * w->n_out;
     mh_parallel(mh_workers(threads, g.n_tasks, flops), gemm_worker, &g);
 }

@@ -19,6 +19,9 @@
  * variant whose own rank bound is larger cannot use these kernels. */
 #define MH_HEAD_MIX_MAX_RANK 8
 
+/* The most rows a GEMM micro-tile has on any ISA (gemm_mr), for buffers of one micro-tile. */
+#define MH_GEMM_MR_MAX 8
+
 /* The factors of one cross-head mix (DCMHA's composition) over a group of g heads,
  * rank <= MH_HEAD_MIX_MAX_RANK, for one query row and a run of keys (key-side factors
  * key-contiguous, rows ldk apart):
@@ -126,8 +129,8 @@ typedef struct mh_rows {
  *                  of an odd cols are zero.
  *   Both packs round the value the storage represents (int8: scale * q in f32) to bf16,
  *   nearest even; bf16 storage is copied as it is.
- *   round_bf16:    y[i] = x[i] rounded to bf16 for Q's and P's rows, bitwise f32_to_bf16
- *                  (nearest even; a subnormal rounded, never flushed; a NaN keeps its top
+ *   round_bf16:    y[i] = x[i] rounded to bf16 for Q's and P's rows and projection inputs,
+ *                  bitwise f32_to_bf16 (nearest even; a subnormal rounded, never flushed; a NaN keeps its top
  *                  bits with the quiet bit set); a slot of its own because it runs only where
  *                  the CPU has the extension, so it may use the extension's conversion.
  *
@@ -145,7 +148,7 @@ typedef struct mh_kernels {
     MH_KERNEL_LIST_BF16(MH_KERNEL_MEMBER) /* NULL where the ISA has no bf16 kernels */
 #undef MH_KERNEL_MEMBER
 
-    /* GEMM micro-tile: rows (MR) and panel columns (NR). */
+    /* GEMM micro-tile: rows (MR <= MH_GEMM_MR_MAX) and panel columns (NR). */
     size_t gemm_mr;
     size_t gemm_nr;
     /* Query blocks with fewer rows than this use the direct kernels. */

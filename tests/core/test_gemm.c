@@ -1,9 +1,13 @@
 /*
  * The packed projection GEMM (white box) against the double oracle on shapes generated from
- * the micro-tile: rows and outputs in {1, MR-1, MR, MR+1, ..., NR+1, 2NR+1}, reduction lengths
- * 1, primes and 300; with and without bias; input leading dimension padded; 1 and 2 threads.
- * Tolerance: the standard dot-product bound, |err| <= k * eps32 * max|x| * max|w| per output
- * (inputs in [-1, 1]), times 2. A relative (rel-L2) bound is not used: a single output whose
+ * the micro-tile: rows in {1, MR-1, MR, MR+1, 2MR+1, 49, 97, 250 (two row blocks)}, outputs in
+ * {1, NR-1, NR, NR+1, 2NR+1, 5NR+1 (two bf16 panel groups)}, reduction lengths
+ * 1, primes, 300 and 513 (three reduction blocks, the last odd); with and without bias; input
+ * leading dimension padded; 1 and 2 threads. In f32 and, where the ISA has bf16 kernels, on
+ * weights packed in bf16: the oracle then takes x and W rounded to bf16 (their products are
+ * exact in f32 and accumulate in f32, so the bound below holds; a GEMM that skipped either
+ * rounding would be about 2^-9 relative off). Tolerance: the standard dot-product bound,
+ * |err| <= k * eps32 * max|x| * max|w| per output (inputs in [-1, 1]), times 2. A relative (rel-L2) bound is not used: a single output whose
  * terms cancel has a large relative error that says nothing about the kernel.
  */
 #include <float.h>
@@ -17,8 +21,8 @@
 #include "oracle.h"
 #include "rng.h"
 
-static void one(const mh_kernels* k, test_rng* r, size_t rows, size_t n_out, size_t kin, int bias,
-                int threads) {
+static void one(const mh_kernels* k, mh_compute compute, test_rng* r, size_t rows, size_t n_out, size_t kin,
+                int bias, int threads) {
     const size_t ldx = kin + 3, ldy = n_out + 2;
     float* x = malloc(sizeof(float) * rows * ldx);
     float* xd = malloc(sizeof(float) * rows * kin);
@@ -34,10 +38,15 @@ static void one(const mh_kernels* k, test_rng* r, size_t rows, size_t n_out, siz
     for (size_t i = 0; i < rows; i++)
         for (size_t j = 0; j < kin; j++) xd[i * kin + j] = x[i * ldx + j];
     mh_packed_matrix pm;
-    char what[128];
-    snprintf(what, sizeof what, "gemm rows %zu out %zu k %zu bias %d threads %d", rows, n_out, kin, bias, threads);
-    if (check_status(what, mh_pack_matrix(k, w, bias ? b : NULL, (int)n_out, (int)kin, &pm), MH_OK)) {
+    char what[160];
+    snprintf(what, sizeof what, "gemm %s rows %zu out %zu k %zu bias %d threads %d", mh_compute_name(compute), rows,
+             n_out, kin, bias, threads);
+    if (check_status(what, mh_pack_matrix(k, compute, w, bias ? b : NULL, (int)n_out, (int)kin, &pm), MH_OK)) {
         mh_gemm_packed(k, threads, rows, x, ldx, &pm, y, ldy);
+        if (compute == MH_COMPUTE_BF16) { /* the operands the bf16 products take */
+            oracle_round_bf16_all(xd, rows * kin);
+            oracle_round_bf16_all(w, n_out * kin);
+        }
         oracle_linear(xd, (int)rows, (int)kin, w, bias ? b : NULL, (int)n_out, want);
         int pad_ok = 1;
         for (size_t i = 0; i < rows; i++) {
@@ -61,12 +70,20 @@ int main(void) {
     test_rng r;
     rng_seed(&r, 1);
     const size_t mr = k->gemm_mr, nr = k->gemm_nr;
-    const size_t rows[] = {1, mr - 1, mr, mr + 1, 2 * mr + 1, 49, 97};
-    const size_t outs[] = {1, nr - 1, nr, nr + 1, 2 * nr + 1};
-    const size_t ks[] = {1, 7, 31, 300};
-    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
-        for (size_t j = 0; j < sizeof outs / sizeof *outs; j++)
-            for (size_t l = 0; l < sizeof ks / sizeof *ks; l++)
-                if (rows[i] > 0) one(k, &r, rows[i], outs[j], ks[l], (int)((i + j + l) % 2), 1 + (int)(l % 2));
+    const size_t rows[] = {1, mr - 1, mr, mr + 1, 2 * mr + 1, 49, 97, 250};
+    const size_t outs[] = {1, nr - 1, nr, nr + 1, 2 * nr + 1, 5 * nr + 1};
+    const size_t ks[] = {1, 7, 31, 300, 513};
+    const mh_compute modes[] = {MH_COMPUTE_F32, MH_COMPUTE_BF16};
+    for (size_t c = 0; c < 2; c++) {
+        if (!mh_compute_supported(isa, modes[c])) {
+            printf("bf16: %s has no bf16 compute here, f32 only\n", mh_isa_name(isa));
+            continue;
+        }
+        for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+            for (size_t j = 0; j < sizeof outs / sizeof *outs; j++)
+                for (size_t l = 0; l < sizeof ks / sizeof *ks; l++)
+                    if (rows[i] > 0)
+                        one(k, modes[c], &r, rows[i], outs[j], ks[l], (int)((i + j + l) % 2), 1 + (int)(l % 2));
+    }
     return test_exit_code("test_gemm");
 }

@@ -4,18 +4,26 @@
  * overlapping heads and CollabHead. DCMHA refuses the mode (MH_ERR_UNSUPPORTED: its two-pass
  * stage has no bf16 GEMMs). Skipped (exit 77) where the ISA has no bf16 compute.
  *
- * Per variant: the bf16 layer against the f32 layer of the same weights (which the oracle
- * tests check): the attention's operands are rounded to bf16 (2^-9 relative each), which
- * moves the output by about 2e-3 relative, so 1e-4 < rel-L2 < 1e-2 (the lower bound shows
- * that the bf16 kernels ran); 1 and 2 threads bitwise equal; and, for the GQA family,
- * decode token by token through a cache against the causal forward: where both round P on
- * the same key-tile grid (the forward's key tile, mh_core_attention_kv_tile, is the decode's
- * attn_kv_tile) they round the same operands and agree to rel-L2 <= 1e-5; a forward that
- * packs K/V once on the wider prefill grid (GQA here: three query tiles) rounds each key's p
- * relative to another running max, which moves a p by at most 2^-9 and o by about
- * 2^-9 / sqrt(3): rel-L2 <= 2e-3 (as split-KV, test_bf16_attention.c). A bf16 cache gives the
- * f32 cache's bits (it holds the values the packs round the f32 ones to: fed as they are) and
- * a paged cache the contiguous one's.
+ * Per variant:
+ *  - the projections take x and W rounded to bf16 (their GEMM is checked against the oracle
+ *    in test_gemm.c): a layer made from rounded weights, run on rounded inputs, gives the
+ *    same bits (biases, CollabHead's mixing and the rest stay f32 in both); it holds its
+ *    weights in half the f32 layer's bytes (at most 10% more: the f32 biases and mixing);
+ *  - against the f32 layer of those rounded weights on those inputs, whose projections then
+ *    take the same operands (exact products; f32 sums in another order), what is left is the
+ *    attention's rounding of Q, K, V and P (2^-9 relative each) and of its output before W_O:
+ *    about 3e-3 relative, so 1e-4 < rel-L2 < 1e-2 (the lower bound shows that the bf16
+ *    kernels ran). The distance from the f32 layer on the unrounded weights is printed: it
+ *    adds the projections' rounding (and, for MoH, the heads its router picks differently);
+ *  - 1 and 2 threads bitwise equal;
+ *  - for the GQA family, decode token by token through a cache against the causal forward:
+ *    where both round P on the same key-tile grid (the forward's key tile,
+ *    mh_core_attention_kv_tile, is the decode's attn_kv_tile) they round the same operands
+ *    and agree to rel-L2 <= 1e-5; a forward that packs K/V once on the wider prefill grid
+ *    (GQA here: three query tiles) rounds each key's p relative to another running max, which
+ *    moves a p by at most 2^-9 and o by about 2^-9 / sqrt(3): rel-L2 <= 2e-3 (as split-KV,
+ *    test_bf16_attention.c). A bf16 cache gives the f32 cache's bits (it holds the values
+ *    the packs round the f32 ones to: fed as they are) and a paged cache the contiguous one's.
  */
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +34,7 @@
 #include "core/attention.h"
 #include "dispatch/dispatch.h"
 #include "layer_fixture.h"
+#include "oracle.h"
 #include "problem.h"
 
 
@@ -60,26 +69,40 @@ static void decode_on(const mh_layer* L, mh_dtype dtype, int block, const float*
 static void run_variant(const mh_context* c1, const mh_context* c2, test_rng* r, mh_layer_config cfg,
                         const char* name, int decode) {
     const size_t n = (size_t)B * N * D_MODEL;
-    float* x = malloc(n * sizeof(float));
-    float *o16 = malloc(n * sizeof(float)), *o16b = malloc(n * sizeof(float));
+    float *x = malloc(n * sizeof(float)), *xr = malloc(n * sizeof(float));
+    float *o16 = malloc(n * sizeof(float)), *other = malloc(n * sizeof(float));
     float *o32 = malloc(n * sizeof(float)), *dec = malloc(n * sizeof(float));
     rng_fill(r, x, n, -1, 1);
+    memcpy(xr, x, n * sizeof(float));
+    oracle_round_bf16_all(xr, n);
     cfg.compute = MH_COMPUTE_BF16;
     layer_fixture f;
     if (!check_status(name, fixture_make(&f, c1, &cfg, r, 0.5f), MH_OK)) return;
-    mh_layer *L2 = NULL, *L32 = NULL;
+    mh_layer *L2 = NULL, *L32 = NULL, *R16 = NULL, *R32 = NULL;
     mh_layer_config got;
     check_status(name, mh_layer_get_config(f.layer, &got), MH_OK);
     check_true(name, got.compute == MH_COMPUTE_BF16);
     check_status(name, fixture_recreate(&f, c2, &cfg, &L2), MH_OK);
+    forward(f.layer, x, o16, name);
+    forward(L2, x, other, name);
+    check_bitwise(name, other, o16, n);
     cfg.compute = MH_COMPUTE_F32;
     check_status(name, fixture_recreate(&f, c1, &cfg, &L32), MH_OK);
-    forward(f.layer, x, o16, name);
-    forward(L2, x, o16b, name);
     forward(L32, x, o32, name);
-    check_bitwise(name, o16b, o16, n);
+    printf("%-10s bf16 vs f32 layer: rel-L2 %.2e\n", name, err_f32_f32(o16, o32, n).rel_l2);
+    /* bf16 panels: half the f32 ones' bytes; biases and mixing stay f32 */
+    const size_t w16 = mh_layer_weights_bytes(f.layer), w32 = mh_layer_weights_bytes(L32);
+    printf("%-10s weights: %zu bytes in bf16, %zu in f32\n", name, w16, w32);
+    check_true(name, 2 * w16 >= w32 && 20 * w16 <= 11 * w32);
+    fixture_round_bf16(&f);
+    check_status(name, fixture_recreate(&f, c1, &cfg, &R32), MH_OK);
+    cfg.compute = MH_COMPUTE_BF16;
+    check_status(name, fixture_recreate(&f, c1, &cfg, &R16), MH_OK);
+    forward(R16, xr, other, name);
+    check_bitwise(name, other, o16, n);
+    forward(R32, xr, o32, name);
     const err_stats e = err_f32_f32(o16, o32, n);
-    printf("%-10s bf16 vs f32 layer: rel-L2 %.2e\n", name, e.rel_l2);
+    printf("%-10s bf16 vs f32 layer, both on bf16 x and W: rel-L2 %.2e\n", name, e.rel_l2);
     check_true(name, e.rel_l2 > 1e-4 && e.rel_l2 < 1e-2);
     if (decode) {
         decode_on(f.layer, MH_DTYPE_F32, 0, x, dec, name);
@@ -88,17 +111,14 @@ static void run_variant(const mh_context* c1, const mh_context* c2, test_rng* r,
         printf("%-10s bf16 decode vs forward (%s grid): rel-L2 %.2e\n", name, same_grid ? "same" : "prefill", d.rel_l2);
         check_true(name, d.rel_l2 <= (same_grid ? 1e-5 : 2e-3));
         /* a bf16 cache holds the rounded K/V the packs would make of the f32 one; paged == contiguous */
-        float* other = malloc(n * sizeof(float));
         decode_on(f.layer, MH_DTYPE_BF16, 0, x, other, name);
         check_bitwise(name, other, dec, n);
         decode_on(f.layer, MH_DTYPE_F32, 64, x, other, name);
         check_bitwise(name, other, dec, n);
-        free(other);
     }
-    mh_layer_destroy(L2);
-    mh_layer_destroy(L32);
+    mh_layer_destroy(L2), mh_layer_destroy(L32), mh_layer_destroy(R16), mh_layer_destroy(R32);
     fixture_free(&f);
-    free(x), free(o16), free(o16b), free(o32), free(dec);
+    free(x), free(xr), free(o16), free(other), free(o32), free(dec);
 }
 
 int main(void) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "oracle.h"
 
 static float* random_matrix(test_rng* r, int rows, int cols, float amp) {
     size_t n = (size_t)rows * (size_t)cols;
@@ -34,12 +35,12 @@ int config_overlap(const mh_layer_config* cfg) {
 static void collab_weights(layer_fixture* f, test_rng* r, float amp) {
     const mh_layer_config* c = &f->cfg;
     const int H = c->n_heads, Dt = f->vcfg.collab.collab_dim, hdv = H * c->head_dim_v;
-    f->wq = random_matrix(r, Dt, c->d_model, amp);
-    f->wk = random_matrix(r, Dt, c->kdim, amp);
-    f->wv = random_matrix(r, hdv, c->vdim, amp);
-    f->wo = random_matrix(r, c->d_model, hdv, amp);
+    f->wq = random_matrix(r, Dt, c->d_model, amp), f->n_wq = (size_t)Dt * c->d_model;
+    f->wk = random_matrix(r, Dt, c->kdim, amp), f->n_wk = (size_t)Dt * c->kdim;
+    f->wv = random_matrix(r, hdv, c->vdim, amp), f->n_wv = (size_t)hdv * c->vdim;
+    f->wo = random_matrix(r, c->d_model, hdv, amp), f->n_wo = (size_t)c->d_model * hdv;
     f->mix = random_matrix(r, H, Dt, 1.0f);
-    f->content = random_matrix(r, H, c->kdim, amp);
+    f->content = random_matrix(r, H, c->kdim, amp), f->n_content = (size_t)H * c->kdim;
     if (c->bias) {
         f->bv = random_matrix(r, 1, hdv, amp);
         f->bo = random_matrix(r, 1, c->d_model, amp);
@@ -50,11 +51,12 @@ static void projection_weights(layer_fixture* f, test_rng* r, float amp) {
     const mh_layer_config* c = &f->cfg;
     const int hd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     const int kvdv = c->n_kv_heads * c->head_dim_v, hdv = c->n_heads * c->head_dim_v;
-    f->wq = random_matrix(r, hd, c->d_model, amp);
-    f->wk = random_matrix(r, kvd, c->kdim, amp);
-    f->wv = random_matrix(r, kvdv, c->vdim, amp);
+    f->wq = random_matrix(r, hd, c->d_model, amp), f->n_wq = (size_t)hd * c->d_model;
+    f->wk = random_matrix(r, kvd, c->kdim, amp), f->n_wk = (size_t)kvd * c->kdim;
+    f->wv = random_matrix(r, kvdv, c->vdim, amp), f->n_wv = (size_t)kvdv * c->vdim;
     /* W' of overlapping heads takes H enlarged heads of D + 2o (overlap is 0 elsewhere) */
-    f->wo = random_matrix(r, c->d_model, hdv + 2 * c->n_heads * config_overlap(c), amp);
+    const int wide = hdv + 2 * c->n_heads * config_overlap(c);
+    f->wo = random_matrix(r, c->d_model, wide, amp), f->n_wo = (size_t)c->d_model * wide;
     if (c->bias) {
         f->bq = random_matrix(r, 1, hd, amp);
         f->bk = random_matrix(r, 1, kvd, amp);
@@ -106,6 +108,14 @@ void fixture_free(layer_fixture* f) {
     free(f->bq), free(f->bk), free(f->bv), free(f->bo), free(f->mix), free(f->content);
     free(f->qn), free(f->kn);
     memset(f, 0, sizeof *f);
+}
+
+void fixture_round_bf16(layer_fixture* f) {
+    oracle_round_bf16_all(f->wq, f->n_wq);
+    oracle_round_bf16_all(f->wk, f->n_wk);
+    oracle_round_bf16_all(f->wv, f->n_wv);
+    oracle_round_bf16_all(f->wo, f->n_wo);
+    if (f->content) oracle_round_bf16_all(f->content, f->n_content);
 }
 
 static void* workspace(size_t bytes) { return aligned_alloc(64, (bytes + 63) / 64 * 64 + 64); }

@@ -29,6 +29,7 @@ typedef struct layer_fixture {
     mh_collab_weights collab_w;
     float *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo;
     float *mix, *content; /* CollabHead: [H, D~], [H, kdim] */
+    size_t n_wq, n_wk, n_wv, n_wo, n_content; /* elements of wq ... content */
     float *qn, *kn;       /* [D] QK-norm weights in [0.5, 1.5) when cfg.qk_norm */
     mh_layer* layer;
 } layer_fixture;
@@ -42,6 +43,9 @@ mh_status fixture_make(layer_fixture* f, const mh_context* ctx, const mh_layer_c
 mh_status fixture_recreate(const layer_fixture* f, const mh_context* ctx,
                            const mh_layer_config* cfg, mh_layer** out);
 void fixture_free(layer_fixture* f);
+/* Rounds the weights the layer's GEMMs read (W_Q, W_K, W_V, W_O, CollabHead's content) to
+ * bf16 in place; biases, mixing and QK-norm weights stay f32. Layers made before keep theirs. */
+void fixture_round_bf16(layer_fixture* f);
 
 mh_status run_forward(const mh_layer* layer, const mh_forward_args* args);
 mh_status run_decode(const mh_layer* layer, mh_kv_cache* cache, int batch, int n_new,

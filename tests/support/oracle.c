@@ -36,8 +36,7 @@ double oracle_kv(const mh_tensor* t, mh_dtype dtype, int b, int j, int h, int d)
     return (double)t->scale[b * t->scale_stride_batch + j * t->scale_stride_token + h * t->scale_stride_head] * x;
 }
 
-/* x (an f32 value) rounded to bf16, nearest even (NaN stays NaN). */
-static double round_bf16(float x) {
+float oracle_round_bf16(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     if ((u & 0x7fffffffu) > 0x7f800000u) return x;
@@ -46,8 +45,12 @@ static double round_bf16(float x) {
     return x;
 }
 
+void oracle_round_bf16_all(float* x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = oracle_round_bf16(x[i]);
+}
+
 /* An operand of the products: as stored, or, in bf16 compute, its f32 value rounded to bf16. */
-static double operand(double x, int bf16) { return bf16 ? round_bf16((float)x) : x; }
+static double operand(double x, int bf16) { return bf16 ? oracle_round_bf16((float)x) : x; }
 
 /* bf16 compute rounds P as the online softmax holds it: key j's exp(s_j - m_t), relative to
  * the running max m_t over the kept scores of the key tiles up to its own (tiles of
@@ -62,7 +65,7 @@ static void rounded_weights(const double* s, int M, double m, double* w) {
         const int j1 = j0 + oracle_bf16_key_tile < M ? j0 + oracle_bf16_key_tile : M;
         for (int j = j0; j < j1; j++) run = s[j] > run ? s[j] : run;
         for (int j = j0; j < j1; j++) /* exp(s_j - m) with exp(s_j - run) rounded */
-            w[j] = s[j] == -INFINITY ? 0.0 : round_bf16((float)exp(s[j] - run)) * exp(run - m);
+            w[j] = s[j] == -INFINITY ? 0.0 : oracle_round_bf16((float)exp(s[j] - run)) * exp(run - m);
     }
 }
 
@@ -106,7 +109,7 @@ void oracle_attention(const mh_attn_problem* p, const mh_attn_options* opt_in, d
                     for (int d = 0; d < Dqk; d++) {
                         const float qf = q[b * p->q.stride_batch + i * p->q.stride_token +
                                            h * p->q.stride_head + d];
-                        double qv = bf16 ? round_bf16(qf * fscale) : qf;
+                        double qv = bf16 ? oracle_round_bf16(qf * fscale) : qf;
                         double kv = operand(oracle_kv(&p->k, p->k_dtype, b, j, kh, d), bf16);
                         dot += qv * kv;
                     }

@@ -21,6 +21,10 @@ double oracle_load(const void* base, mh_dtype dtype, ptrdiff_t index);
  * (MH_DTYPE_I8: the row's scale times the int8 value). */
 double oracle_kv(const mh_tensor* t, mh_dtype dtype, int b, int j, int h, int d);
 
+/* x rounded to bf16, nearest even, as an f32 (NaN stays NaN); _all: in place, x [n]. */
+float oracle_round_bf16(float x);
+void oracle_round_bf16_all(float* x, size_t n);
+
 /* o [B, N, H, Dv] contiguous; probs [B, H, N, M] contiguous or NULL. opt may be NULL. */
 /* With opt->compute == MH_COMPUTE_BF16 the products take bf16 operands as the library's bf16
  * compute defines them: the pre-scaled query fl32(q * scale) (scale in f32), K and V, each
