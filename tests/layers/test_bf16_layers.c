@@ -15,7 +15,8 @@
  *    about 3e-3 relative, so 1e-4 < rel-L2 < 1e-2 (the lower bound shows that the bf16
  *    kernels ran). The distance from the f32 layer on the unrounded weights is printed: it
  *    adds the projections' rounding (and, for MoH, the heads its router picks differently);
- *  - 1 and 2 threads bitwise equal;
+ *  - 1 and 2 threads bitwise equal; cross-attention (GQA) as the first two, its K and V
+ *    projections on the key and value inputs;
  *  - for the GQA family, decode token by token through a cache against the causal forward:
  *    where both round P on the same key-tile grid (the forward's key tile,
  *    mh_core_attention_kv_tile, is the decode's attn_kv_tile) they round the same operands
@@ -121,6 +122,41 @@ static void run_variant(const mh_context* c1, const mh_context* c2, test_rng* r,
     free(x), free(xr), free(o16), free(other), free(o32), free(dec);
 }
 
+/* Cross-attention (GQA, kdim and vdim apart from d_model): the K and V projections take the
+ * rounded key and value inputs too: same bits from rounded weights and inputs, and within the
+ * attention's rounding of the f32 layer on them. */
+static void run_cross(const mh_context* ctx, test_rng* r) {
+    enum { M = 45, KDIM = 40, VDIM = 56 };
+    mh_layer_config cfg = mh_layer_config_default();
+    cfg.variant = MH_VARIANT_GQA, cfg.d_model = D_MODEL, cfg.n_heads = 6, cfg.n_kv_heads = 2, cfg.head_dim = 32;
+    cfg.kdim = KDIM, cfg.vdim = VDIM, cfg.bias = 1, cfg.compute = MH_COMPUTE_BF16;
+    const size_t nq = (size_t)B * N * D_MODEL, nk = (size_t)B * M * KDIM, nv = (size_t)B * M * VDIM;
+    float *xq = malloc(nq * sizeof(float)), *xk = malloc(nk * sizeof(float)), *xv = malloc(nv * sizeof(float));
+    float *o16 = malloc(nq * sizeof(float)), *other = malloc(nq * sizeof(float)), *o32 = malloc(nq * sizeof(float));
+    rng_fill(r, xq, nq, -1, 1), rng_fill(r, xk, nk, -1, 1), rng_fill(r, xv, nv, -1, 1);
+    layer_fixture f;
+    mh_layer *R16 = NULL, *R32 = NULL;
+    if (!check_status("cross", fixture_make(&f, ctx, &cfg, r, 0.5f), MH_OK)) return;
+    mh_forward_args a = {.batch = B, .n_q = N, .n_kv = M, .query = xq, .key = xk, .value = xv, .out = o16};
+    check_status("cross", run_forward(f.layer, &a), MH_OK);
+    fixture_round_bf16(&f);
+    oracle_round_bf16_all(xq, nq), oracle_round_bf16_all(xk, nk), oracle_round_bf16_all(xv, nv);
+    check_status("cross", fixture_recreate(&f, ctx, &cfg, &R16), MH_OK);
+    cfg.compute = MH_COMPUTE_F32;
+    check_status("cross", fixture_recreate(&f, ctx, &cfg, &R32), MH_OK);
+    a.out = other;
+    check_status("cross", run_forward(R16, &a), MH_OK);
+    check_bitwise("cross: bf16 layer on rounded weights and inputs", other, o16, nq);
+    a.out = o32;
+    check_status("cross", run_forward(R32, &a), MH_OK);
+    const err_stats e = err_f32_f32(o16, o32, nq);
+    printf("%-10s bf16 vs f32 layer, both on bf16 x and W: rel-L2 %.2e\n", "cross", e.rel_l2);
+    check_true("cross: within the attention's rounding", e.rel_l2 > 1e-4 && e.rel_l2 < 1e-2);
+    mh_layer_destroy(R16), mh_layer_destroy(R32);
+    fixture_free(&f);
+    free(xq), free(xk), free(xv), free(o16), free(other), free(o32);
+}
+
 int main(void) {
     mh_context* c1 = test_context(1);
     mh_context* c2 = test_context(2);
@@ -137,6 +173,7 @@ int main(void) {
     run_variant(c1, c2, &r, c, "MHA", 1);
     c.variant = MH_VARIANT_GQA, c.n_heads = 6, c.n_kv_heads = 2, c.head_dim = 32;
     run_variant(c1, c2, &r, c, "GQA", 1);
+    run_cross(c1, &r);
     mh_layer_config m = c;
     mh_moh_config moh = mh_moh_config_default();
     moh.router = MH_MOH_ROUTER_NORM, moh.shared_heads = 1, moh.top_k = 3;
