@@ -203,6 +203,10 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
     for (int m : o.long_tails ? std::vector<int>{1024, 4096, 16384, 32768} : std::vector<int>{4096, 32768})
         s.variants(make(DEC, "", llm, 1, m, F32, false));
     for (int m : {4096, 32768}) s.add(make(DEC, "gqa8", llm, 1, m, BF16, false));
+    // bf16 compute on a bf16 cache: the direct kernels on rounded q and P, at f32 decode's speed
+    s.add(bf16(make(DEC, "gqa8", llm, 1, 32768, BF16, false)));
+    s.add(make(DEC, "mha", llm, 1, 32768, BF16, false));
+    s.add(bf16(make(DEC, "mha", llm, 1, 32768, BF16, false)));
     // MHA decode's bandwidth at more cache lengths (issue 15's 8K and 128K keys; 128K moves
     // 2 GiB of f16 K/V per token, so it is a long tail)
     s.add(make(DEC, "mha", llm, 1, 8192, F16, false));
@@ -238,7 +242,11 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
         if (o.long_tails) s.variants(make(DEC, "", enc, 1, 4096, F16, true));
         else s.variants(make(DEC, "", enc, 1, 4096, F16, true), {"mha", "gqa8", "gqa4", "mqa"});
         s.add(make(DEC, "gqa4", enc, 1, 4096, F32, true));
-        s.variants(bf16(make(DEC, "", enc, 1, 4096, F16, true)), {"mha", "gqa8"});  // bf16 weights and GEMMs
+        // bf16 compute through the layer (bf16 weights): on an f16 cache (packed tiles) and on a
+        // bf16 cache (the direct kernels), beside f32 compute on the same caches
+        s.variants(bf16(make(DEC, "", enc, 1, 4096, F16, true)), {"mha", "gqa8"});
+        s.variants(make(DEC, "", enc, 1, 4096, BF16, true), {"mha", "gqa8"});
+        s.variants(bf16(make(DEC, "", enc, 1, 4096, BF16, true)), {"mha", "gqa8"});
         for (int m : {1024, 4096}) s.add(make(DEC, "mha", enc, 1, m, I8, true));
         s.add(paged(make(DEC, "mha", enc, 1, 4096, F16, true), 256));  // against the contiguous row above
     }

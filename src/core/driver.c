@@ -52,7 +52,10 @@ mh_drv_task mh_drv_make_task(const mh_drv_call* c, size_t ti) {
     t.h0 = (size_t)t.s * st->hg;
     t.active = 1;
     st->task(st, &t);
-    if (mh_drv_bf16(st)) t.direct_qk = t.direct_pv = 0; /* the direct kernels are f32 only */
+    if (mh_drv_bf16(st)) { /* the direct kernels are f32: exact on bf16 operands only (driver_bf16.h) */
+        t.direct_qk &= st->k_dtype == MH_DTYPE_BF16;
+        t.direct_pv &= st->v_dtype == MH_DTYPE_BF16;
+    }
     return t;
 }
 
@@ -113,7 +116,7 @@ static void step_rows(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, 
     mh_score_rows(&t->blk, sc->s, tk, j0, nc, r, r + m);
     if (!softmax) return;
     st->k->softmax_tile(m, nc, sc->s + r * tk, tk, sc->m + r, sc->l + r, sc->alpha + r);
-    if (mh_drv_bf16(st)) mh_drv_bf16_probs(st, r, r + m, nc, sc);
+    if (mh_drv_bf16(st)) mh_drv_bf16_probs(st, t, r, r + m, nc, sc);
 }
 
 /* Finished scores (Q.K^T, the stage's bias, the score step) of keys [j0, j0 + nc) into sc->s

@@ -4,8 +4,11 @@
  * K/V tiles are packed into bf16 k-pair panels (pack_kt_bf16 / pack_v_bf16, in the room of
  * the f32 panels, which is at least twice what they need), and both products run on the
  * table's bf16 GEMMs, accumulating in f32. Scores, softmax, the running statistics and the
- * output stay f32. Every row count uses the packed GEMMs (the direct decode kernels are f32
- * only), so decode and prefill round the same operands.
+ * output stay f32. A decode task (few rows per K/V head) on bf16 storage runs the f32 direct
+ * kernels instead, as f32 decode does: their operands are then bf16 values (q and P rounded,
+ * then widened back into sc->q / sc->s; K or V as stored), so every product is exact and the
+ * sums are f32, the mode's arithmetic in another order of addition, at the speed of f32
+ * decode. On f32/f16/int8 storage, whose values the packs round, decode packs as prefill does.
  */
 #ifndef MH_CORE_DRIVER_BF16_H
 #define MH_CORE_DRIVER_BF16_H
@@ -83,10 +86,12 @@ static inline void mh_drv_gemm_pv(const mh_drv_stage* st, size_t m, size_t nw, s
 void mh_drv_bf16_carve(const mh_drv_stage* st, size_t rows, mh_ws* ws, mh_drv_scratch* sc);
 
 /* The stage's load_q into sc->q, then in bf16 compute sc->q [rows][dqk] rounded into sc->qb
- * (with a zero pad element for odd dqk). */
+ * (with a zero pad element for odd dqk) and, for a direct Q.K^T, back into sc->q. */
 void mh_drv_load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch* sc);
 
-/* Probabilities of keys [0, nc) of rows [r0, r1) of sc->s rounded into sc->pb. */
-void mh_drv_bf16_probs(const mh_drv_stage* st, size_t r0, size_t r1, size_t nc, mh_drv_scratch* sc);
+/* Probabilities of keys [0, nc) of rows [r0, r1) of sc->s rounded into sc->pb and, for a
+ * direct P.V, back into sc->s (write_probs recomputes its exact ones). */
+void mh_drv_bf16_probs(const mh_drv_stage* st, const mh_drv_task* t, size_t r0, size_t r1, size_t nc,
+                       mh_drv_scratch* sc);
 
 #endif

@@ -23,8 +23,11 @@
  *    and agree to rel-L2 <= 1e-5; a forward that packs K/V once on the wider prefill grid
  *    (GQA here: three query tiles) rounds each key's p relative to another running max, which
  *    moves a p by at most 2^-9 and o by about 2^-9 / sqrt(3): rel-L2 <= 2e-3 (as split-KV,
- *    test_bf16_attention.c). A bf16 cache gives the f32 cache's bits (it holds the values
- *    the packs round the f32 ones to: fed as they are) and a paged cache the contiguous one's.
+ *    test_bf16_attention.c). A bf16 cache holds the values the packs round the f32 ones to,
+ *    and its decode runs them through the f32 direct kernels (exact products, f32 sums in
+ *    another order than the bf16 GEMMs'): within f32 accumulation of the f32 cache's output,
+ *    or one bf16 ulp of a p whose exp lies on a rounding boundary, rel-L2 <= 1e-4 (as
+ *    test_bf16_attention.c); a paged cache gives the contiguous one's bits.
  */
 #include <math.h>
 #include <stdio.h>
@@ -111,9 +114,12 @@ static void run_variant(const mh_context* c1, const mh_context* c2, test_rng* r,
         const int same_grid = forward_on_decode_grid(c1, &cfg);
         printf("%-10s bf16 decode vs forward (%s grid): rel-L2 %.2e\n", name, same_grid ? "same" : "prefill", d.rel_l2);
         check_true(name, d.rel_l2 <= (same_grid ? 1e-5 : 2e-3));
-        /* a bf16 cache holds the rounded K/V the packs would make of the f32 one; paged == contiguous */
+        /* a bf16 cache holds the rounded K/V the packs make of the f32 one: the same operands,
+         * summed in another order by the direct kernels; paged == contiguous */
         decode_on(f.layer, MH_DTYPE_BF16, 0, x, other, name);
-        check_bitwise(name, other, dec, n);
+        const err_stats bc = err_f32_f32(other, dec, n);
+        printf("%-10s bf16 decode, bf16 cache vs f32 cache: rel-L2 %.2e\n", name, bc.rel_l2);
+        check_true(name, bc.rel_l2 <= 1e-4);
         decode_on(f.layer, MH_DTYPE_F32, 64, x, other, name);
         check_bitwise(name, other, dec, n);
     }
