@@ -5,7 +5,7 @@
 #   bench/run.sh [--quick | --long] [--filter REGEX] [--threads N] [--weights FILE [--heads H]]
 #                [--docs] [--mh_* and --benchmark_* flags of mh_bench...]
 #
-#   (none)           the default suite: every variant at the headline shapes, about 5 minutes
+#   (none)           the default suite: every variant at the headline shapes, about 6 minutes
 #                    on 2 cores (bench/README.md says what each suite covers)
 #   --quick          tiny shapes, well under a minute; runs the harness self-check first
 #   --long           the default suite plus its long tails (4K-token prefill and encoder
