@@ -401,7 +401,7 @@ class Report:
         if not self.cases:
             out.append("> **Skeleton: no run is recorded here yet.** The numbers must come from a quiet machine "
                        "(nothing else running: the harness measures wall-clock time and the machine's limits). "
-                       "There, run `bench/run.sh --docs`: it runs the default suite (about 5 minutes on 2 cores), "
+                       "There, run `bench/run.sh --docs`: it runs the default suite (about 6 minutes on 2 cores), "
                        "then rewrites this file and `docs/benchmarks/*.png` from `build/bench/results.json`. "
                        "The sections below are what it fills in.\n")
         out.append("Case names read `mode/variant/shape/kvdtype/isa/threads:T`; shapes are "

@@ -161,7 +161,7 @@ std::vector<CaseSpec> quick_suite(const SuiteOptions& o) {
     return s.take();
 }
 
-// The default suite: every variant at the headline shapes, about 5 minutes on 2 cores of a
+// The default suite: every variant at the headline shapes, about 6 minutes on 2 cores of a
 // recent x86 server. --mh_long adds the long tails (tens of minutes): the longest prompts and
 // caches and the secondary shapes, whose setup (caches filled through the layer, oracles in
 // double precision over every token, the derived variants' naive oracles) costs far more than

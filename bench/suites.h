@@ -11,7 +11,7 @@ namespace mhb {
 // Every variant on tiny shapes, int8 and token-major decode, the baselines, other ISAs and more
 // threads once each: well under a minute.
 std::vector<CaseSpec> quick_suite(const SuiteOptions& o);
-// Every variant at the headline shapes (about 5 minutes on 2 cores); o.long_tails adds the
+// Every variant at the headline shapes (about 6 minutes on 2 cores); o.long_tails adds the
 // long tails (tens of minutes).
 std::vector<CaseSpec> default_suite(const SuiteOptions& o);
 
