@@ -85,6 +85,7 @@ typedef struct gemm_call {
  * (the rounding's reads of x missed the caches in a burst before each micro-tile). */
 #define SUB_ROWS_BF16 32
 #define GROUP_BF16 8
+_Static_assert(SUB_ROWS_BF16 >= MH_GEMM_MR_MAX, "a bf16 sub-block holds at least one micro-tile of rows");
 
 /* The micro-tiles of rows [r0, r1) of a task against panel p, reduction block [k0, k0 + kc):
  * f32 reads x in place; bf16 reads xb, those rows rounded ([r1 - r0][GEMM_KC]). `first`: the

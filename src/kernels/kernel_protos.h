@@ -62,7 +62,7 @@ void MH_KNAME(kernels_init)(mh_kernels* k);
 #endif
 #define MH_KERNEL_TABLE_FILL(k) \
     do { \
-        _Static_assert(MH_GEMM_MR <= MH_GEMM_MR_MAX, "callers size micro-tile buffers by MH_GEMM_MR_MAX"); \
+        _Static_assert(MH_GEMM_MR <= MH_GEMM_MR_MAX, "buffers of whole micro-tiles are sized by MH_GEMM_MR_MAX"); \
         (k)->isa = MH_ISA_VALUE(MH_ISA_ENUM); \
         MH_KERNEL_LIST(MH_KERNEL_SET_SLOT) \
         MH_KERNEL_FILL_BF16 \

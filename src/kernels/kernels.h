@@ -19,7 +19,8 @@
  * variant whose own rank bound is larger cannot use these kernels. */
 #define MH_HEAD_MIX_MAX_RANK 8
 
-/* The most rows a GEMM micro-tile has on any ISA (gemm_mr), for buffers of one micro-tile. */
+/* The most rows a GEMM micro-tile has on any ISA (gemm_mr): buffers of whole micro-tiles of
+ * rows (the bf16 projections' rounded rows, core/gemm.c) hold at least this many. */
 #define MH_GEMM_MR_MAX 8
 
 /* The factors of one cross-head mix (DCMHA's composition) over a group of g heads,
