@@ -1,7 +1,7 @@
 /* The bf16 compute mode's operand rounding in the one-pass driver (see driver_bf16.h). */
 #include "core/driver_bf16.h"
 
-#include <string.h>
+#include "kernels/scalar/convert_scalar.h"
 
 void mh_drv_bf16_carve(const mh_drv_stage* st, size_t rows, mh_ws* ws, mh_drv_scratch* sc) {
     sc->qb = mh_ws_take(ws, rows, mh_drv_bf16_ldq(st->dqk), sizeof(uint16_t));
@@ -10,10 +10,7 @@ void mh_drv_bf16_carve(const mh_drv_stage* st, size_t rows, mh_ws* ws, mh_drv_sc
 
 /* y[i] = the f32 value of bf16 x[i] (exact). */
 static void widen_bf16(size_t n, const uint16_t* x, float* y) {
-    for (size_t i = 0; i < n; i++) {
-        const uint32_t u = (uint32_t)x[i] << 16;
-        memcpy(y + i, &u, sizeof u);
-    }
+    for (size_t i = 0; i < n; i++) y[i] = mh_bf16_to_f32(x[i]);
 }
 
 void mh_drv_load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch* sc) {

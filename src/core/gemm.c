@@ -6,9 +6,10 @@
 #include "util/alloc.h"
 #include "util/checked.h"
 
-/* Blocking (BLIS-style): a task is GEMM_ROW_BLOCK rows x one panel; the reduction runs in
- * blocks of GEMM_KC so the panel slice [KC][NR] stays in L2 while every row strip of the task
- * reuses it. Blocks after the first accumulate onto C in a fixed order. */
+/* Blocking (BLIS-style): a task is GEMM_ROW_BLOCK rows x one panel (bf16: GROUP_BF16 panels,
+ * below); the reduction runs in blocks of GEMM_KC so the panel slice [KC][NR] stays in L2
+ * while every row strip of the task reuses it. Blocks after the first accumulate onto C in a
+ * fixed order. */
 #define GEMM_ROW_BLOCK 240
 #define GEMM_KC 256
 
@@ -35,8 +36,8 @@ mh_status mh_pack_matrix(const mh_kernels* k, mh_compute compute, const float* w
     /* bf16 panels hold k in pairs: an odd k_in takes one zero pad row */
     const size_t rows_k = bf16 ? ((size_t)k_in + 1) / 2 * 2 : (size_t)k_in;
     const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
-    size_t panel_elems, panel_bytes, bias_bytes = bias ? (size_t)n_out * sizeof(float) : 0, bytes;
-    if (!mh_mul3_size(n_panels, nr, rows_k, &panel_elems) || !mh_mul_size(panel_elems, elem, &panel_bytes) ||
+    size_t all_elems, panel_bytes, bias_bytes = bias ? (size_t)n_out * sizeof(float) : 0, bytes;
+    if (!mh_mul3_size(n_panels, nr, rows_k, &all_elems) || !mh_mul_size(all_elems, elem, &panel_bytes) ||
         !mh_add_size(panel_bytes, bias_bytes, &bytes))
         return MH_ERR_SIZE_OVERFLOW;
     void* panels = mh_alloc(panel_bytes);
@@ -54,7 +55,7 @@ mh_status mh_pack_matrix(const mh_kernels* k, mh_compute compute, const float* w
     }
     if (b) memcpy(b, bias, bias_bytes);
     out->panels = panels, out->bias = b, out->compute = bf16 ? MH_COMPUTE_BF16 : MH_COMPUTE_F32;
-    out->n_out = n_out, out->k_in = k_in, out->nr = nr, out->bytes = bytes;
+    out->n_out = n_out, out->k_in = k_in, out->nr = nr, out->panel_elems = rows_k * nr, out->bytes = bytes;
     return MH_OK;
 }
 
@@ -94,22 +95,21 @@ _Static_assert(SUB_ROWS_BF16 >= MH_GEMM_MR_MAX, "a bf16 sub-block holds at least
 static void strips(const gemm_call* g, size_t r0, size_t r1, size_t k0, size_t kc, size_t p, const uint16_t* xb) {
     const mh_kernels* k = g->k;
     const mh_packed_matrix* w = g->w;
-    const size_t nr = w->nr, kin = (size_t)w->k_in, c0 = p * nr;
-    const size_t nc = (size_t)w->n_out - c0 < nr ? (size_t)w->n_out - c0 : nr;
+    const size_t nr = w->nr, c0 = p * nr, nc = mh_min_size(nr, (size_t)w->n_out - c0);
     const int first = k0 == 0 && !g->acc;
     const float* bias = first && w->bias ? w->bias + c0 : NULL;
     for (size_t r = r0; r < r1; r += k->gemm_mr) {
-        const size_t m = r1 - r < k->gemm_mr ? r1 - r : k->gemm_mr;
+        const size_t m = mh_min_size(k->gemm_mr, r1 - r);
         float* c = g->y + r * g->ldy + c0;
         if (w->compute == MH_COMPUTE_BF16) {
             /* k0 is a multiple of GEMM_KC (even): its pairs start k0 / 2 pair rows in */
-            const uint16_t* panel = (const uint16_t*)w->panels + p * ((kin + 1) / 2 * 2) * nr;
+            const uint16_t* panel = (const uint16_t*)w->panels + p * w->panel_elems;
             const uint16_t* a = xb + (r - r0) * GEMM_KC;
             for (size_t i = 0; bias && i < m; i++) memcpy(c + i * g->ldy, bias, nc * sizeof(float));
             if (first && !bias) k->gemm_bf16(m, nc, kc, a, GEMM_KC, panel, c, g->ldy);
             else k->gemm_acc_bf16(m, nc, kc, a, GEMM_KC, panel + k0 * nr, k_ones, c, g->ldy);
         } else {
-            const float* panel = (const float*)w->panels + p * kin * nr;
+            const float* panel = (const float*)w->panels + p * w->panel_elems;
             const float* a = g->x + r * g->ldx + k0;
             if (first) k->gemm(m, nc, kc, a, g->ldx, panel, bias, c, g->ldy);
             else k->gemm_acc(m, nc, kc, a, g->ldx, panel + k0 * nr, k_ones, c, g->ldy);
@@ -125,12 +125,12 @@ static void gemm_worker(void* arg, int tid, int nth) {
     uint16_t xb[SUB_ROWS_BF16 * GEMM_KC]; /* bf16: [sub rows][GEMM_KC], an odd kc's pad zero */
     for (size_t t = (size_t)tid; t < g->n_tasks; t += (size_t)nth) {
         const size_t rb = t % g->n_row_blocks, p0 = t / g->n_row_blocks * g->group;
-        const size_t p1 = p0 + g->group < g->n_panels ? p0 + g->group : g->n_panels;
-        const size_t r_end = (rb + 1) * GEMM_ROW_BLOCK < g->rows ? (rb + 1) * GEMM_ROW_BLOCK : g->rows;
+        const size_t p1 = mh_min_size(p0 + g->group, g->n_panels);
+        const size_t r_end = mh_min_size((rb + 1) * GEMM_ROW_BLOCK, g->rows);
         for (size_t k0 = 0; k0 < kin; k0 += GEMM_KC) {
-            const size_t kc = kin - k0 < GEMM_KC ? kin - k0 : GEMM_KC;
+            const size_t kc = mh_min_size(GEMM_KC, kin - k0);
             for (size_t r0 = rb * GEMM_ROW_BLOCK; r0 < r_end; r0 += g->sub_rows) {
-                const size_t r1 = r_end - r0 < g->sub_rows ? r_end : r0 + g->sub_rows;
+                const size_t r1 = mh_min_size(r0 + g->sub_rows, r_end);
                 for (size_t r = r0; g->w->compute == MH_COMPUTE_BF16 && r < r1; r++) {
                     g->k->round_bf16(kc, g->x + r * g->ldx + k0, xb + (r - r0) * GEMM_KC);
                     if (kc % 2) xb[(r - r0) * GEMM_KC + kc] = 0;

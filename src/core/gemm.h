@@ -11,6 +11,8 @@ typedef struct mh_packed_matrix {
     mh_compute compute; /* MH_COMPUTE_F32 or MH_COMPUTE_BF16 */
     int n_out, k_in;
     size_t nr;
+    size_t panel_elems; /* elements from one panel to the next: nr * k_in (bf16: k_in rounded up
+                           to even) */
     size_t bytes;  /* owned bytes (panels + bias) */
 } mh_packed_matrix;
 

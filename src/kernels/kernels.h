@@ -131,9 +131,10 @@ typedef struct mh_rows {
  *   Both packs round the value the storage represents (int8: scale * q in f32) to bf16,
  *   nearest even; bf16 storage is copied as it is.
  *   round_bf16:    y[i] = x[i] rounded to bf16 for Q's and P's rows and projection inputs,
- *                  bitwise f32_to_bf16 (nearest even; a subnormal rounded, never flushed; a NaN keeps its top
- *                  bits with the quiet bit set); a slot of its own because it runs only where
- *                  the CPU has the extension, so it may use the extension's conversion.
+ *                  bitwise f32_to_bf16 (nearest even; a subnormal rounded, never flushed; a
+ *                  NaN keeps its top bits with the quiet bit set); a slot of its own because
+ *                  it runs only where the CPU has the extension, so it may use the
+ *                  extension's conversion.
  *
  * ---- f32_to_f16 / f32_to_bf16: storage conversions (round to nearest even).
  * ---- f32_to_i8: one row of n floats to symmetric int8: *scale = max|x| / 127 (f32
