@@ -434,7 +434,11 @@ std::string kernel_label(mh_isa isa, mh_compute compute) {
 double MachineLimits::peak(mh_isa isa, int threads, mh_compute compute) const {
     if (isa == MH_ISA_SCALAR) compute = MH_COMPUTE_F32; /* its bf16 kernels multiply in f32 */
     auto it = peak_gflops.find({kernel_label(isa, compute), threads});
-    return it == peak_gflops.end() ? 0.0 : it->second;
+    const double own = it == peak_gflops.end() ? 0.0 : it->second;
+    /* bf16 products are exact in f32, so the mode's ceiling is the faster of its dot-product
+     * instruction and the ISA's FMAs (the library's AVX-512 bf16 GEMMs widen to FMAs where
+     * VDPBF16PS is the slower: docs/kernels.md, "bf16 on FMAs") */
+    return compute == MH_COMPUTE_F32 ? own : std::max(own, peak(isa, threads, MH_COMPUTE_F32));
 }
 
 double MachineLimits::bandwidth(int threads) const {

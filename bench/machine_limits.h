@@ -25,7 +25,8 @@ struct MachineLimits {
     long llc_bytes = 0;  // last-level cache (sysfs, else the C library); 0 if unknown
 
     // 0 when not measured (the counter that needs it is then left out).
-    // The peak of the ISA's compute mode (scalar: its f32 one for every mode).
+    // The peak of the ISA's compute mode (scalar: its f32 one for every mode; bf16: the larger
+    // of its dot-product probe and the ISA's FMA probe).
     double peak(mh_isa isa, int threads, mh_compute compute = MH_COMPUTE_F32) const;
     double bandwidth(int threads) const;
 };

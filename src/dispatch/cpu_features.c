@@ -1,5 +1,8 @@
 #include "dispatch/cpu_features.h"
 
+#include <stdlib.h>
+#include <strings.h>
+
 #include "dispatch/isa_list.h"
 
 /* One cpu_has_<name>() per registry row; each answers 0 off its architecture. */
@@ -42,12 +45,19 @@ static int x86_has_avx512_bf16(void) {
     __cpuid_count(7, 1, a, b, c, d);
     return (a >> 5) & 1;
 }
+/* CPUID leaf 0's vendor string is "GenuineIntel". */
+static int x86_is_intel(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "Genu" "ineI" "ntel" */
+}
 static int cpu_has_avx2(void) { return x86_has(MH_ISA_AVX2); }
 static int cpu_has_avx512(void) { return x86_has(MH_ISA_AVX512); }
 #else
 static int cpu_has_avx2(void) { return 0; }
 static int cpu_has_avx512(void) { return 0; }
 static int x86_has_avx512_bf16(void) { return 0; }
+static int x86_is_intel(void) { return 0; }
 #endif
 
 #if defined(__aarch64__)
@@ -96,4 +106,11 @@ int mh_cpu_has_bf16(mh_isa isa) {
     case MH_ISA_SVE: return arm_has_bf16(isa);
     default: return 0;
     }
+}
+
+int mh_cpu_bf16_gemm_on_fma(void) {
+    const char* env = getenv("MH_BF16_GEMM");
+    if (env && strcasecmp(env, "fma") == 0) return 1;
+    if (env && strcasecmp(env, "dot") == 0) return 0;
+    return x86_is_intel();
 }

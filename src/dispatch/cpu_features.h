@@ -11,4 +11,10 @@ int mh_cpu_has_isa(mh_isa isa);
  * SVE with SVE BF16 (HWCAP2_SVEBF16); AVX2 never. */
 int mh_cpu_has_bf16(mh_isa isa);
 
+/* 1 if AVX-512's bf16 GEMMs should widen to f32 FMAs rather than run VDPBF16PS: the
+ * environment's MH_BF16_GEMM ("fma" or "dot"; unset, "auto" or anything else: the CPU's
+ * choice), else 1 on Intel, whose Xeons issue VDPBF16PS at half their FMA rate, and 0
+ * elsewhere (AMD Zen 4 issues it at twice the FMA rate). Read once, at table init. */
+int mh_cpu_bf16_gemm_on_fma(void);
+
 #endif

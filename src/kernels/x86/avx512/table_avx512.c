@@ -1,9 +1,19 @@
 /* The AVX-512 table: every slot from kernel_list.h, and the AVX-512 tile sizes. */
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/simd_avx512.h"
+#ifdef MH_BF16_KERNELS
+#include "dispatch/cpu_features.h"
+#include "kernels/x86/avx512/bf16/bf16_gemm_fma_avx512.h"
+#endif
 
 void MH_KNAME(kernels_init)(mh_kernels* k) {
     MH_KERNEL_TABLE_FILL(k);
+#ifdef MH_BF16_KERNELS
+    if (mh_cpu_bf16_gemm_on_fma()) { /* the same products, on the faster instruction here */
+        k->gemm_bf16 = MH_KNAME(gemm_bf16_fma);
+        k->gemm_acc_bf16 = MH_KNAME(gemm_acc_bf16_fma);
+    }
+#endif
     k->gemm_mr = MH_GEMM_MR;
     k->gemm_nr = MH_GEMM_NR;
     k->attn_direct_rows = MH_GEMM_MR;

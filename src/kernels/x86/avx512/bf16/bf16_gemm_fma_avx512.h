@@ -1,0 +1,13 @@
+/* The AVX-512 bf16 GEMMs on f32 FMAs (bf16_gemm_fma_6x64_avx512.c): the signatures of the
+ * gemm_bf16 / gemm_acc_bf16 slots, which the AVX-512 table points at them instead of the
+ * VDPBF16PS kernels where mh_cpu_bf16_gemm_on_fma() says so. */
+#ifndef MH_BF16_GEMM_FMA_AVX512_H
+#define MH_BF16_GEMM_FMA_AVX512_H
+#include "kernels/kernel_protos.h"
+
+void MH_KNAME(gemm_bf16_fma)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
+                             float* c, size_t ldc);
+void MH_KNAME(gemm_acc_bf16_fma)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda,
+                                 const uint16_t* panel, const float* alpha, float* c, size_t ldc);
+
+#endif
