@@ -1,5 +1,6 @@
 #include "dispatch/cpu_features.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <strings.h>
 
@@ -88,7 +89,7 @@ static int cpu_has_sve(void) { return 0; }
 static int arm_has_bf16(mh_isa isa) { return (void)isa, 0; }
 #endif
 
-int mh_cpu_has_isa(mh_isa isa) {
+static int detect_isa(mh_isa isa) {
     switch (isa) {
 #define DETECT_CASE(E, name, ...) \
     case MH_ISA_##E: return cpu_has_##name();
@@ -97,8 +98,8 @@ int mh_cpu_has_isa(mh_isa isa) {
     }
 }
 
-int mh_cpu_has_bf16(mh_isa isa) {
-    if (!mh_cpu_has_isa(isa)) return 0;
+static int detect_bf16(mh_isa isa) {
+    if (!detect_isa(isa)) return 0;
     switch (isa) {
     case MH_ISA_SCALAR: return 1;
     case MH_ISA_AVX512: return x86_has_avx512_bf16();
@@ -106,6 +107,30 @@ int mh_cpu_has_bf16(mh_isa isa) {
     case MH_ISA_SVE: return arm_has_bf16(isa);
     default: return 0;
     }
+}
+
+/* Detected once per process: CPUID traps to the hypervisor in a virtual machine (about 10 us
+ * per instruction, 40 us per ISA on a Firecracker VM), and the answers never change. */
+static int g_has_isa[MH_ISA_COUNT], g_has_bf16[MH_ISA_COUNT];
+static pthread_once_t g_detect_once = PTHREAD_ONCE_INIT;
+
+static void detect_all(void) {
+    for (int i = MH_ISA_SCALAR; i < MH_ISA_COUNT; i++) {
+        g_has_isa[i] = detect_isa((mh_isa)i);
+        g_has_bf16[i] = detect_bf16((mh_isa)i);
+    }
+}
+
+int mh_cpu_has_isa(mh_isa isa) {
+    if (isa <= MH_ISA_AUTO || isa >= MH_ISA_COUNT) return 0;
+    pthread_once(&g_detect_once, detect_all);
+    return g_has_isa[isa];
+}
+
+int mh_cpu_has_bf16(mh_isa isa) {
+    if (isa <= MH_ISA_AUTO || isa >= MH_ISA_COUNT) return 0;
+    pthread_once(&g_detect_once, detect_all);
+    return g_has_bf16[isa];
 }
 
 int mh_cpu_bf16_gemm_on_fma(void) {
