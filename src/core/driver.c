@@ -92,12 +92,20 @@ typedef struct next_rows {
     size_t bytes; /* of each row */
 } next_rows;
 
+/* The K (v = 0) or V (v = 1) rows of batch row b, head h from key j0, carrying the table's
+ * software prefetch policy to the decode kernels. */
+static mh_rows kv_rows(const mh_drv_stage* st, int v, size_t b, size_t h, int64_t j0) {
+    mh_rows r = mh_drv_rows(v ? &st->value : &st->key, st->pages, v ? st->v_dtype : st->k_dtype, b, h, j0);
+    r.prefetch_streams = st->k->decode_prefetch_streams;
+    return r;
+}
+
 static next_rows next_tile_rows(const mh_drv_stage* st, const mh_drv_task* t, int kv, int64_t j0) {
     next_rows n = {.keys = 0};
     const int64_t j1 = j0 + (int64_t)st->tk;
     if (j1 >= t->j_end || mh_drv_query_tiles(st) != 1) return n;
     const mh_dtype dt = kv ? st->v_dtype : st->k_dtype;
-    n.x = mh_drv_rows(kv ? &st->value : &st->key, st->pages, dt, (size_t)t->b, (size_t)t->s, j1);
+    n.x = kv_rows(st, kv, (size_t)t->b, (size_t)t->s, j1);
     n.keys = mh_min_size(st->tk, (size_t)(t->j_end - j1));
     n.bytes = (kv ? st->dv : st->dqk) * mh_dtype_size(dt);
     return n;
@@ -128,8 +136,8 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
                        size_t nc, const next_tile* nx, int softmax, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const size_t dqk = st->dqk, tk = st->tk, mr = k->gemm_mr, nr = k->gemm_nr, rows = t->rows;
-    mh_rows ksrc = mh_drv_rows(&st->key, st->pages, st->k_dtype, (size_t)t->b, (size_t)t->s, j0);
-    if (nx) ksrc.next = mh_drv_rows(&st->key, st->pages, st->k_dtype, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
+    mh_rows ksrc = kv_rows(st, 0, (size_t)t->b, (size_t)t->s, j0);
+    if (nx) ksrc.next = kv_rows(st, 0, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
     if (t->direct_qk) { /* chunks the kernel takes; the K tile stays in cache */
         for (size_t r = 0; r < rows; r += k->attn_direct_rows - 1)
             k->qk_direct(mh_min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk, &ksrc,
@@ -247,10 +255,10 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
     for (size_t hv = 0; hv < n_v; hv++) {
         const size_t r0 = hv * per, r1 = r0 + per;
         const size_t head = st->v_per_head ? t->h0 + hv : (size_t)t->s;
-        mh_rows vsrc = mh_drv_rows(&st->value, st->pages, st->v_dtype, (size_t)t->b, head, j0);
+        mh_rows vsrc = kv_rows(st, 1, (size_t)t->b, head, j0);
         vsrc.interleaved = n_v > 1;
         if (nx && n_v == 1)
-            vsrc.next = mh_drv_rows(&st->value, st->pages, st->v_dtype, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
+            vsrc.next = kv_rows(st, 1, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
         if (t->direct_pv) {
             for (size_t r = r0; r < r1; r += dr) pv_rows(st, t, &vsrc, NULL, 0, r, mh_min_size(dr, r1 - r), 0, dv, j0, nc, inside, sc);
             continue;
@@ -315,8 +323,8 @@ static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64
             accumulate_pv(st, t, NULL, 0, pj0, pnc, NULL, &prev);
             pnc = 0;
         }
-        const mh_rows ks = mh_drv_rows(&st->key, st->pages, st->k_dtype, (size_t)t->b, (size_t)t->s, j0);
-        const mh_rows vs = mh_drv_rows(&st->value, st->pages, st->v_dtype, (size_t)t->b, (size_t)t->s, pnc ? pj0 : j0);
+        const mh_rows ks = kv_rows(st, 0, (size_t)t->b, (size_t)t->s, j0);
+        const mh_rows vs = kv_rows(st, 1, (size_t)t->b, (size_t)t->s, pnc ? pj0 : j0);
         for (size_t c0 = 0; c0 < nc || c0 < pnc; c0 += PIPE_KEYS) {
             if (c0 < nc) {
                 const mh_rows kc = rows_from(ks, c0);
@@ -491,8 +499,8 @@ static void prepack_tile(const mh_drv_call* c, size_t item) {
     const size_t n_tiles = n_kv_tiles(st), head = item / n_tiles, j0 = (item % n_tiles) * st->tk;
     const size_t b = head / (size_t)st->pack_heads, h = head % (size_t)st->pack_heads;
     const size_t nc = mh_min_size(st->tk, (size_t)st->n_kv - j0);
-    const mh_rows kr = mh_drv_rows(&st->key, st->pages, st->k_dtype, b, h, (int64_t)j0);
-    const mh_rows vr = mh_drv_rows(&st->value, st->pages, st->v_dtype, b, h, (int64_t)j0);
+    const mh_rows kr = kv_rows(st, 0, b, h, (int64_t)j0);
+    const mh_rows vr = kv_rows(st, 1, b, h, (int64_t)j0);
     mh_drv_pack_k(st, nc, &kr, c->cw.kt_all + item * kt_floats(st));
     mh_drv_pack_v(st, nc, &vr, c->cw.vt_all + item * vt_floats(st));
 }

@@ -133,6 +133,13 @@ int mh_cpu_has_bf16(mh_isa isa) {
     return g_has_bf16[isa];
 }
 
+int mh_cpu_decode_prefetch_streams(void) {
+    const char* env = getenv("MH_DECODE_PREFETCH");
+    if (env && strcasecmp(env, "sw") == 0) return 1;
+    if (env && strcasecmp(env, "hw") == 0) return 0;
+    return x86_is_intel();
+}
+
 int mh_cpu_bf16_gemm_on_fma(void) {
     const char* env = getenv("MH_BF16_GEMM");
     if (env && strcasecmp(env, "fma") == 0) return 1;

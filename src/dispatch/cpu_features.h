@@ -17,4 +17,11 @@ int mh_cpu_has_bf16(mh_isa isa);
  * elsewhere (AMD Zen 4 issues it at twice the FMA rate). Read once, at table init. */
 int mh_cpu_bf16_gemm_on_fma(void);
 
+/* 1 if the decode kernels should prefetch a lone K/V stream in software (kernels.h,
+ * decode_prefetch_streams): the environment's MH_DECODE_PREFETCH ("sw" or "hw"; otherwise the
+ * CPU's choice), else 1 on Intel, whose hardware prefetchers alone leave one core at about 80%
+ * of its read bandwidth, and 0 elsewhere (on AMD Zen 4 the software prefetch costs up to 3x).
+ * Read once, at table init. */
+int mh_cpu_decode_prefetch_streams(void);
+
 #endif

@@ -68,6 +68,8 @@ typedef struct mh_rows {
                             later (same ld and dtype; in a token-major decode, the tile
                             MH_FAR_PREFETCH_STREAMS heads on), whose row c the kernels prefetch
                             while reading row c here; NULL: row c + one key tile of this set */
+    int prefetch_streams; /* 1: near rows are prefetched even when read alone (the table's
+                             decode_prefetch_streams, set by the driver) */
 } mh_rows;
 
 /*
@@ -162,6 +164,10 @@ typedef struct mh_kernels {
     size_t attn_block_rows;
     size_t attn_kv_tile;
     size_t attn_prefill_kv_tile;
+    /* 1: the decode kernels prefetch even a lone K/V stream in software (mh_rows.
+     * prefetch_streams; kernels/decode_prefetch.h): where this CPU's hardware prefetchers alone
+     * leave one core short of its bandwidth (mh_cpu_decode_prefetch_streams). */
+    int decode_prefetch_streams;
 } mh_kernels;
 
 #endif

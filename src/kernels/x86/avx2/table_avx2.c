@@ -1,4 +1,5 @@
 /* The AVX2 table: every slot from kernel_list.h, and the AVX2 tile sizes. */
+#include "dispatch/cpu_features.h"
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx2/simd_avx2.h"
 
@@ -10,4 +11,5 @@ void MH_KNAME(kernels_init)(mh_kernels* k) {
     k->attn_block_rows = 96;
     k->attn_kv_tile = 64;
     k->attn_prefill_kv_tile = 128; /* 3-9% off fp32 prefill on Zen 4 */
+    k->decode_prefetch_streams = mh_cpu_decode_prefetch_streams();
 }

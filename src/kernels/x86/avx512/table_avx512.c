@@ -1,8 +1,8 @@
 /* The AVX-512 table: every slot from kernel_list.h, and the AVX-512 tile sizes. */
+#include "dispatch/cpu_features.h"
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/simd_avx512.h"
 #ifdef MH_BF16_KERNELS
-#include "dispatch/cpu_features.h"
 #include "kernels/x86/avx512/bf16/bf16_gemm_fma_avx512.h"
 #endif
 
@@ -20,4 +20,5 @@ void MH_KNAME(kernels_init)(mh_kernels* k) {
     k->attn_block_rows = 96;
     k->attn_kv_tile = 64;
     k->attn_prefill_kv_tile = 128; /* 2 panels: 4% off fp32 prefill, 6% off bf16 on Zen 4 */
+    k->decode_prefetch_streams = mh_cpu_decode_prefetch_streams();
 }
