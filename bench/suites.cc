@@ -100,9 +100,8 @@ CaseSpec bf16(CaseSpec c) {
     c.compute = MH_COMPUTE_BF16;
     return c;
 }
-// The variants whose attention runs through the driver's one-pass stage: the ones the bf16
-// compute mode serves (DCMHA refuses it).
-const std::vector<std::string> kBf16Rows = {"mha", "gqa8", "mqa", "moh50", "overlap25", "collab"};
+// The variants in the bf16 compute mode's rows (every one the harness has).
+const std::vector<std::string> kBf16Rows = {"mha", "gqa8", "mqa", "moh50", "overlap25", "collab", "dcmha"};
 
 // A layer decode case on a paged KV cache of `block`-token blocks.
 CaseSpec paged(CaseSpec c, int block) {

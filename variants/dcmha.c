@@ -34,9 +34,6 @@ static mh_status resolve(mh_layer_config* c, void* vcfg) {
     if (c->n_kv_heads != c->n_heads || c->kdim != c->d_model || c->vdim != c->d_model)
         return MH_ERR_INVALID_ARGUMENT; /* MHA projections, self-attention only */
     if (c->window || c->softcap != 0.0f || c->alibi_slopes || c->sinks) return MH_ERR_INVALID_ARGUMENT;
-    /* its two-pass stage runs its own f32 GEMMs per composed tile (core/dcmha_attention.c):
-     * no bf16 kernels there yet, so a bf16 mode is refused, never run in f32 */
-    if (c->compute != MH_COMPUTE_F32) return MH_ERR_UNSUPPORTED;
     if (d->rank < 1 || d->rank > MH_DCMHA_MAX_RANK || d->groups < 1 || c->n_heads % d->groups != 0)
         return MH_ERR_INVALID_ARGUMENT;
     if (d->hidden == 0) d->hidden = 4 * (c->n_heads / d->groups);
@@ -121,6 +118,7 @@ static mh_dcmha_problem problem(const mh_layer* L, int B, int N, int M, const bu
     p.qf = (mh_dcmha_factors){b->f, N * row, row, 0, 2 * br};
     p.kf = (mh_dcmha_key_factors){b->kf, M * 2 * br, (size_t)M, d.branch};
     p.wb = L->ext ? ((const dcmha_state*)L->ext)->wb : NULL;
+    p.compute = c->compute;
     return p;
 }
 

@@ -109,7 +109,7 @@ void mh_core_attention_ex(const mh_kernels* k, int threads, const mh_attn_proble
                           const mh_core_extra* ex) {
     const gqa_ctx c = {p, opt, ex};
     mh_drv_stage st = make_stage(k, p, prepack_ok);
-    st.ctx = &c, st.opt = opt, st.pages = ex->pages;
+    st.ctx = &c, st.opt = opt, st.compute = opt->compute, st.pages = ex->pages;
     st.split_count = mh_split_count(mh_drv_query_tiles(&st), opt, p->n_kv);
     st.flops = 2.0 * (double)p->batch * p->n_q * p->n_kv * p->n_heads *
                (p->head_dim_qk + p->head_dim_v); /* upper bound (ignores masks) */

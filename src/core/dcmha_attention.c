@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/driver.h"
+#include "core/driver_bf16.h"
 #include "core/split_kv.h"
 #include "util/checked.h"
 #include "util/dtype.h"
@@ -72,7 +73,7 @@ static mh_drv_stage make_stage(const mh_kernels* k, const mh_dcmha_problem* p, i
     st.key = p->k, st.value = p->v, st.k_dtype = p->k_dtype, st.v_dtype = p->v_dtype;
     const ptrdiff_t H = p->n_heads;
     st.o = (mh_tensor_out){p->o, (ptrdiff_t)p->n_q * H * (ptrdiff_t)dv, H * (ptrdiff_t)dv, (ptrdiff_t)dv};
-    st.prepack = materialise, st.pack_heads = p->n_heads;
+    st.prepack = materialise, st.pack_heads = p->n_heads, st.compute = p->compute;
     st.tile_floats = hg * (st.tq * tk + TILE_PAD);
     return st;
 }
@@ -80,12 +81,16 @@ static mh_drv_stage make_stage(const mh_kernels* k, const mh_dcmha_problem* p, i
 /* Head stride of a score tile [Hg][hs], rows tk apart. */
 static size_t head_stride(const mh_drv_stage* st) { return st->tq * st->tk + TILE_PAD; }
 
+/* Packed tiles (prepacked per call, or packed here per head for a two-pass task of enough
+ * rows) feed the GEMM micro-kernels; a task of few rows (decode) reads K/V in place with the
+ * direct kernels (in bf16 compute on bf16 storage only: mh_drv_make_task). */
 static void task_hook(const mh_drv_stage* st, mh_drv_task* t) {
     const mh_dcmha_problem* p = st->ctx;
     t->j_begin = 0;
     t->j_end = p->n_kv;
     const int64_t last = p->q_pos + (int64_t)(t->i0 + t->nq) - 1;
     if (p->causal && last + 1 < t->j_end) t->j_end = last + 1;
+    t->direct_qk = t->direct_pv = !st->prepack && t->nq < st->k->attn_direct_rows;
 }
 
 /* Gathers the task's queries (pre-scaled) into sc->q, rows head-major; rows past t->nq (the
@@ -115,12 +120,6 @@ static mh_rows kv_rows(const mh_tensor* x, mh_dtype dt, const mh_drv_task* t, si
     return mh_drv_rows(x, NULL, dt, (size_t)t->b, t->h0 + h, j0);
 }
 
-/* Packed tiles (prepacked per call, or packed here per head for a two-pass task of enough
- * rows) feed the GEMM micro-kernels; a task of few rows (decode) reads K/V in place. */
-static int use_gemm(const mh_drv_stage* st, const mh_drv_task* t) {
-    return st->prepack || t->nq >= st->k->attn_direct_rows;
-}
-
 /* Keys of [j0, j0 + nc) that query row i of the task may keep (a prefix: causality drops the
  * rest); for a block of rows, its last row's count covers them all. */
 static size_t kept(const mh_drv_stage* st, const mh_drv_task* t, size_t i, int64_t j0, size_t nc) {
@@ -142,18 +141,18 @@ static void qk_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
         const float* qh = sc->q + h * tq * d;
         float* s = sc->t1 + h * head_stride(st);
         const mh_rows ks = kv_rows(&p->k, p->k_dtype, t, h, j0);
-        if (use_gemm(st, t)) {
+        if (!t->direct_qk) {
             const float* kt = mh_drv_packed(st, 0, (size_t)t->b, t->h0 + h, j0);
             if (!kt) {
-                k->pack_kt(nc, d, &ks, sc->kt);
+                mh_drv_pack_k(st, nc, &ks, sc->kt);
                 kt = sc->kt;
             }
             for (size_t c0 = 0; c0 < nc; c0 += nr)
                 for (size_t r = 0; r < t->nq; r += mr) {
                     const size_t m = mh_min_size(mr, t->nq - r);
                     if (c0 < kept(st, t, r + m - 1, j0, nc)) /* else: all dropped, never read */
-                        k->gemm(m, mh_min_size(nr, nc - c0), d, qh + r * d, d, kt + (c0 / nr) * d * nr, NULL,
-                                s + r * tk + c0, tk);
+                        mh_drv_gemm_scores(st, m, mh_min_size(nr, nc - c0), h * tq + r,
+                                           mh_drv_panel(kt, mh_drv_bf16(st), c0 / nr, d, nr), s + r * tk + c0, sc);
                 }
         } else {
             const size_t step = k->attn_direct_rows - 1;
@@ -163,14 +162,26 @@ static void qk_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
     }
 }
 
-/* o += P'.V for keys [j0, j0 + nc), P' in sc->t1. Each block of rows runs over the keys its
- * last row keeps; when V is not finite on keys an earlier row of the block drops, the rows go
- * one by one over their own keys (P' = 0 times NaN would still give NaN). */
+/* o [rows][dv] += P' [rows][n keys from k0] . V for nw columns of a V panel (f32: P' of head
+ * h in sc->t1; bf16: rounded in sc->pb, the panel in k-pairs, k0 even). */
+static void pv_gemm(const mh_drv_stage* st, size_t rows, size_t nw, size_t n, size_t h, size_t i, size_t k0,
+                    const void* panel, float* o, mh_drv_scratch* sc) {
+    const size_t tk = st->tk, nr = st->k->gemm_nr, at = h * head_stride(st) + i * tk + k0;
+    if (mh_drv_bf16(st))
+        st->k->gemm_acc_bf16(rows, nw, n, sc->pb + at, tk, (const uint16_t*)panel + k0 * nr, sc->ones, o, st->dv);
+    else
+        st->k->gemm_acc(rows, nw, n, sc->t1 + at, tk, (const float*)panel + k0 * nr, sc->ones, o, st->dv);
+}
+
+/* o += P'.V for keys [j0, j0 + nc), P' in sc->t1 (bf16: also rounded in sc->pb). Each block of
+ * rows runs over the keys its last row keeps; when V is not finite on keys an earlier row of
+ * the block drops, the rows go one by one over their own keys (P' = 0 times NaN would still
+ * give NaN; bf16 panels hold key pairs, so from an odd count the next key comes along). */
 static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const mh_dcmha_problem* p = st->ctx;
     const size_t dv = (size_t)p->head_dim_v, tq = st->tq, tk = st->tk, nr = k->gemm_nr;
-    const int gemm = use_gemm(st, t);
+    const int gemm = !t->direct_pv;
     const size_t mr = gemm ? k->gemm_mr : k->attn_direct_rows - 1;
     for (size_t h = 0; h < st->hg; h++) {
         const float* ph = sc->t1 + h * head_stride(st);
@@ -182,7 +193,7 @@ static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
             vt = mh_drv_packed(st, 1, (size_t)t->b, t->h0 + h, j0);
             vt_cols = mh_min_size(tk, (size_t)p->n_kv - (size_t)j0); /* keys the packed tile holds */
             if (!vt) {
-                k->pack_v(nc, dv, &vs, sc->vt);
+                mh_drv_pack_v(st, nc, &vs, sc->vt);
                 vt = sc->vt, vt_cols = nc;
             }
         }
@@ -198,8 +209,8 @@ static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
                         const size_t rows = by_row ? 1 : m, ki = by_row ? kept(st, t, i, j0, nc) : kb;
                         if (k0 >= ki) continue; /* P' is 0 past ki */
                         if (gemm)
-                            k->gemm_acc(rows, nw, mh_min_size(PV_KEYS, ki - k0), ph + i * tk + k0, tk,
-                                        vt + ((d0 / nr) * vt_cols + k0) * nr, sc->ones, oh + i * dv + d0, dv);
+                            pv_gemm(st, rows, nw, mh_min_size(PV_KEYS, ki - k0), h, i, k0,
+                                    mh_drv_panel(vt, mh_drv_bf16(st), d0 / nr, vt_cols, nr), oh + i * dv + d0, sc);
                         else
                             k->pv_direct(rows, ki, dv, ph + i * tk, tk, &vs, sc->ones, oh + i * dv, dv);
                     }
@@ -286,7 +297,10 @@ static void out_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, s
         const size_t keep = kept(st, t, i, j0, nc); /* masked probabilities are 0 and stay 0 */
         float* dst = sc->t1 + i * tk;
         compose_row(st, t, 1, i, j0, keep, e + i * tk, hs, sc->scale + i * st->hg, dst, hs);
-        for (size_t h = 0; h < st->hg; h++) memset(dst + h * hs + keep, 0, (nc - keep) * sizeof(float));
+        for (size_t h = 0; h < st->hg; h++) {
+            memset(dst + h * hs + keep, 0, (nc - keep) * sizeof(float));
+            if (mh_drv_bf16(st)) mh_drv_bf16_round_row(st, t->direct_pv, nc, dst + h * hs, sc->pb + h * hs + i * tk);
+        }
     }
     pv_tile(st, t, j0, nc, sc);
 }

@@ -47,6 +47,8 @@ typedef struct mh_dcmha_problem {
     const float* wb;              /* [2][G][Hg][Hg] static pre then post (in head, out head), or NULL */
     int causal;
     int64_t q_pos;                /* position of query 0; keys sit at 0 .. M - 1 */
+    mh_compute compute;           /* F32, or BF16: Q, K, V and the composed probabilities P'
+                                     enter the two GEMMs rounded (core/driver_bf16.h) */
 } mh_dcmha_problem;
 
 /* Carves (or measures, with ws->base == NULL) the workspace; returns its start. Both modes run

@@ -65,10 +65,11 @@ typedef struct mh_drv_scratch {
     float* ones;  /* [rows]                     1.0f, a P.V rescale that keeps o (filled by its user) */
     float* s_prev;     /* one-pass: [rows][tk] the previous tile's probabilities, whose P.V */
     float* alpha_prev; /* [rows] and rescale run with the next tile's Q.K^T (direct kernels) */
-    /* one-pass, bf16 compute (opt->compute): the GEMMs' bf16 operands; kt/vt then hold bf16
-     * panels (core/driver_bf16.h) */
+    /* bf16 compute (st->compute): the GEMMs' bf16 operands; kt/vt then hold bf16 panels
+     * (core/driver_bf16.h) */
     uint16_t* qb; /* [rows][dqk rounded up to even] the queries, rounded once per task */
-    uint16_t* pb; /* [rows][tk]                 a tile's probabilities, rounded per tile */
+    uint16_t* pb; /* one-pass: [rows][tk] a tile's probabilities, rounded per tile;
+                     two-pass: [tile_floats] the stage's composed tile (DCMHA's P') */
     struct mh_drv_lane* lanes; /* [streams] one-pass decode across streams */
     /* two-pass modes */
     float *t1, *t2;     /* [tile_floats] the stage's score tile; pass 1's tile when unstored */
@@ -98,6 +99,8 @@ struct mh_drv_stage {
     size_t split_count;     /* key chunks per task (mh_split_count), 1: no split */
     double flops;           /* the call's work, for the worker count */
     const mh_attn_options* opt; /* one-pass: sinks and probs [B, H, N, M] */
+    mh_compute compute;     /* the precision of the GEMMs' operands: F32, or BF16 (rounded on
+                               entry, f32 sums: core/driver_bf16.h) */
     int fused_norm;         /* one-pass: scale outputs by a / l (CollabHead) not a * (1/l) */
 
     /* Every mode. task: fills t's key range [j_begin, j_end) and, one-pass, blk, direct_qk,

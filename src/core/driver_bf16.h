@@ -1,5 +1,5 @@
 /*
- * The bf16 compute mode in the one-pass driver (mh_attn_options.compute == MH_COMPUTE_BF16):
+ * The bf16 compute mode in the driver (mh_drv_stage.compute == MH_COMPUTE_BF16):
  * Q (pre-scaled, once per task) and P (per tile) are rounded to bf16 into the worker's qb/pb,
  * K/V tiles are packed into bf16 k-pair panels (pack_kt_bf16 / pack_v_bf16, in the room of
  * the f32 panels, which is at least twice what they need), and both products run on the
@@ -9,15 +9,16 @@
  * then widened back into sc->q / sc->s; K or V as stored), so every product is exact and the
  * sums are f32, the mode's arithmetic in another order of addition, at the speed of f32
  * decode. On f32/f16/int8 storage, whose values the packs round, decode packs as prefill does.
+ * The two-pass stage (DCMHA) uses the same pieces on its own tiles: Q rounded by
+ * mh_drv_load_q, its composed probabilities by mh_drv_bf16_round_row, the packs and the
+ * scores' GEMM below.
  */
 #ifndef MH_CORE_DRIVER_BF16_H
 #define MH_CORE_DRIVER_BF16_H
 #include "core/driver.h"
 
-/* 1 if the one-pass call computes in bf16. */
-static inline int mh_drv_bf16(const mh_drv_stage* st) {
-    return st->opt && st->opt->compute == MH_COMPUTE_BF16;
-}
+/* 1 if the call computes in bf16. */
+static inline int mh_drv_bf16(const mh_drv_stage* st) { return st->compute == MH_COMPUTE_BF16; }
 
 /* Elements between the rows of sc->qb: dqk rounded up to even (the kernels read pairs). */
 static inline size_t mh_drv_bf16_ldq(size_t dqk) { return (dqk + 1) / 2 * 2; }
@@ -81,13 +82,17 @@ static inline void mh_drv_gemm_pv(const mh_drv_stage* st, size_t m, size_t nw, s
     }
 }
 
-/* Carves (or measures) a one-pass worker's sc->qb and sc->pb for rows rows: always, since the
+/* Carves (or measures) a worker's sc->qb and sc->pb for rows rows: always, since the
  * workspace size depends on the shapes alone (never on the compute mode). */
 void mh_drv_bf16_carve(const mh_drv_stage* st, size_t rows, mh_ws* ws, mh_drv_scratch* sc);
 
 /* The stage's load_q into sc->q, then in bf16 compute sc->q [rows][dqk] rounded into sc->qb
- * (with a zero pad element for odd dqk) and, for a direct Q.K^T, back into sc->q. */
+ * (with a zero pad element for odd dqk) and, for a direct Q.K^T, back into sc->q. rows: the
+ * task's (one-pass) or its block's, hg * tq (two-pass). */
 void mh_drv_load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch* sc);
+
+/* x [n] rounded to bf16 into xb and, with widen (a direct kernel's operand), back into x. */
+void mh_drv_bf16_round_row(const mh_drv_stage* st, int widen, size_t n, float* x, uint16_t* xb);
 
 /* Probabilities of keys [0, nc) of rows [r0, r1) of sc->s rounded into sc->pb and, for a
  * direct P.V, back into sc->s (write_probs recomputes its exact ones). */

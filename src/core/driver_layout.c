@@ -28,7 +28,7 @@ void mh_drv_carve_scratch(const mh_drv_stage* st, mh_ws* ws, mh_drv_scratch* sc)
         sc->s_prev = mh_ws_take(ws, rows, tk, sizeof(float));
         sc->alpha_prev = mh_ws_take(ws, rows, 1, sizeof(float));
     }
-    if (st->mode == MH_DRV_ONE_PASS) mh_drv_bf16_carve(st, rows, ws, sc);
+    mh_drv_bf16_carve(st, rows, ws, sc);
     if (st->mode == MH_DRV_ONE_PASS && mh_drv_query_tiles(st) == 1)
         sc->lanes = mh_ws_take(ws, (size_t)st->streams, 1, sizeof(struct mh_drv_lane));
     if (st->mode == MH_DRV_MATERIALISED)

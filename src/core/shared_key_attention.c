@@ -86,7 +86,7 @@ void* mh_shared_key_attention_carve_upto(const mh_kernels* k, int threads,
 void mh_shared_key_attention(const mh_kernels* k, int threads, const mh_shared_key_problem* p,
                              const mh_attn_options* opt, void* ws) {
     mh_drv_stage st = make_stage(k, p);
-    st.opt = opt;
+    st.opt = opt, st.compute = opt->compute;
     st.split_count = mh_split_count(mh_drv_query_tiles(&st), opt, p->n_kv);
     st.flops = 2.0 * (double)p->batch * p->n_q * p->n_kv * p->n_heads *
                (p->dim_qk + p->head_dim_v); /* upper bound (ignores masks) */

@@ -487,8 +487,9 @@ static void run_collab_calls(int threads) {
 }
 
 /* DCMHA: its forward (materialised scores), chunked and token decode (two passes), and a decode
- * over a cache long enough to split its keys (2048 + 2 tokens). */
-static void run_dcmha_calls(int threads) {
+ * over a cache long enough to split its keys (2048 + 2 tokens); in f32 on an f16 cache, or in
+ * bf16 compute on a bf16 cache (whose decode runs the direct kernels). */
+static void run_dcmha_calls(int threads, mh_compute compute) {
     char what[160];
     mh_context* ctx = test_context(threads);
     test_rng r;
@@ -498,6 +499,7 @@ static void run_dcmha_calls(int threads) {
     mh_dcmha_config dc = mh_dcmha_config_default();
     dc.groups = 2, dc.static_weights = 1, c.variant_config = &dc;
     c.rotary = (mh_rotary_config){MH_ROTARY_HALF, D / 4, 0.0f, NULL};
+    c.compute = compute;
     dcmha_fixture f;
     if (!check_status("create dcmha", dcmha_fixture_make(&f, ctx, &c, &r, 0.1f, 0.1f, 0), MH_OK)) exit(1);
     const int cap = SLOW ? CAP : 2100 + 40;
@@ -508,12 +510,14 @@ static void run_dcmha_calls(int threads) {
     void *ws_fw, *ws_dec, *ws_dec1;
     layer_workspaces(f.layer, &fw_bytes, &ws_fw, &dec_bytes, &ws_dec, &dec1_bytes, &ws_dec1);
     mh_kv_cache* cache = NULL;
-    check_status("cache", mh_kv_cache_create(f.layer, B, cap, MH_DTYPE_F16, &cache), MH_OK);
+    const mh_dtype dt = compute == MH_COMPUTE_BF16 ? MH_DTYPE_BF16 : MH_DTYPE_F16;
+    check_status("cache", mh_kv_cache_create(f.layer, B, cap, dt, &cache), MH_OK);
     mh_attn_options causal = mh_attn_options_default();
     causal.causal = 1;
     mh_forward_args a = {.batch = B, .n_q = N, .query = x, .out = y, .opt = &causal};
     check_status("warm-up forward", mh_layer_forward(f.layer, &a, ws_fw, fw_bytes), MH_OK);
-    snprintf(what, sizeof what, "%d thread(s): DCMHA (partial rotary) forward and decode allocate nothing", threads);
+    snprintf(what, sizeof what, "%d thread(s): DCMHA (partial rotary, %s) forward and decode allocate nothing",
+             threads, mh_compute_name(compute));
     start_counting();
     mh_status st = mh_layer_forward(f.layer, &a, ws_fw, fw_bytes);
     while (st == MH_OK && mh_kv_cache_length(cache) + N + 2 <= cap) /* chunks, then single tokens */
@@ -553,18 +557,21 @@ int main(void) {
     mh_kv_cache_destroy(cache);
     fixture_free(&f);
     SLOW = slow_machine(ctx, SLOW_MS);
+    const int bf16 = mh_compute_supported(mh_context_isa(ctx), MH_COMPUTE_BF16);
     if (SLOW) N = 40, D_MODEL = 64, CAP = 72;
     mh_context_destroy(ctx);
 
     run_layer_calls(1, MH_VARIANT_GQA);
     run_layer_calls(1, MH_VARIANT_OVERLAP);
     run_collab_calls(1);
-    run_dcmha_calls(1);
+    run_dcmha_calls(1, MH_COMPUTE_F32);
+    if (bf16) run_dcmha_calls(1, MH_COMPUTE_BF16);
     run_core_calls(1);
     run_layer_calls(2, MH_VARIANT_GQA);
     run_layer_calls(2, MH_VARIANT_OVERLAP);
     run_collab_calls(2);
-    run_dcmha_calls(2);
+    run_dcmha_calls(2, MH_COMPUTE_F32);
+    if (bf16) run_dcmha_calls(2, MH_COMPUTE_BF16);
     run_core_calls(2);
     return test_exit_code("test_no_alloc");
 }
