@@ -96,7 +96,7 @@ typedef struct next_rows {
  * software prefetch policy to the decode kernels. */
 static mh_rows kv_rows(const mh_drv_stage* st, int v, size_t b, size_t h, int64_t j0) {
     mh_rows r = mh_drv_rows(v ? &st->value : &st->key, st->pages, v ? st->v_dtype : st->k_dtype, b, h, j0);
-    r.prefetch_streams = st->k->decode_prefetch_streams;
+    r.prefetch = st->k->decode_prefetch;
     return r;
 }
 

@@ -52,6 +52,16 @@ static int x86_is_intel(void) {
     if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
     return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "Genu" "ineI" "ntel" */
 }
+/* CPUID leaf 0's vendor string is "AuthenticAMD" and leaf 1's family (base, plus extended
+ * when the base is 0xf) is at least `family`. */
+static int x86_is_amd_from(unsigned family) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u)
+        return 0; /* "Auth" "enti" "cAMD" */
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    const unsigned base = (a >> 8) & 0xf;
+    return base + (base == 0xf ? (a >> 20) & 0xff : 0) >= family;
+}
 static int cpu_has_avx2(void) { return x86_has(MH_ISA_AVX2); }
 static int cpu_has_avx512(void) { return x86_has(MH_ISA_AVX512); }
 #else
@@ -59,6 +69,7 @@ static int cpu_has_avx2(void) { return 0; }
 static int cpu_has_avx512(void) { return 0; }
 static int x86_has_avx512_bf16(void) { return 0; }
 static int x86_is_intel(void) { return 0; }
+static int x86_is_amd_from(unsigned family) { return (void)family, 0; }
 #endif
 
 #if defined(__aarch64__)
@@ -133,11 +144,13 @@ int mh_cpu_has_bf16(mh_isa isa) {
     return g_has_bf16[isa];
 }
 
-int mh_cpu_decode_prefetch_streams(void) {
+mh_prefetch_rule mh_cpu_decode_prefetch(void) {
     const char* env = getenv("MH_DECODE_PREFETCH");
-    if (env && strcasecmp(env, "sw") == 0) return 1;
-    if (env && strcasecmp(env, "hw") == 0) return 0;
-    return x86_is_intel();
+    if (env && strcasecmp(env, "l2") == 0) return MH_PREFETCH_L2;
+    if (env && strcasecmp(env, "l1") == 0) return MH_PREFETCH_L1;
+    if (env && strcasecmp(env, "all") == 0) return MH_PREFETCH_ALL;
+    if (x86_is_intel()) return MH_PREFETCH_ALL;
+    return x86_is_amd_from(0x1a) ? MH_PREFETCH_L1 : MH_PREFETCH_L2;
 }
 
 int mh_cpu_bf16_gemm_on_fma(void) {

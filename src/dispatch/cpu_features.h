@@ -1,7 +1,7 @@
 /* What the CPU and OS can run. Compiled without any ISA flag, so it runs everywhere. */
 #ifndef MH_CPU_FEATURES_H
 #define MH_CPU_FEATURES_H
-#include "multihead.h"
+#include "kernels/kernels.h"
 
 /* 1 if this CPU and OS can execute code for `isa` (regardless of what is compiled in). */
 int mh_cpu_has_isa(mh_isa isa);
@@ -17,11 +17,10 @@ int mh_cpu_has_bf16(mh_isa isa);
  * elsewhere (AMD Zen 4 issues it at twice the FMA rate). Read once, at table init. */
 int mh_cpu_bf16_gemm_on_fma(void);
 
-/* 1 if the decode kernels should prefetch a lone K/V stream in software (kernels.h,
- * decode_prefetch_streams): the environment's MH_DECODE_PREFETCH ("sw" or "hw"; otherwise the
- * CPU's choice), else 1 on Intel, whose hardware prefetchers alone leave one core at about 80%
- * of its read bandwidth, and 0 elsewhere (on AMD Zen 4 the software prefetch costs up to 3x).
- * Read once, at table init. */
-int mh_cpu_decode_prefetch_streams(void);
+/* How the decode kernels prefetch near K/V rows on this CPU (kernels.h, mh_prefetch_rule;
+ * the measurements behind each: kernels/decode_prefetch.h): the environment's
+ * MH_DECODE_PREFETCH ("l2", "l1" or "all"; otherwise the CPU's choice), else ALL on Intel,
+ * L1 on AMD from Zen 5 (family 0x1A) and L2 elsewhere. Read once, at table init. */
+mh_prefetch_rule mh_cpu_decode_prefetch(void);
 
 #endif

@@ -1,22 +1,26 @@
 /*
  * The decode kernels' software prefetch (kernels.md, "Decode kernels"), one rule for every
- * ISA, chosen by what bounds the kernel:
- *  - one or two query rows per K/V row (MHA) stream memory: rows next to each other are left
- *    to the hardware prefetchers, which follow the kernels' address order (a software
- *    prefetch there only takes their miss slots: up to 3x slower on Zen 4). Not on Intel's
- *    Xeons, whose L2 streamer stops at every 4 KiB page and leaves one core at about 80% of
- *    its bandwidth: there the table says prefetch_streams and near rows are prefetched as for
- *    grouped heads (MHA f16 decode at 32K keys, 1 thread: 51.6 -> 40.9 ms, 99% of the read
- *    probe; int8 31.6 -> 21.1 ms);
- *  - three or more rows (grouped heads) are bound by the core: rows are prefetched
- *    MH_NEAR_PREFETCH_KEYS keys ahead into L2 so the FMAs do not wait on L3 or DRAM (on Zen 4,
- *    GQA-8: 1.4x faster than no prefetch in L3, 1.35x faster than a prefetch into L1 from DRAM).
- *    The distance must cover a loaded DRAM miss: 12 keys of four-row work are a few hundred
- *    cycles, too few (GQA-8 f16 decode at 32K keys, Zen 4: 9.5 ms 12 keys ahead, 8.1 ms at
- *    24, 8.0 ms from 48 to 128);
+ * ISA, by what bounds the kernel and what the CPU's hardware prefetchers do (the table's
+ * mh_prefetch_rule, mh_cpu_decode_prefetch):
+ *  - one or two query rows per K/V row (MHA) stream memory: on AMD the hardware prefetchers
+ *    follow the kernels' address order, and a software prefetch only takes their miss slots
+ *    (up to 3x slower on Zen 4; MHA f16 at 32K keys on Zen 5: 21.3 against 15.8 ms). Intel's
+ *    Xeons are prefetched (ALL): their L2 streamer stops at every 4 KiB page and leaves one
+ *    core at about 80% of its bandwidth (MHA f16 decode at 32K keys, 1 thread: 51.6 -> 40.9
+ *    ms, 99% of the read probe; int8 31.6 -> 21.1 ms);
+ *  - three or more rows (grouped heads) are bound by the core: their rows are prefetched so
+ *    the FMAs do not wait on L3 or DRAM. Into L2, MH_NEAR_PREFETCH_KEYS ahead, on Zen 4 (L2)
+ *    and Intel (ALL): GQA-8 1.4x faster than no prefetch in L3 on Zen 4, 1.35x faster than a
+ *    prefetch into L1 from DRAM; the distance must cover a loaded DRAM miss (GQA-8 f16 decode
+ *    at 32K keys, Zen 4: 9.5 ms 12 keys ahead, 8.1 ms at 24, 8.0 ms from 48 to 128). Zen 5
+ *    (L1) takes them into L1, MH_NEAR_PREFETCH_KEYS_L1 ahead: its prefetches into L2 stall on
+ *    the core's miss buffers (a quarter of the kernels' samples sat on the instruction after
+ *    one), and GQA-8 at 32K keys, 1 thread, alternated over 3 rounds, took 0.80x the time of
+ *    the L2 rule with f16 K/V, 0.82x f32, 0.94x int8, 0.77x with three rows per K/V head (8, 24
+ *    and 32 keys ahead into L1: 0.85/0.88/1.02x with f16);
  *  - row sets read in turn tile by tile (mh_rows.interleaved: CollabHead's 16 per-head V
- *    streams) outnumber the streams the hardware follows: near rows are prefetched as for
- *    grouped heads;
+ *    streams) outnumber the streams the hardware follows: near rows are prefetched into L2 as
+ *    grouped heads' are on Zen 4, on every CPU;
  *  - rows kilobytes apart (an engine's token-major cache) get no hardware prefetch across
  *    pages. The driver then reads every head's tile in turn and names, in x->next, the tile
  *    MH_FAR_PREFETCH_STREAMS heads later, whose row c is fetched into L2 with row c here
@@ -35,8 +39,9 @@
 
 #define MH_FAR_PREFETCH_KEYS 64  /* one key tile: the next tile's rows while this one runs */
 #define MH_FAR_PREFETCH_STREAMS 4 /* a decode across streams prefetches this many tiles ahead */
-#define MH_NEAR_PREFETCH_KEYS 48 /* about 1000 cycles of grouped-head work ahead */
-#define MH_NEAR_PREFETCH_ROWS 3  /* query rows from which near rows are prefetched */
+#define MH_NEAR_PREFETCH_KEYS 48   /* about 1000 cycles of grouped-head work ahead */
+#define MH_NEAR_PREFETCH_KEYS_L1 16 /* the L1 rule's distance (Zen 5) */
+#define MH_NEAR_PREFETCH_ROWS 3    /* query rows from which near rows are prefetched */
 
 /* Every cache line of bytes [0, bytes) from p into L2, the level of the rules above (also the
  * driver's prefetch of a packed decode's next tile). */
@@ -44,18 +49,29 @@ static inline __attribute__((always_inline)) void mh_prefetch_l2(const void* p, 
     for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char*)p + off, 0, 2);
 }
 
+/* The same into L1. */
+static inline __attribute__((always_inline)) void mh_prefetch_l1(const void* p, size_t bytes) {
+    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char*)p + off, 0, 3);
+}
+
 /* The prefetch for key c of a kernel with `rows` query rows reading x (of dtype, the kernel's
- * constant): row c + ahead into L2, one prefetch per cache line. always_inline: GCC otherwise
- * finds the function free of side effects (a prefetch has none it can see) and deletes its
- * calls. */
+ * constant): a row ahead, one prefetch per cache line, by the rules above. always_inline: GCC
+ * otherwise finds the function free of side effects (a prefetch has none it can see) and
+ * deletes its calls. */
 static inline __attribute__((always_inline)) void mh_decode_prefetch(const mh_rows* x, mh_dtype dtype, size_t c,
                                                                      size_t row_elems, size_t rows) {
-    const int far = x->ld != (ptrdiff_t)row_elems;
-    if (!far && rows < MH_NEAR_PREFETCH_ROWS && !x->interleaved && !x->prefetch_streams) return;
-    const char* row = far && x->next ? mh_dtype_at(x->next, dtype, (ptrdiff_t)c * x->ld)
-                      : mh_dtype_at(x->data, dtype,
-                                    (ptrdiff_t)(c + (far ? MH_FAR_PREFETCH_KEYS : MH_NEAR_PREFETCH_KEYS)) * x->ld);
-    mh_prefetch_l2(row, row_elems * mh_dtype_size(dtype));
+    const size_t bytes = row_elems * mh_dtype_size(dtype);
+    if (x->ld != (ptrdiff_t)row_elems) { /* far rows */
+        mh_prefetch_l2(x->next ? mh_dtype_at(x->next, dtype, (ptrdiff_t)c * x->ld)
+                               : mh_dtype_at(x->data, dtype, (ptrdiff_t)(c + MH_FAR_PREFETCH_KEYS) * x->ld),
+                       bytes);
+        return;
+    }
+    const int grouped = rows >= MH_NEAR_PREFETCH_ROWS;
+    if (grouped && x->prefetch == MH_PREFETCH_L1 && !x->interleaved)
+        mh_prefetch_l1(mh_dtype_at(x->data, dtype, (ptrdiff_t)(c + MH_NEAR_PREFETCH_KEYS_L1) * x->ld), bytes);
+    else if (grouped || x->interleaved || x->prefetch == MH_PREFETCH_ALL)
+        mh_prefetch_l2(mh_dtype_at(x->data, dtype, (ptrdiff_t)(c + MH_NEAR_PREFETCH_KEYS) * x->ld), bytes);
 }
 
 /* A P.V that reads each row in several column passes (AVX2 with 16 registers: 64 of 128

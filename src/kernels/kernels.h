@@ -52,6 +52,16 @@ typedef struct mh_rope_args {
     float eps;             /* QK-norm epsilon */
 } mh_rope_args;
 
+/* How the decode kernels prefetch near (contiguous) K/V rows in software
+ * (kernels/decode_prefetch.h), a property of the CPU's prefetchers (mh_cpu_decode_prefetch): */
+typedef enum mh_prefetch_rule {
+    MH_PREFETCH_L2 = 0,  /* grouped heads' rows (3+ query rows per K/V row), 48 keys ahead
+                                   into L2: AMD Zen 4 and CPUs the library does not know */
+    MH_PREFETCH_L1 = 1,  /* grouped heads' rows 16 keys ahead into L1: AMD Zen 5 */
+    MH_PREFETCH_ALL = 2  /* every stream's, lone ones too, 48 keys ahead into L2: Intel,
+                                   whose L2 streamer stops at every 4 KiB page */
+} mh_prefetch_rule;
+
 /* Rows of a K or V tile as the kernels read them: row c (0 <= c < cols) holds its elements
  * at data + c * ld (elements of dtype); an MH_DTYPE_I8 row's values are
  * scale[c * ld_scale] * (int8_t)q. */
@@ -68,8 +78,7 @@ typedef struct mh_rows {
                             later (same ld and dtype; in a token-major decode, the tile
                             MH_FAR_PREFETCH_STREAMS heads on), whose row c the kernels prefetch
                             while reading row c here; NULL: row c + one key tile of this set */
-    int prefetch_streams; /* 1: near rows are prefetched even when read alone (the table's
-                             decode_prefetch_streams, set by the driver) */
+    mh_prefetch_rule prefetch; /* the table's decode_prefetch, set by the driver */
 } mh_rows;
 
 /*
@@ -164,10 +173,9 @@ typedef struct mh_kernels {
     size_t attn_block_rows;
     size_t attn_kv_tile;
     size_t attn_prefill_kv_tile;
-    /* 1: the decode kernels prefetch even a lone K/V stream in software (mh_rows.
-     * prefetch_streams; kernels/decode_prefetch.h): where this CPU's hardware prefetchers alone
-     * leave one core short of its bandwidth (mh_cpu_decode_prefetch_streams). */
-    int decode_prefetch_streams;
+    /* The x86 decode kernels' prefetch of near rows on this CPU (mh_rows.prefetch,
+     * mh_cpu_decode_prefetch); the other ISAs' kernels issue none. */
+    mh_prefetch_rule decode_prefetch;
 } mh_kernels;
 
 #endif
