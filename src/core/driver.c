@@ -81,11 +81,13 @@ typedef struct next_tile {
 
 /* A decode-shaped task that packs its tiles (many query rows on one K/V head: MQA) is bound
  * by the core, not memory: the rows of its next tile (keys [j0 + tk, ...) of K or V, below the
- * task's last key) are fetched into L2 while this tile is multiplied, slice i of n before the
+ * task's last key) are fetched ahead while this tile is multiplied, slice i of n before the
  * i-th of its n blocks of GEMM rows (next_tile_rows, prefetch_slice). Issued at once, a whole
  * tile's prefetches queue for the core's miss buffers, and the loads of the tile being packed
  * wait behind them (MQA f16 decode at 32K keys, Zen 4: 7.7 ms with them at once, 7.9 ms
- * without any, 6.4 ms spread). */
+ * without any, 6.4 ms spread). Into L2, or into L1 under the table's L1 rule (Zen 5, whose
+ * prefetches into L2 stall on the miss buffers: MQA f16 decode 0.92x the time at 32K keys,
+ * 0.90x at 4K, f32 0.94x; kernels/decode_prefetch.h). */
 typedef struct next_rows {
     mh_rows x;    /* the next tile's rows */
     size_t keys;  /* how many (0: no next tile, or not a decode) */
@@ -112,8 +114,13 @@ static next_rows next_tile_rows(const mh_drv_stage* st, const mh_drv_task* t, in
 }
 
 static void prefetch_slice(const next_rows* n, size_t i, size_t of) {
-    for (size_t c = i * n->keys / of; c < (i + 1) * n->keys / of; c++)
-        mh_prefetch_l2(mh_dtype_at(n->x.data, n->x.dtype, (ptrdiff_t)c * n->x.ld), n->bytes);
+    for (size_t c = i * n->keys / of; c < (i + 1) * n->keys / of; c++) {
+        const void* row = mh_dtype_at(n->x.data, n->x.dtype, (ptrdiff_t)c * n->x.ld);
+        if (n->x.prefetch == MH_PREFETCH_L1)
+            mh_prefetch_l1(row, n->bytes);
+        else
+            mh_prefetch_l2(row, n->bytes);
+    }
 }
 
 /* Rows [r, r + m) of the task's score tile through the score step and, with softmax, the
