@@ -115,9 +115,13 @@ static void load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch*
         }
 }
 
-/* K (or V) rows of head h of the task from key j0, in the storage dtype. */
-static mh_rows kv_rows(const mh_tensor* x, mh_dtype dt, const mh_drv_task* t, size_t h, int64_t j0) {
-    return mh_drv_rows(x, NULL, dt, (size_t)t->b, t->h0 + h, j0);
+/* K (or V) rows of head h of the task from key j0, in the storage dtype, with the table's
+ * decode prefetch rule. */
+static mh_rows kv_rows(const mh_drv_stage* st, const mh_tensor* x, mh_dtype dt, const mh_drv_task* t, size_t h,
+                       int64_t j0) {
+    mh_rows r = mh_drv_rows(x, NULL, dt, (size_t)t->b, t->h0 + h, j0);
+    r.prefetch = st->k->decode_prefetch;
+    return r;
 }
 
 /* Keys of [j0, j0 + nc) that query row i of the task may keep (a prefix: causality drops the
@@ -140,7 +144,7 @@ static void qk_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
     for (size_t h = 0; h < st->hg; h++) {
         const float* qh = sc->q + h * tq * d;
         float* s = sc->t1 + h * head_stride(st);
-        const mh_rows ks = kv_rows(&p->k, p->k_dtype, t, h, j0);
+        const mh_rows ks = kv_rows(st, &p->k, p->k_dtype, t, h, j0);
         if (!t->direct_qk) {
             const float* kt = mh_drv_packed(st, 0, (size_t)t->b, t->h0 + h, j0);
             if (!kt) {
@@ -186,7 +190,7 @@ static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
     for (size_t h = 0; h < st->hg; h++) {
         const float* ph = sc->t1 + h * head_stride(st);
         float* oh = sc->o + h * tq * dv;
-        const mh_rows vs = kv_rows(&p->v, p->v_dtype, t, h, j0);
+        const mh_rows vs = kv_rows(st, &p->v, p->v_dtype, t, h, j0);
         const float* vt = NULL;
         size_t vt_cols = 0;
         if (gemm) {

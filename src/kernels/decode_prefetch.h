@@ -15,9 +15,9 @@
  *    at 32K keys, Zen 4: 9.5 ms 12 keys ahead, 8.1 ms at 24, 8.0 ms from 48 to 128). Zen 5
  *    (L1) takes them into L1, MH_NEAR_PREFETCH_KEYS_L1 ahead: its prefetches into L2 stall on
  *    the core's miss buffers (a quarter of the kernels' samples sat on the instruction after
- *    one), and GQA-8 at 32K keys, 1 thread, alternated over 3 rounds, took 0.80x the time of
- *    the L2 rule with f16 K/V, 0.82x f32, 0.94x int8, 0.77x with three rows per K/V head (8, 24
- *    and 32 keys ahead into L1: 0.85/0.88/1.02x with f16);
+ *    one), and GQA-8 at 32K keys, 1 thread, alternated over 3 rounds, took 0.70x the time of
+ *    the L2 rule with f16 K/V, 0.76x f32, 0.89x int8, 0.71x with three rows per K/V head (an
+ *    earlier comparison of 8, 16, 24 and 32 keys ahead into L1: 0.85/0.80/0.88/1.02x, f16);
  *  - row sets read in turn tile by tile (mh_rows.interleaved: CollabHead's 16 per-head V
  *    streams) outnumber the streams the hardware follows: near rows are prefetched into L2 as
  *    grouped heads' are on Zen 4, on every CPU;

@@ -55,11 +55,11 @@ typedef struct mh_rope_args {
 /* How the decode kernels prefetch near (contiguous) K/V rows in software
  * (kernels/decode_prefetch.h), a property of the CPU's prefetchers (mh_cpu_decode_prefetch): */
 typedef enum mh_prefetch_rule {
-    MH_PREFETCH_L2 = 0,  /* grouped heads' rows (3+ query rows per K/V row), 48 keys ahead
-                                   into L2: AMD Zen 4 and CPUs the library does not know */
-    MH_PREFETCH_L1 = 1,  /* grouped heads' rows 16 keys ahead into L1: AMD Zen 5 */
-    MH_PREFETCH_ALL = 2  /* every stream's, lone ones too, 48 keys ahead into L2: Intel,
-                                   whose L2 streamer stops at every 4 KiB page */
+    MH_PREFETCH_L2 = 0, /* grouped heads' rows (3+ query rows per K/V row), 48 keys ahead into
+                           L2: AMD Zen 4 and CPUs the library does not know */
+    MH_PREFETCH_L1 = 1, /* grouped heads' rows 16 keys ahead into L1: AMD Zen 5 */
+    MH_PREFETCH_ALL = 2 /* every stream's, lone ones too, 48 keys ahead into L2: Intel, whose
+                           L2 streamer stops at every 4 KiB page */
 } mh_prefetch_rule;
 
 /* Rows of a K or V tile as the kernels read them: row c (0 <= c < cols) holds its elements
