@@ -273,6 +273,9 @@ int main(void) {
         nan_v_window(&r, 2, 300, 107, 192, (mh_dtype)dt, LAYOUT_HEAD_MAJOR);
         nan_v_window(&r, 70, 300, 20, 250, (mh_dtype)dt, LAYOUT_TOKEN_MAJOR);
         nan_v_window(&r, 200, 200, 37, 101, (mh_dtype)dt, LAYOUT_TOKEN_MAJOR);
+        /* past x86's first 512-key prefill tile, and at the third's first key */
+        nan_v_window(&r, 300, 1100, 64, 820, (mh_dtype)dt, LAYOUT_TOKEN_MAJOR);
+        nan_v_window(&r, 300, 1100, 40, 1024, (mh_dtype)dt, LAYOUT_TOKEN_MAJOR);
     }
     layers(&r);
     split_kv_nan(&r);
