@@ -123,15 +123,17 @@ static void prefetch_slice(const next_rows* n, size_t i, size_t of) {
     }
 }
 
-/* Rows [r, r + m) of the task's score tile through the score step and, with softmax, the
- * online-softmax step (their m, l, alpha) and, in bf16 compute, the rounding of P. */
-static void step_rows(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, size_t r, size_t m,
-                      int softmax, mh_drv_scratch* sc) {
+/* Rows [r, r + m), columns [from, nc) of the task's score tile through the score step and,
+ * with softmax, the online-softmax step (their m, l, alpha) and, in bf16 compute, the rounding
+ * of P. Columns before `from` hold no score: every one of these rows drops those keys. */
+static void step_rows(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t from, size_t nc, size_t r,
+                      size_t m, int softmax, mh_drv_scratch* sc) {
     const size_t tk = st->tk;
-    mh_score_rows(&t->blk, sc->s, tk, j0, nc, r, r + m);
+    float* s = sc->s + from;
+    mh_score_rows(&t->blk, s, tk, j0 + (int64_t)from, nc - from, r, r + m);
     if (!softmax) return;
-    st->k->softmax_tile(m, nc, sc->s + r * tk, tk, sc->m + r, sc->l + r, sc->alpha + r);
-    if (mh_drv_bf16(st)) mh_drv_bf16_probs(st, t, r, r + m, nc, sc);
+    st->k->softmax_tile(m, nc - from, s + r * tk, tk, sc->m + r, sc->l + r, sc->alpha + r);
+    if (mh_drv_bf16(st)) mh_drv_bf16_probs(st, t, r, r + m, from, nc, sc);
 }
 
 /* Finished scores (Q.K^T, the stage's bias, the score step) of keys [j0, j0 + nc) into sc->s
@@ -150,7 +152,7 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
             k->qk_direct(mh_min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk, &ksrc,
                          sc->s + r * tk, tk);
         if (st->bias) st->bias(st, t, j0, nc, sc->s, tk);
-        step_rows(st, t, j0, nc, 0, rows, softmax, sc);
+        step_rows(st, t, j0, 0, nc, 0, rows, softmax, sc);
         return;
     }
     const float* kt = kt_pre;
@@ -160,9 +162,9 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
     }
     const int by_block = !st->bias;
     /* Where the score step only drops keys (and P is wanted: the probabilities' pass reads
-     * every column), a block's columns stop after the last key one of its rows keeps: its
-     * GEMMs, score step and softmax skip the rest, which P.V never reads (it stops there
-     * too: pv_rows). */
+     * every column), a block's columns stop after the last key one of its rows keeps and start
+     * at the panel holding the first (a window's lower edge): its GEMMs, score step and softmax
+     * skip the rest, which P.V never reads (it takes each row's kept keys: pv_rows). */
     const int trim = softmax && by_block && mh_score_only_drops(&t->blk) && mh_score_tile_partial(&t->blk, j0, nc);
     const size_t blocks = (rows + mr - 1) / mr;
     const next_rows next = kt_pre ? (next_rows){.keys = 0} : next_tile_rows(st, t, 0, j0);
@@ -170,12 +172,17 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
         const size_t m = mh_min_size(mr, rows - r);
         prefetch_slice(&next, r / mr, blocks);
         const int dropped = !trim && mh_score_rows_dropped(&t->blk, r, m, j0); /* before the diagonal: all -inf */
-        size_t kept = trim ? 0 : nc;
+        size_t kept = trim ? 0 : nc, from = trim ? nc : 0;
         for (size_t i = r; i < r + m && kept < nc; i++) {
             const size_t n = mh_score_row_cols(&t->blk, i, j0, nc);
             kept = n > kept ? n : kept;
         }
-        for (size_t c0 = 0; c0 < kept; c0 += nr) {
+        for (size_t i = r; i < r + m && from > 0; i++) {
+            const size_t f = mh_score_row_first(&t->blk, i, j0, nc);
+            from = f < from ? f : from;
+        }
+        from = from < kept ? from / nr * nr : 0; /* a panel's first key (even: bf16 key pairs) */
+        for (size_t c0 = from; c0 < kept; c0 += nr) {
             const size_t n = mh_min_size(nr, kept - c0);
             float* srow = sc->s + r * tk + c0;
             if (dropped)
@@ -184,11 +191,11 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
             else
                 mh_drv_gemm_scores(st, m, n, r, mh_drv_panel(kt, mh_drv_bf16(st), c0 / nr, dqk, nr), srow, sc);
         }
-        if (by_block) step_rows(st, t, j0, kept, r, m, softmax, sc);
+        if (by_block) step_rows(st, t, j0, from, kept, r, m, softmax, sc);
     }
     if (by_block) return;
     st->bias(st, t, j0, nc, sc->s, tk);
-    step_rows(st, t, j0, nc, 0, rows, softmax, sc);
+    step_rows(st, t, j0, 0, nc, 0, rows, softmax, sc);
 }
 
 /* Rows x from key c0 on. */
@@ -343,7 +350,7 @@ static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64
                              sc->o, dv);
             }
         }
-        step_rows(st, t, j0, nc, 0, rows, 1, &cur);
+        step_rows(st, t, j0, 0, nc, 0, rows, 1, &cur);
         float *s = cur.s, *alpha = cur.alpha; /* this tile's P.V is now the owed one */
         cur.s = prev.s, cur.alpha = prev.alpha;
         prev.s = s, prev.alpha = alpha;

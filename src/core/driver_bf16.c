@@ -26,8 +26,8 @@ void mh_drv_load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch*
     }
 }
 
-void mh_drv_bf16_probs(const mh_drv_stage* st, const mh_drv_task* t, size_t r0, size_t r1, size_t nc,
+void mh_drv_bf16_probs(const mh_drv_stage* st, const mh_drv_task* t, size_t r0, size_t r1, size_t from, size_t nc,
                        mh_drv_scratch* sc) {
     for (size_t r = r0; r < r1; r++)
-        mh_drv_bf16_round_row(st, t->direct_pv, nc, sc->s + r * st->tk, sc->pb + r * st->tk);
+        mh_drv_bf16_round_row(st, t->direct_pv, nc - from, sc->s + r * st->tk + from, sc->pb + r * st->tk + from);
 }

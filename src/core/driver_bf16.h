@@ -94,9 +94,9 @@ void mh_drv_load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch*
 /* x [n] rounded to bf16 into xb and, with widen (a direct kernel's operand), back into x. */
 void mh_drv_bf16_round_row(const mh_drv_stage* st, int widen, size_t n, float* x, uint16_t* xb);
 
-/* Probabilities of keys [0, nc) of rows [r0, r1) of sc->s rounded into sc->pb and, for a
+/* Probabilities of keys [from, nc) of rows [r0, r1) of sc->s rounded into sc->pb and, for a
  * direct P.V, back into sc->s (write_probs recomputes its exact ones). */
-void mh_drv_bf16_probs(const mh_drv_stage* st, const mh_drv_task* t, size_t r0, size_t r1, size_t nc,
+void mh_drv_bf16_probs(const mh_drv_stage* st, const mh_drv_task* t, size_t r0, size_t r1, size_t from, size_t nc,
                        mh_drv_scratch* sc);
 
 #endif
