@@ -136,8 +136,9 @@ int main(void) {
     run_case(c1, c2, &r, 2, 97, 257, 3, 3, 128, 128, MH_DTYPE_F16, 0, 40, 1, 0, 1e-4);
     run_case(c1, c2, &r, 1, 3, 3000, 8, 2, 128, 128, MH_DTYPE_BF16, 0, 0, 0, 1, 2e-3); /* split-KV decode */
     run_case(c1, c2, &r, 1, 256, 256, 2, 1, 128, 128, MH_DTYPE_F32, 1, 0, 0, 0, 1e-4);
-    const int tile = (int)mh_dispatch_table(isa)->attn_prefill_kv_tile; /* several prefill tiles: */
-    run_case(c1, c2, &r, 2, 160, 2 * tile + 76, 4, 2, 64, 64, MH_DTYPE_F16, 1, 0, 1, 0, 1e-4);
+    /* keys across several prefill tiles, where the cases above fit in one or two (x86's 512) */
+    const int tile = (int)mh_dispatch_table(isa)->attn_prefill_kv_tile;
+    if (tile > 128) run_case(c1, c2, &r, 2, 160, 2 * tile + 76, 4, 2, 64, 64, MH_DTYPE_F16, 1, 0, 1, 0, 1e-4);
     nan_case(c1, &r);
     printf("worst rel-L2: %.2e against the rounded-operand oracle (its tile grid), %.2e against the plain one\n", worst_rounded,
            worst_plain);
