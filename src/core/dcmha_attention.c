@@ -115,13 +115,10 @@ static void load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch*
         }
 }
 
-/* K (or V) rows of head h of the task from key j0, in the storage dtype, with the table's
- * decode prefetch rule. */
+/* K (or V) rows of head h of the task from key j0, in the storage dtype. */
 static mh_rows kv_rows(const mh_drv_stage* st, const mh_tensor* x, mh_dtype dt, const mh_drv_task* t, size_t h,
                        int64_t j0) {
-    mh_rows r = mh_drv_rows(x, NULL, dt, (size_t)t->b, t->h0 + h, j0);
-    r.prefetch = st->k->decode_prefetch;
-    return r;
+    return mh_drv_rows(st, x, NULL, dt, (size_t)t->b, t->h0 + h, j0);
 }
 
 /* Keys of [j0, j0 + nc) that query row i of the task may keep (a prefix: causality drops the

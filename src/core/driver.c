@@ -94,12 +94,10 @@ typedef struct next_rows {
     size_t bytes; /* of each row */
 } next_rows;
 
-/* The K (v = 0) or V (v = 1) rows of batch row b, head h from key j0, carrying the table's
- * software prefetch policy to the decode kernels. */
+/* The K (v = 0) or V (v = 1) rows of batch row b, head h from key j0: the stage's views,
+ * pages and dtypes. */
 static mh_rows kv_rows(const mh_drv_stage* st, int v, size_t b, size_t h, int64_t j0) {
-    mh_rows r = mh_drv_rows(v ? &st->value : &st->key, st->pages, v ? st->v_dtype : st->k_dtype, b, h, j0);
-    r.prefetch = st->k->decode_prefetch;
-    return r;
+    return mh_drv_rows(st, v ? &st->value : &st->key, st->pages, v ? st->v_dtype : st->k_dtype, b, h, j0);
 }
 
 static next_rows next_tile_rows(const mh_drv_stage* st, const mh_drv_task* t, int kv, int64_t j0) {

@@ -148,8 +148,10 @@ const float* mh_drv_packed(const mh_drv_stage* st, int kv, size_t b, size_t h, i
 /* The rows of x (K or V, storage dtype dt) of batch b and head h from key j0, as the kernels
  * read them: rows stride_token apart and, for MH_DTYPE_I8, the scales of the same rows. With
  * pages (not NULL), x's batch index is a cache block and b's rows are found through pg
- * (core/kv_pages.h); the rows read from j0 must then lie in one block. */
-mh_rows mh_drv_rows(const mh_tensor* x, const mh_kv_pages* pg, mh_dtype dt, size_t b, size_t h, int64_t j0);
+ * (core/kv_pages.h); the rows read from j0 must then lie in one block. The rows carry the
+ * stage's decode prefetch rule (its kernel table's). */
+mh_rows mh_drv_rows(const mh_drv_stage* st, const mh_tensor* x, const mh_kv_pages* pg, mh_dtype dt, size_t b, size_t h,
+                    int64_t j0);
 
 /* Rows far apart (a task's query rows in Q, its output rows: one token's heads lie between
  * them) are requested this many rows before they are read or written, so their misses overlap
