@@ -49,6 +49,10 @@ MH_INLINE void qk_rows(const int R, size_t cols, size_t d, const float* q, size_
     }
 }
 
+MH_ROWS_FNS(qk_rows, (size_t cols, size_t d, const float* q, size_t ldq, const void* k, ptrdiff_t ldk, mh_dtype dtype,
+             float* s, size_t lds),
+            (cols, d, q, ldq, k, ldk, dtype, s, lds))
+
 void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* kr,
                          float* s, size_t lds) {
     const void* k = kr->data;
@@ -93,6 +97,10 @@ MH_INLINE void pv_rows(const int R, size_t cols, size_t dv, const float* p, size
     for (; d0 + 16 <= dv; d0 += 16) pv_chunk(R, 1, d0, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo);
     if (d0 < dv) pv_chunk(R, 0, d0, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo);
 }
+
+MH_ROWS_FNS(pv_rows, (size_t cols, size_t dv, const float* p, size_t ldp, const void* v, ptrdiff_t ldv, mh_dtype dtype,
+             const float* alpha, float* o, size_t ldo),
+            (cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo))
 
 static void pv_any(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const void* v,
                    ptrdiff_t ldv, mh_dtype dtype, const float* alpha, float* o, size_t ldo) {

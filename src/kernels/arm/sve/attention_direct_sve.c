@@ -60,6 +60,10 @@ MH_INLINE void qk_rows(const int R, size_t cols, size_t d, const float* q, size_
     for (; c < cols; c++) qk_keys(R, 1, c, d, q, ldq, k, ldk, dtype, s, lds);
 }
 
+MH_ROWS_FNS(qk_rows, (size_t cols, size_t d, const float* q, size_t ldq, const void* k, ptrdiff_t ldk, mh_dtype dtype,
+             float* s, size_t lds),
+            (cols, d, q, ldq, k, ldk, dtype, s, lds))
+
 void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* kr,
                          float* s, size_t lds) {
     const void* k = kr->data;
@@ -118,6 +122,10 @@ MH_INLINE void pv_rows(const int R, size_t cols, size_t dv, const float* p, size
     const size_t step = MH_SVE_GEMM_NV * svcntw();
     for (size_t d0 = 0; d0 < dv; d0 += step) pv_chunk(R, d0, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo);
 }
+
+MH_ROWS_FNS(pv_rows, (size_t cols, size_t dv, const float* p, size_t ldp, const void* v, ptrdiff_t ldv, mh_dtype dtype,
+             const float* alpha, float* o, size_t ldo),
+            (cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo))
 
 static void pv_any(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const void* v,
                    ptrdiff_t ldv, mh_dtype dtype, const float* alpha, float* o, size_t ldo) {

@@ -103,6 +103,9 @@ MH_INLINE void qk_r(const int R, size_t cols, size_t d, const float* q, size_t l
     MH_WITH_DTYPE(k->dtype, qk_rows, R, R <= 2 ? 4 : R >= 4 ? 1 : 2, cols, d, q, ldq, k, s, lds)
 }
 
+MH_ROWS_FNS(qk_r, (size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k, float* s, size_t lds),
+            (cols, d, q, ldq, k, s, lds))
+
 void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k,
                          float* s, size_t lds) {
     MH_WITH_ROWS(rows, qk_r, cols, d, q, ldq, k, s, lds)
@@ -173,6 +176,10 @@ MH_INLINE void pv_r(const int R, size_t cols, size_t dv, const float* p, size_t 
                     const float* alpha, float* o, size_t ldo) {
     MH_WITH_DTYPE(v->dtype, pv_rows, R, R == 1 ? 8 : R == 2 ? 4 : R == 3 ? 3 : 2, cols, dv, p, ldp, v, alpha, o, ldo)
 }
+
+MH_ROWS_FNS(pv_r, (size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v, const float* alpha, float* o,
+             size_t ldo),
+            (cols, dv, p, ldp, v, alpha, o, ldo))
 
 void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
                          const float* alpha, float* o, size_t ldo) {
