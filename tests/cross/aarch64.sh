@@ -17,7 +17,7 @@
 # and exits non-zero if anything failed.
 #
 #   MH_CROSS_RUNS="neon sve256"   only these runs (default: neon scalar sve128 sve256 sve512)
-#   MH_CROSS_SVE_FULL=1           every .scalar and .sve entry in the scalar and SVE runs (slow)
+#   MH_CROSS_SVE_FULL=1           the whole suite in the SVE runs, every .scalar entry (slow)
 #
 # qemu-user accepts a guest's setrlimit(RLIMIT_AS) but does not apply it, so a test relying on
 # it to provoke MH_ERR_OUT_OF_MEMORY could really allocate many GB and bring in the host's OOM
@@ -95,14 +95,20 @@ run() {
 }
 
 subset='(kernels|gemm|softmax_invariants|decode|gqa_invariants|layer_oracle|overlap|moh|moh_torch_vectors|torch_vectors|collab_oracle|rotary_layers)'
-[[ "${MH_CROSS_SVE_FULL:-0}" == 1 ]] && subset='.*'
+sve_filter=(-R '\.sve$|dispatch')
+wide_filter=(-R "${subset}\\.sve\$|dispatch")
+if [[ "${MH_CROSS_SVE_FULL:-0}" == 1 ]]; then # the whole suite in the SVE runs, every scalar entry
+  subset='.*'
+  sve_filter=()
+  wide_filter=()
+fi
 for r in ${MH_CROSS_RUNS:-neon scalar sve128 sve256 sve512}; do
   case $r in
     neon) run neon "max,sve=off" -E '\.(scalar|sve)$' ;;
     scalar) run scalar "max,sve=off" -R "${subset}\\.scalar\$" ;;
-    sve128) run sve128 "max,sve-default-vector-length=16" -R '\.sve$|dispatch' ;;
-    sve256) run sve256 "max,sve-default-vector-length=32" -R "${subset}\\.sve\$|dispatch" ;;
-    sve512) run sve512 "max,sve-default-vector-length=64" -R "${subset}\\.sve\$|dispatch" ;;
+    sve128) run sve128 "max,sve-default-vector-length=16" "${sve_filter[@]}" ;;
+    sve256) run sve256 "max,sve-default-vector-length=32" "${wide_filter[@]}" ;;
+    sve512) run sve512 "max,sve-default-vector-length=64" "${wide_filter[@]}" ;;
     *) echo "== unknown run '$r'"; failed=$((failed + 1)) ;;
   esac
 done
