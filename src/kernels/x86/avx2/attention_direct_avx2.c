@@ -100,7 +100,7 @@ MH_INLINE void qk_rows(const mh_dtype dtype, const int R, const int J, size_t co
 /* J keys per block: R = 1, 2: 4; R = 3: 2; R = 4, 5: 1. */
 MH_INLINE void qk_r(const int R, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k, float* s,
                     size_t lds) {
-    MH_WITH_DTYPE(k->dtype, qk_rows, R, R <= 2 ? 4 : R >= 4 ? 1 : 2, cols, d, q, ldq, k, s, lds)
+    MH_WITH_WIDTH(d, dk, MH_WITH_DTYPE(k->dtype, qk_rows, R, R <= 2 ? 4 : R >= 4 ? 1 : 2, cols, dk, q, ldq, k, s, lds))
 }
 
 MH_ROWS_FNS(qk_r, (size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k, float* s, size_t lds),
@@ -174,7 +174,9 @@ MH_INLINE void pv_rows(const mh_dtype dtype, const int R, const int J, size_t co
 /* 8 * J columns per pass: R = 1: J = 8, R = 2: 4, R = 3: 3, R = 4, 5: 2. */
 MH_INLINE void pv_r(const int R, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
                     const float* alpha, float* o, size_t ldo) {
-    MH_WITH_DTYPE(v->dtype, pv_rows, R, R == 1 ? 8 : R == 2 ? 4 : R == 3 ? 3 : 2, cols, dv, p, ldp, v, alpha, o, ldo)
+    MH_WITH_WIDTH(dv, dw,
+                  MH_WITH_DTYPE(v->dtype, pv_rows, R, R == 1 ? 8 : R == 2 ? 4 : R == 3 ? 3 : 2, cols, dw, p, ldp, v,
+                                alpha, o, ldo))
 }
 
 MH_ROWS_FNS(pv_r, (size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v, const float* alpha, float* o,

@@ -145,7 +145,7 @@ MH_INLINE void qk_rows(const mh_dtype dtype, const int R, size_t cols, size_t d,
 
 MH_INLINE void qk_r(const int R, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k, float* s,
                     size_t lds) {
-    MH_WITH_DTYPE(k->dtype, qk_rows, R, cols, d, q, ldq, k, s, lds)
+    MH_WITH_WIDTH(d, dk, MH_WITH_DTYPE(k->dtype, qk_rows, R, cols, dk, q, ldq, k, s, lds))
 }
 
 MH_ROWS_FNS(qk_r, (size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k, float* s, size_t lds),
@@ -207,7 +207,7 @@ MH_INLINE void pv_rows(const mh_dtype dtype, const int R, size_t cols, size_t dv
 
 MH_INLINE void pv_r(const int R, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
                     const float* alpha, float* o, size_t ldo) {
-    MH_WITH_DTYPE(v->dtype, pv_rows, R, cols, dv, p, ldp, v, alpha, o, ldo)
+    MH_WITH_WIDTH(dv, dw, MH_WITH_DTYPE(v->dtype, pv_rows, R, cols, dw, p, ldp, v, alpha, o, ldo))
 }
 
 MH_ROWS_FNS(pv_r, (size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v, const float* alpha, float* o,
