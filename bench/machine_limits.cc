@@ -25,8 +25,12 @@
 // accumulators, the widest vector loads this CPU has) of a buffer of max(1 GiB, 4 x the
 // last-level cache) bytes, far beyond the LLC, allocated exactly like the library's KV cache
 // (aligned_alloc(64) then zero fill: src/util/alloc.c) and first touched by the threads that
-// read it. Each thread reads its own contiguous slice; bytes / wall time of the slowest,
-// in 1e9 bytes per second; the best of a few passes. One thread: over its CPU time (the rate
+// read it. Each thread reads its own contiguous slice, as 1, 2 or 4 contiguous parts in turns
+// of 256 bytes each ("read_streams/threads:T": the count that read fastest). One stream leaves
+// a core's memory parallelism unused on some CPUs (Zen 5: about 30 GB/s from one stream, 36
+// from two, 40 from four), and the decode kernels read K and V together: a one-stream probe
+// put MHA decode at 100-118% of "the" bandwidth. Bytes / wall time of the slowest thread,
+// in 1e9 bytes per second; the best of a few passes of each part count. One thread: over its CPU time (the rate
 // while it runs, as for the peak); several: over wall time, since bandwidth is shared and the
 // threads must really run together (an all-thread figure below the one-thread one, which means
 // they did not, is raised to it).
@@ -290,49 +294,43 @@ double measure_fma(const FmaProbe& p, int threads, bool quick) {
 }
 
 // ------------------------------------------------------------------ read bandwidth
-// Sum of n floats (n a multiple of 64) with 8 independent accumulators.
-double sum_baseline(const float* p, size_t n) {
-    typedef float v4 __attribute__((vector_size(16)));
-    v4 a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {};
-    for (size_t i = 0; i < n; i += 32) {
-        v4 x[8];
-        std::memcpy(x, p + i, sizeof x);
-        a0 += x[0], a1 += x[1], a2 += x[2], a3 += x[3], a4 += x[4], a5 += x[5], a6 += x[6], a7 += x[7];
-    }
-    const v4 s = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));
-    return static_cast<double>(s[0]) + s[1] + s[2] + s[3];
+// Sum of the n floats at p (n a multiple of 64 * streams), read as `streams` contiguous parts
+// in turns, 256 bytes of each per turn, with vectors of V (4 accumulators).
+template <typename V>
+inline __attribute__((always_inline)) double sum_streams(const float* p, size_t n, int streams) {
+    constexpr size_t lanes = sizeof(V) / sizeof(float), turn = 64;  // floats per part per turn
+    V acc[4] = {};
+    const size_t part = n / static_cast<size_t>(streams);
+    for (size_t i = 0; i < part; i += turn)
+        for (int s = 0; s < streams; s++) {
+            const float* q = p + static_cast<size_t>(s) * part + i;
+            for (size_t k = 0; k < turn / lanes; k++) {
+                V x;
+                std::memcpy(&x, q + k * lanes, sizeof x);
+                acc[k % 4] += x;
+            }
+        }
+    const V sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    double r = 0;
+    for (size_t l = 0; l < lanes; l++) r += sum[l];
+    return r;
 }
 
+typedef float v4f __attribute__((vector_size(16)));
+double sum_baseline(const float* p, size_t n, int streams) { return sum_streams<v4f>(p, n, streams); }
+
 #if defined(MHB_X86_PROBES)
-__attribute__((target("avx512f"))) double sum_avx512(const float* p, size_t n) {
-    typedef float v16 __attribute__((vector_size(64)));
-    v16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
-    for (size_t i = 0; i < n; i += 64) {
-        v16 x[4];
-        std::memcpy(x, p + i, sizeof x);
-        a0 += x[0], a1 += x[1], a2 += x[2], a3 += x[3];
-    }
-    const v16 s = (a0 + a1) + (a2 + a3);
-    double r = 0;
-    for (int l = 0; l < 16; l++) r += s[l];
-    return r;
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v16f __attribute__((vector_size(64)));
+__attribute__((target("avx512f"))) double sum_avx512(const float* p, size_t n, int streams) {
+    return sum_streams<v16f>(p, n, streams);
 }
-__attribute__((target("avx2"))) double sum_avx2(const float* p, size_t n) {
-    typedef float v8 __attribute__((vector_size(32)));
-    v8 a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {};
-    for (size_t i = 0; i < n; i += 64) {
-        v8 x[8];
-        std::memcpy(x, p + i, sizeof x);
-        a0 += x[0], a1 += x[1], a2 += x[2], a3 += x[3], a4 += x[4], a5 += x[5], a6 += x[6], a7 += x[7];
-    }
-    const v8 s = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));
-    double r = 0;
-    for (int l = 0; l < 8; l++) r += s[l];
-    return r;
+__attribute__((target("avx2"))) double sum_avx2(const float* p, size_t n, int streams) {
+    return sum_streams<v8f>(p, n, streams);
 }
 #endif
 
-using SumFn = double (*)(const float*, size_t);
+using SumFn = double (*)(const float*, size_t, int);
 
 SumFn best_sum(const char** name) {
 #if defined(MHB_X86_PROBES)
@@ -363,6 +361,9 @@ long read_llc_bytes() {
     return 0;
 }
 
+// The most parts each thread's slice is read in at once (1, 2, 4 are tried).
+constexpr int kMaxStreams = 4;
+
 void measure_bandwidth(const std::vector<int>& thread_counts, bool quick) {
     const long llc = read_llc_bytes();
     g_limits.llc_bytes = llc;
@@ -377,7 +378,7 @@ void measure_bandwidth(const std::vector<int>& thread_counts, bool quick) {
     float* data = buf.as<float>();
     const size_t n = bytes / sizeof(float);
     auto slice = [n](int t, int threads, size_t* lo, size_t* hi) {
-        const size_t per = n / static_cast<size_t>(threads) / 64 * 64;
+        const size_t per = n / static_cast<size_t>(threads) / (64 * kMaxStreams) * (64 * kMaxStreams);
         *lo = per * static_cast<size_t>(t);
         *hi = *lo + per;
     };
@@ -393,27 +394,32 @@ void measure_bandwidth(const std::vector<int>& thread_counts, bool quick) {
     const int passes = quick ? 2 : 4;
     for (int threads : thread_counts) {
         double best = 0.0;
+        int best_streams = 1;
         size_t lo, hi;
         slice(0, threads, &lo, &hi);
         const double total = static_cast<double>(hi - lo) * sizeof(float) * threads;
-        for (int rep = 0; rep < passes; rep++) {
-            std::vector<double> sinks(static_cast<size_t>(threads)), cpu;
-            const double s = run_parallel(threads, [&](int t) {
-                size_t l, h;
-                slice(t, threads, &l, &h);
-                sinks[static_cast<size_t>(t)] = sum(data + l, h - l);
-            }, &cpu);
-            for (double v : sinks) g_sink = g_sink + v;
-            // one thread: its own CPU time (the rate while it runs); several: wall time
-            const double secs = threads == 1 ? std::max(cpu[0], 1e-9) : s;
-            best = std::max(best, total / secs * 1e-9);
-        }
+        for (int rep = 0; rep < passes; rep++)
+            for (int streams = 1; streams <= kMaxStreams; streams *= 2) {
+                std::vector<double> sinks(static_cast<size_t>(threads)), cpu;
+                const double s = run_parallel(threads, [&](int t) {
+                    size_t l, h;
+                    slice(t, threads, &l, &h);
+                    sinks[static_cast<size_t>(t)] = sum(data + l, h - l, streams);
+                }, &cpu);
+                for (double v : sinks) g_sink = g_sink + v;
+                // one thread: its own CPU time (the rate while it runs); several: wall time
+                const double secs = threads == 1 ? std::max(cpu[0], 1e-9) : s;
+                if (total / secs * 1e-9 > best) best = total / secs * 1e-9, best_streams = streams;
+            }
         // More threads never have less bandwidth than one: on a shared machine a low all-thread
         // figure means the threads did not all get a core.
         if (threads > 1) best = std::max(best, g_limits.bandwidth(1));
         g_limits.read_gbps[threads] = best;
-        std::fprintf(stderr, "machine: read bandwidth, %d thread(s): %.1f GB/s (%zu MiB buffer, LLC %ld MiB, %s)\n",
-                     threads, best, bytes >> 20, llc >> 20, how);
+        g_limits.read_streams[threads] = best_streams;
+        std::fprintf(stderr,
+                     "machine: read bandwidth, %d thread(s): %.1f GB/s (%zu MiB buffer, LLC %ld MiB, %s, "
+                     "best with %d stream(s) per thread)\n",
+                     threads, best, bytes >> 20, llc >> 20, how, best_streams);
     }
 }
 
@@ -470,6 +476,8 @@ void add_machine_limits_context() {
         benchmark::AddCustomContext("peak_probe/" + kv.first, kv.second);
     for (const auto& kv : g_limits.read_gbps)
         benchmark::AddCustomContext("read_gbps/threads:" + std::to_string(kv.first), fmt(kv.second));
+    for (const auto& kv : g_limits.read_streams)
+        benchmark::AddCustomContext("read_streams/threads:" + std::to_string(kv.first), std::to_string(kv.second));
     if (g_limits.bw_buffer_bytes) {
         benchmark::AddCustomContext("read_buffer_bytes", std::to_string(g_limits.bw_buffer_bytes));
         benchmark::AddCustomContext("read_probe", g_limits.bw_method);

@@ -20,6 +20,7 @@ struct MachineLimits {
     std::map<std::pair<std::string, int>, double> peak_gflops;  // (label, threads) -> GFLOP/s
     std::map<std::string, const char*> peak_method;              // label -> what the probe issues
     std::map<int, double> read_gbps;                     // threads -> GB/s (1e9 bytes/s)
+    std::map<int, int> read_streams;                     // threads -> parts per thread that read fastest
     size_t bw_buffer_bytes = 0;
     const char* bw_method = "";
     long llc_bytes = 0;  // last-level cache (sysfs, else the C library); 0 if unknown

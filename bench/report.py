@@ -389,6 +389,9 @@ class Report:
                          + [fmt_num(peaks[isa].get(t), ".1f") + " GFLOP/s" for t in threads])
         lrows.append([f"streaming read, {fmt_bytes(self.ctx_float('read_buffer_bytes'))} buffer "
                       f"({ctx.get('read_probe', '')})"] + [fmt_num(bws.get(t), ".1f") + " GB/s" for t in threads])
+        if any(f"read_streams/threads:{t}" in ctx for t in threads):
+            lrows.append(["streaming read: parts per thread read at once, the fastest of 1, 2, 4"]
+                         + [str(ctx.get(f"read_streams/threads:{t}", "-")) for t in threads])
         out += md_table(["ceiling"] + [f"{t} thread{'s' if t > 1 else ''}" for t in threads], lrows)
         return out
 
