@@ -30,10 +30,10 @@
 // a core's memory parallelism unused on some CPUs (Zen 5: about 30 GB/s from one stream, 36
 // from two, 40 from four), and the decode kernels read K and V together: a one-stream probe
 // put MHA decode at 100-118% of "the" bandwidth. Bytes / wall time of the slowest thread,
-// in 1e9 bytes per second; the best of a few passes of each part count. One thread: over its CPU time (the rate
-// while it runs, as for the peak); several: over wall time, since bandwidth is shared and the
-// threads must really run together (an all-thread figure below the one-thread one, which means
-// they did not, is raised to it).
+// in 1e9 bytes per second; the best of a few passes of each part count. One thread: over its
+// CPU time (the rate while it runs, as for the peak); several: over wall time, since bandwidth
+// is shared and the threads must really run together (an all-thread figure below the
+// one-thread one, which means they did not, is raised to it).
 #include "machine_limits.h"
 
 #include <time.h>

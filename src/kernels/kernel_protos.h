@@ -76,12 +76,12 @@ MH_KERNEL_LIST(MH_KERNEL_PROTO_SCALAR)
 
 /* The head width the x86 direct kernels compile as a constant: MH_WITH_WIDTH(w, name, stmt)
  * runs stmt with `name` a const size_t equal to w, the constant MH_CONST_WIDTH when w is it.
- * 128 is the head dim of most language models; at it the loops over the width unroll whole
- * and lose their tail code (hot decode, AVX-512, Zen 5, alternated: MHA 0.86-0.89x the time
- * with f16 or int8 K/V, four query rows per K/V head 0.90-0.93x). Other widths run the same
- * code with the width a variable: the same operations in the same order, the same bits. Not
- * under AddressSanitizer, whose compile time it raises most (MH_ROWS_FNS; the AVX-512 direct
- * kernels with ASan and UBSan: gcc 23 -> 37 s, clang 121 -> 202 s). */
+ * 128 is the head dim of most language models; at it the loops over the width unroll whole and
+ * lose their tail code (hot decode, Zen 5, alternated, f16 or int8 K/V: MHA 0.88-0.91x the time
+ * on AVX-512, 0.77-0.84x on AVX2; four query rows per K/V head 0.90-0.96x). Other widths run
+ * the same code with the width a variable: the same operations in the same order, the same
+ * bits. Not under AddressSanitizer, whose compile time it raises most (MH_ROWS_FNS; the AVX-512
+ * direct kernels with ASan and UBSan: gcc 23 -> 37 s, clang 121 -> 202 s). */
 #define MH_CONST_WIDTH 128
 #ifdef MH_KERNELS_ASAN
 #define MH_WITH_WIDTH(w, name, ...) \
