@@ -92,15 +92,19 @@ void* mh_core_attention_carve(const mh_kernels* k, int threads, const mh_attn_pr
     return mh_drv_carve(&st, threads, ws);
 }
 
-/* Every layout part grows with n_q except the split-KV partials, which exist only while the
- * call has one query tile: the largest layout is the one at n_q or at one full tile. */
+/* Every layout part grows with n_q and the batch except two: the split-KV partials exist only
+ * while the call has one query tile, and a call with few K/V heads packs every head's tiles at
+ * once, in more slots than a call with more heads, which packs them per worker
+ * (mh_drv_grid_heads_max). The largest layout is the one at (batch, n_q), at one full tile,
+ * or at the largest batch whose heads are packed at once. */
 void* mh_core_attention_carve_upto(const mh_kernels* k, int threads, const mh_attn_problem* p,
                                    int prepack_ok, mh_ws* ws) {
-    const mh_drv_stage all = make_stage(k, p, prepack_ok);
-    mh_attn_problem one_tile = *p;
-    one_tile.n_q = (int)all.tq;
-    const mh_drv_stage one = make_stage(k, &one_tile, prepack_ok);
-    return mh_drv_carve_larger(&all, &one, threads, ws);
+    mh_attn_problem one_tile = *p, grid = *p;
+    one_tile.n_q = (int)make_stage(k, p, prepack_ok).tq;
+    grid.batch = (int)mh_min_size((size_t)p->batch, mh_drv_grid_heads_max(threads) / (size_t)p->n_kv_heads);
+    const mh_drv_stage st[] = {make_stage(k, p, prepack_ok), make_stage(k, &one_tile, prepack_ok),
+                               make_stage(k, &grid, prepack_ok)};
+    return mh_drv_carve_largest(st, grid.batch > 0 ? 3 : 2, threads, ws);
 }
 
 void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* p,

@@ -12,8 +12,9 @@
 void* mh_core_attention_carve(const mh_kernels* k, int threads, const mh_attn_problem* p,
                               int prepack_ok, mh_ws* ws);
 
-/* The same, with room for the problem at any n_q in 1..p->n_q (a caller that runs several
- * calls of different lengths in one workspace, e.g. MoH's per-head gathered rows). */
+/* The same, with room for the problem at any n_q in 1..p->n_q and any batch in 1..p->batch (a
+ * caller that runs several calls of different sizes in one workspace, e.g. MoH's per-head
+ * gathered rows, or a workspace bound). */
 void* mh_core_attention_carve_upto(const mh_kernels* k, int threads, const mh_attn_problem* p,
                                    int prepack_ok, mh_ws* ws);
 

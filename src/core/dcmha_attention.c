@@ -143,7 +143,7 @@ static void qk_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
         float* s = sc->t1 + h * head_stride(st);
         const mh_rows ks = kv_rows(st, &p->k, p->k_dtype, t, h, j0);
         if (!t->direct_qk) {
-            const float* kt = mh_drv_packed(st, 0, (size_t)t->b, t->h0 + h, j0);
+            const float* kt = mh_drv_packed(st, sc, 0, (size_t)t->b, t->h0 + h, j0);
             if (!kt) {
                 mh_drv_pack_k(st, nc, &ks, sc->kt);
                 kt = sc->kt;
@@ -191,7 +191,7 @@ static void pv_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, si
         const float* vt = NULL;
         size_t vt_cols = 0;
         if (gemm) {
-            vt = mh_drv_packed(st, 1, (size_t)t->b, t->h0 + h, j0);
+            vt = mh_drv_packed(st, sc, 1, (size_t)t->b, t->h0 + h, j0);
             vt_cols = mh_min_size(tk, (size_t)p->n_kv - (size_t)j0); /* keys the packed tile holds */
             if (!vt) {
                 mh_drv_pack_v(st, nc, &vs, sc->vt);

@@ -71,6 +71,7 @@ typedef struct mh_drv_scratch {
     uint16_t* pb; /* one-pass: [rows][tk] a tile's probabilities, rounded per tile;
                      two-pass: [tile_floats] the stage's composed tile (DCMHA's P') */
     struct mh_drv_lane* lanes; /* [streams] one-pass decode across streams */
+    size_t pack_slot;          /* the worker's slot of packed tiles, when it packs its own */
     /* two-pass modes */
     float *t1, *t2;     /* [tile_floats] the stage's score tile; pass 1's tile when unstored */
     float *mrun, *lrun; /* [rows] pass 2's running statistics when it recomputes */
@@ -124,9 +125,15 @@ struct mh_drv_stage {
 /* Carves (or, with ws->base == NULL, measures) the workspace; returns its start. */
 void* mh_drv_carve(const mh_drv_stage* st, int threads, mh_ws* ws);
 
-/* Carves (or measures) room for the larger of the layouts of stages a and b, for a caller that
- * runs either in one workspace; returns its start. */
-void* mh_drv_carve_larger(const mh_drv_stage* a, const mh_drv_stage* b, int threads, mh_ws* ws);
+/* Carves (or measures) room for the largest of the layouts of stages st[0..n), for a caller
+ * that runs any of them in one workspace; returns its start. */
+void* mh_drv_carve_largest(const mh_drv_stage* st, size_t n, int threads, mh_ws* ws);
+
+/* The most K/V heads (batch x pack_heads) whose tiles a prepacking one-pass call on `threads`
+ * workers packs for every head at once, before any task; from one more, each worker packs its
+ * own heads as it takes them, into one slot per worker (0: always, on one worker). Fewer heads
+ * can thus need more workspace than more: a workspace bound over batches looks at both. */
+size_t mh_drv_grid_heads_max(int threads);
 
 /* Runs the call in ws, what mh_drv_carve returned for the same stage shapes and threads. */
 void mh_drv_run(const mh_drv_stage* st, int threads, void* ws);
@@ -142,8 +149,9 @@ void mh_drv_block(const mh_drv_stage* st, const mh_attn_options* opt, const int6
 
 /* The prepacked K (kv = 0) or V (kv = 1) tile holding key j0 of prepack head h of batch b,
  * or NULL when the call does not prepack. Only inside the hooks of a running call (st is
- * then the driver's copy of the stage). */
-const float* mh_drv_packed(const mh_drv_stage* st, int kv, size_t b, size_t h, int64_t j0);
+ * then the driver's copy of the stage), for a head of the worker's task (sc: its scratch). */
+const float* mh_drv_packed(const mh_drv_stage* st, const mh_drv_scratch* sc, int kv, size_t b, size_t h,
+                           int64_t j0);
 
 /* The rows of x (K or V, storage dtype dt) of batch b and head h from key j0, as the kernels
  * read them: rows stride_token apart and, for MH_DTYPE_I8, the scales of the same rows. With

@@ -13,6 +13,11 @@
 #define STORE_KEYS ((size_t)65536)
 #define STORE_BUDGET ((size_t)16 << 20)
 
+/* Heads per worker from which a prepacking call packs per worker (mh_drv_pack_per_worker): at
+ * four, the dynamic schedule over whole heads leaves at most a quarter of a worker's share
+ * for the others to wait on. */
+#define MH_DRV_HEADS_PER_WORKER 4
+
 size_t mh_drv_query_tiles(const mh_drv_stage* st) { return ((size_t)st->n_q + st->tq - 1) / st->tq; }
 
 void mh_drv_carve_scratch(const mh_drv_stage* st, mh_ws* ws, mh_drv_scratch* sc) {
@@ -43,6 +48,14 @@ void mh_drv_carve_scratch(const mh_drv_stage* st, mh_ws* ws, mh_drv_scratch* sc)
     }
 }
 
+size_t mh_drv_grid_heads_max(int threads) { return threads == 1 ? 0 : MH_DRV_HEADS_PER_WORKER * (size_t)threads - 1; }
+
+int mh_drv_pack_per_worker(const mh_drv_stage* st, int threads) {
+    const size_t heads = (size_t)st->batch * (size_t)st->pack_heads;
+    return st->prepack && st->mode == MH_DRV_ONE_PASS && st->pack_heads == st->streams &&
+           heads > mh_drv_grid_heads_max(threads);
+}
+
 void mh_drv_call_layout(const mh_drv_stage* st, int threads, mh_ws* ws, mh_drv_call_ws* out) {
     memset(out, 0, sizeof *out);
     mh_ws measure = mh_ws_begin(NULL);
@@ -55,8 +68,9 @@ void mh_drv_call_layout(const mh_drv_stage* st, int threads, mh_ws* ws, mh_drv_c
         out->partials = mh_split_take(ws, tasks, rows, st->dv);
     if (st->prepack) {
         size_t tiles = 0;
-        if (!mh_mul3_size((size_t)st->batch, (size_t)st->pack_heads, n_kv_tiles(st), &tiles))
-            ws->overflow = 1;
+        out->per_worker = mh_drv_pack_per_worker(st, threads);
+        const size_t slots = out->per_worker ? (size_t)threads : (size_t)st->batch * (size_t)st->pack_heads;
+        if (!mh_mul_size(slots, n_kv_tiles(st), &tiles)) ws->overflow = 1;
         out->kt_all = mh_ws_take(ws, tiles, kt_floats(st), sizeof(float));
         out->vt_all = mh_ws_take(ws, tiles, vt_floats(st), sizeof(float));
     }
@@ -75,11 +89,14 @@ void* mh_drv_carve(const mh_drv_stage* st, int threads, mh_ws* ws) {
     return c.scratch;
 }
 
-void* mh_drv_carve_larger(const mh_drv_stage* a, const mh_drv_stage* b, int threads, mh_ws* ws) {
-    mh_ws wa = mh_ws_begin(NULL), wb = mh_ws_begin(NULL);
-    mh_drv_carve(a, threads, &wa);
-    mh_drv_carve(b, threads, &wb);
-    if (wa.overflow || wb.overflow) ws->overflow = 1;
-    return mh_ws_take(ws, wa.used > wb.used ? wa.used : wb.used, 1, 1);
+void* mh_drv_carve_largest(const mh_drv_stage* st, size_t n, int threads, mh_ws* ws) {
+    size_t largest = 0;
+    for (size_t i = 0; i < n; i++) {
+        mh_ws w = mh_ws_begin(NULL);
+        mh_drv_carve(&st[i], threads, &w);
+        if (w.overflow) ws->overflow = 1;
+        largest = w.used > largest ? w.used : largest;
+    }
+    return mh_ws_take(ws, largest, 1, 1);
 }
 

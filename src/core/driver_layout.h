@@ -39,11 +39,19 @@ typedef struct mh_drv_call_ws {
     unsigned char* scratch; /* [threads][per_thread] per-worker scratch */
     size_t per_thread;
     float* partials;        /* split-KV partial states (one-pass decode shape, two-pass) */
-    float* kt_all;          /* [B * pack_heads][n_kv_tiles] packed K tiles, when prepacking */
-    float* vt_all;          /* [B * pack_heads][n_kv_tiles] packed V tiles */
+    float* kt_all;          /* [slots][n_kv_tiles] packed K tiles, when prepacking */
+    float* vt_all;          /* [slots][n_kv_tiles] packed V tiles */
+    int per_worker;         /* slots: one head per worker (mh_drv_pack_per_worker), else every
+                               head of the call (B * pack_heads) */
     float* store;           /* [store_floats] pass 1's tiles (two-pass) */
     size_t store_floats;
 } mh_drv_call_ws;
+
+/* Whether a prepacking call packs each head's K/V tiles into its worker's own slot right
+ * before that head's tasks, instead of every head's into a grid before any task: the one-pass
+ * mode with more heads than mh_drv_grid_heads_max (its items are then whole heads, which the
+ * workers share out dynamically). */
+int mh_drv_pack_per_worker(const mh_drv_stage* st, int threads);
 
 /* Carves (or measures) the call's workspace from ws into out. */
 void mh_drv_call_layout(const mh_drv_stage* st, int threads, mh_ws* ws, mh_drv_call_ws* out);

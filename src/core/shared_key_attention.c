@@ -79,8 +79,8 @@ void* mh_shared_key_attention_carve_upto(const mh_kernels* k, int threads,
     const mh_drv_stage all = make_stage(k, p);
     mh_shared_key_problem one_tile = *p;
     one_tile.n_q = (int)all.tq;
-    const mh_drv_stage one = make_stage(k, &one_tile);
-    return mh_drv_carve_larger(&all, &one, threads, ws);
+    const mh_drv_stage both[] = {all, make_stage(k, &one_tile)};
+    return mh_drv_carve_largest(both, 2, threads, ws);
 }
 
 void mh_shared_key_attention(const mh_kernels* k, int threads, const mh_shared_key_problem* p,

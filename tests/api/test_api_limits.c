@@ -11,7 +11,9 @@
  * 4. mh_attention_workspace_bound: random problems within random limits (random dtypes,
  *    layouts, probs, masks, head gates, kv_len, q_offset) never need more than the bound and run
  *    in exactly that many bytes; and the bound equals the largest real need within the limits
- *    (ratio 1: it is the need of the problem at the maxima, at some n_q).
+ *    (ratio 1: it is the need of the problem at the maxima of the sizes, at some batch and
+ *    n_q). Among them, limits whose largest batch packs K/V per worker while a smaller batch
+ *    packs every head at once, in more slots (core/driver.h, mh_drv_grid_heads_max).
  * 5. num_threads = 0 follows OMP_NUM_THREADS when the environment sets it (ctest runs this
  *    test with OMP_NUM_THREADS=1 and =3, both different from this 2-core machine's count).
  */
@@ -191,10 +193,12 @@ static void workspace_bound(const mh_context* ctx) {
     test_rng r;
     rng_seed(&r, 21);
     double worst_ratio = 0.0;
-    for (int round = 0; round < 24; round++) {
+    for (int round = 0; round < 25; round++) {
         const int hkv = rng_int(&r, 1, 3);
         mh_attn_limits lim = {rng_int(&r, 1, 3), rng_int(&r, 1, 80), rng_int(&r, 1, 600),
                               hkv * rng_int(&r, 1, 8), hkv, rng_int(&r, 1, 80), rng_int(&r, 1, 80)};
+        if (round == 24) /* on 2 threads: 8 K/V heads per worker-packed at batch 2, 4 at once at batch 1 */
+            lim = (mh_attn_limits){2, 200, 600, 4, 4, 32, 32};
         size_t bound = 0;
         if (!check_status("bound", mh_attention_workspace_bound(ctx, &lim, &bound), MH_OK)) return;
         for (int i = 0; i < 6; i++) fits_bound(ctx, &r, &lim, bound);
@@ -205,13 +209,17 @@ static void workspace_bound(const mh_context* ctx) {
         float* gates = calloc((size_t)lim.max_batch * lim.max_q * lim.n_heads, sizeof(float));
         mh_attn_options gated = mh_attn_options_default();
         gated.head_gates = gates;
-        size_t largest = 0;
-        for (int n = 1; n <= lim.max_q; n++) {
-            t.p.n_q = n;
-            const size_t a = need_of(ctx, &t.p, NULL), b = need_of(ctx, &t.p, &gated);
-            largest = a > largest ? a : largest;
-            largest = b > largest ? b : largest;
-        }
+        size_t largest = 0, at_max_batch = 0;
+        for (int batch = 1; batch <= lim.max_batch; batch++)
+            for (int n = 1; n <= lim.max_q; n++) {
+                t.p.batch = batch, t.p.n_q = n;
+                size_t need = need_of(ctx, &t.p, NULL);
+                const size_t g = need_of(ctx, &t.p, &gated);
+                need = g > need ? g : need;
+                largest = need > largest ? need : largest;
+                if (batch == lim.max_batch) at_max_batch = need > at_max_batch ? need : at_max_batch;
+            }
+        if (round == 24) check_true("a smaller batch can need more", largest > at_max_batch);
         const double ratio = (double)bound / (double)largest;
         worst_ratio = ratio > worst_ratio ? ratio : worst_ratio;
         check_true("bound is the largest real need", bound == largest);

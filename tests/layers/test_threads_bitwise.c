@@ -60,6 +60,17 @@ int main(void) {
     check_status("decode core", run_attention(ctx1, &dq.p, NULL), MH_OK);
     memcpy(dq_ref, dq.o, sizeof(float) * dq.o_elems);
 
+    /* a prefill-shaped core call with 16 K/V heads: on 1 to 3 threads each worker packs its
+     * own heads' K/V tiles (core/driver_layout.h, mh_drv_pack_per_worker), on 5 they are packed
+     * for the whole call first */
+    test_problem pw;
+    problem_make(&pw, &r, 2, 100, 150, 8, 8, 32, 32, MH_DTYPE_F16, LAYOUT_HEAD_MAJOR, 1.0f);
+    float* pw_ref = malloc(sizeof(float) * pw.o_elems);
+    mh_attn_options causal = mh_attn_options_default();
+    causal.causal = 1;
+    check_status("prefill core", run_attention(ctx1, &pw.p, &causal), MH_OK);
+    memcpy(pw_ref, pw.o, sizeof(float) * pw.o_elems);
+
     for (int i = 1; i < 4; i++) {
         mh_context* ctx = test_context(threads[i]);
         float* y = layer_run(ctx, &f, &c, x);
@@ -70,13 +81,16 @@ int main(void) {
         check_bitwise("core probabilities: same bits on any thread count", p_got, p_ref, np);
         check_status("decode core", run_attention(ctx, &dq.p, NULL), MH_OK);
         check_bitwise("split-KV decode core: same bits on any thread count", dq.o, dq_ref, dq.o_elems);
+        check_status("prefill core", run_attention(ctx, &pw.p, &causal), MH_OK);
+        check_bitwise("prefill core, K/V packed per worker or per call: same bits", pw.o, pw_ref, pw.o_elems);
         free(y);
         mh_context_destroy(ctx);
     }
     free(x), free(ref), free(p_ref), free(p_got), free(o_ref);
     problem_free(&t);
     problem_free(&dq);
-    free(dq_ref);
+    problem_free(&pw);
+    free(dq_ref), free(pw_ref);
     fixture_free(&f);
     mh_context_destroy(ctx1);
     return test_exit_code("test_threads_bitwise");
