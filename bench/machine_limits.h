@@ -23,7 +23,8 @@ struct MachineLimits {
     std::map<int, int> read_streams;                     // threads -> parts per thread that read fastest
     size_t bw_buffer_bytes = 0;
     const char* bw_method = "";
-    long llc_bytes = 0;  // last-level cache (sysfs, else the C library); 0 if unknown
+    long llc_bytes = 0;  // last-level cache (sysfs, else the C library's, checked by reading); 0 if unknown
+    const char* llc_source = "";  // "sysfs", "C library" or "measured"
 
     // 0 when not measured (the counter that needs it is then left out).
     // The peak of the ISA's compute mode (scalar: its f32 one for every mode; bf16: the larger

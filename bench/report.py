@@ -366,7 +366,7 @@ class Report:
             ["processors", f"{ctx.get('num_cpus', '?')} ({ctx.get('mh_hardware_threads', '?')} hardware threads), "
                            f"{ctx.get('mhz_per_cpu', '?')} MHz reported"],
             ["caches", cache_s or "?"],
-            ["last-level cache (sysfs)", fmt_bytes(self.ctx_float("llc_bytes"))],
+            [f"last-level cache ({ctx.get('llc_source', 'sysfs')})", fmt_bytes(self.ctx_float("llc_bytes"))],
             ["memory", ctx.get("mh_mem_total", "?")],
             ["OS", ctx.get("mh_os", "?")],
             ["compiler (harness)", ctx.get("mh_bench_compiler", "?")],
