@@ -526,9 +526,9 @@ static void prepack_tile(const mh_drv_call* c, size_t head, size_t i, size_t slo
  * grid: N = M = 512 0.91-0.93x the time, N = 2048 0.96-0.98x, with the workspace on huge
  * pages; on 4 KiB pages, whose TLB misses the grid's reads add, N = 2048 0.72-0.73x). */
 static void per_worker_heads(mh_drv_call* c, size_t slot, mh_drv_scratch* sc) {
-    const size_t n_heads = (size_t)c->st.batch * (size_t)c->st.pack_heads, n_qt = mh_drv_query_tiles(&c->st);
+    const size_t n_qt = mh_drv_query_tiles(&c->st);
     sc->pack_slot = slot;
-    for (long head; (head = mh_next_item(&c->next[0])) < (long)n_heads;) {
+    for (long head; (head = mh_next_item(&c->next[0])) < (long)n_pack_heads(&c->st);) {
         for (size_t i = 0; i < n_kv_tiles(&c->st); i++) prepack_tile(c, (size_t)head, i, slot);
         for (size_t ti = (size_t)head * n_qt; ti < ((size_t)head + 1) * n_qt; ti++) one_pass_item(c, ti, sc);
     }
@@ -547,7 +547,7 @@ static void worker(void* arg, int tid, int nth) {
         return;
     }
     if (c->cw.kt_all) {
-        const size_t n_tiles = n_kv_tiles(&c->st), n_pack = (size_t)c->st.batch * (size_t)c->st.pack_heads * n_tiles;
+        const size_t n_tiles = n_kv_tiles(&c->st), n_pack = n_pack_heads(&c->st) * n_tiles;
         for (size_t i = (size_t)tid; i < n_pack; i += (size_t)nth) prepack_tile(c, i / n_tiles, i % n_tiles, i / n_tiles);
         mh_barrier(nth);
     }
@@ -592,6 +592,6 @@ void mh_drv_run(const mh_drv_stage* st, int threads, void* ws_base) {
     c.stored = st->mode == MH_DRV_TWO_PASS &&
                mh_mul_size(n_kv_tiles(st), st->tile_floats + block_rows(st), &unit) &&
                unit <= c.cw.store_floats / c.n_tasks;
-    const size_t items = c.cw.per_worker ? (size_t)st->batch * (size_t)st->pack_heads : c.n_tasks * c.split.n_split;
+    const size_t items = c.cw.per_worker ? n_pack_heads(st) : c.n_tasks * c.split.n_split;
     mh_parallel(mh_workers(threads, items, st->flops), worker, &c);
 }

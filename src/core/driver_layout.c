@@ -51,9 +51,8 @@ void mh_drv_carve_scratch(const mh_drv_stage* st, mh_ws* ws, mh_drv_scratch* sc)
 size_t mh_drv_grid_heads_max(int threads) { return threads == 1 ? 0 : MH_DRV_HEADS_PER_WORKER * (size_t)threads - 1; }
 
 int mh_drv_pack_per_worker(const mh_drv_stage* st, int threads) {
-    const size_t heads = (size_t)st->batch * (size_t)st->pack_heads;
     return st->prepack && st->mode == MH_DRV_ONE_PASS && st->pack_heads == st->streams &&
-           heads > mh_drv_grid_heads_max(threads);
+           n_pack_heads(st) > mh_drv_grid_heads_max(threads);
 }
 
 void mh_drv_call_layout(const mh_drv_stage* st, int threads, mh_ws* ws, mh_drv_call_ws* out) {
@@ -69,7 +68,7 @@ void mh_drv_call_layout(const mh_drv_stage* st, int threads, mh_ws* ws, mh_drv_c
     if (st->prepack) {
         size_t tiles = 0;
         out->per_worker = mh_drv_pack_per_worker(st, threads);
-        const size_t slots = out->per_worker ? (size_t)threads : (size_t)st->batch * (size_t)st->pack_heads;
+        const size_t slots = out->per_worker ? (size_t)threads : n_pack_heads(st);
         if (!mh_mul_size(slots, n_kv_tiles(st), &tiles)) ws->overflow = 1;
         out->kt_all = mh_ws_take(ws, tiles, kt_floats(st), sizeof(float));
         out->vt_all = mh_ws_take(ws, tiles, vt_floats(st), sizeof(float));

@@ -17,6 +17,9 @@ static inline size_t n_tasks(const mh_drv_stage* st) {
 
 static inline size_t n_kv_tiles(const mh_drv_stage* st) { return ((size_t)st->n_kv + st->tk - 1) / st->tk; }
 
+/* Heads of the prepack grid: B * pack_heads. */
+static inline size_t n_pack_heads(const mh_drv_stage* st) { return (size_t)st->batch * (size_t)st->pack_heads; }
+
 /* Columns of V's packed panels: dv rounded up to whole panels. */
 static inline size_t v_panels(const mh_drv_stage* st) {
     const size_t nr = st->k->gemm_nr;
