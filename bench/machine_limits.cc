@@ -366,13 +366,13 @@ long libc_llc_bytes() {
     return 0;
 }
 
-// Bytes per second of one-stream reads of data[0, bytes / 4): the best of a few passes after
-// one that brings what fits into the caches.
-double cached_read_rate(const SumFn sum, const float* data, size_t bytes) {
+// Bytes per second of one-stream reads of data[0, bytes / 4): the best of `passes` passes
+// after one that brings what fits into the caches.
+double read_rate(const SumFn sum, const float* data, size_t bytes, int passes) {
     const size_t n = bytes / sizeof(float) / 64 * 64;
     g_sink = g_sink + sum(data, n, 1);
     double best = 1e30;
-    for (int pass = 0; pass < 3; pass++) {
+    for (int pass = 0; pass < passes; pass++) {
         const auto t0 = Clock::now();
         g_sink = g_sink + sum(data, n, 1);
         best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
@@ -386,15 +386,22 @@ double cached_read_rate(const SumFn sum, const float* data, size_t bytes) {
 // reads at least twice as fast as memory; else the LLC is taken as twice the largest
 // power-of-two buffer (from 1 MiB) that does, 0 if none (that VM: 8 MiB read at 3.5x memory,
 // 16 MiB at 2.3x, 32 MiB at 1.6x, 64 MiB at memory speed; 16 or 32 MiB by run, as the
-// neighbours leave the L3).
+// neighbours leave the L3). Memory's rate is the best of a read of the whole buffer before
+// and after each test: a neighbour's burst only lowers a rate, and a memory rate lowered by
+// one would pass a buffer that is not cached (one run took 256 MiB for the LLC that way).
 long checked_llc_bytes(long reported, const SumFn sum, const float* data, size_t data_bytes) {
     const size_t half = static_cast<size_t>(reported) / 2;
     if (half < (size_t{1} << 20)) return reported;
-    const double memory = cached_read_rate(sum, data, data_bytes);
-    if (cached_read_rate(sum, data, half) >= 2.0 * memory) return reported;
+    double memory = read_rate(sum, data, data_bytes, 1);
+    auto cached = [&](size_t bytes) {
+        const double rate = read_rate(sum, data, bytes, 3);
+        memory = std::max(memory, read_rate(sum, data, data_bytes, 1));
+        return rate >= 2.0 * memory;
+    };
+    if (cached(half)) return reported;
     size_t s = size_t{1} << (63 - __builtin_clzll(half)); /* the largest power of two <= half */
     for (s = s == half ? s / 2 : s; s >= (size_t{1} << 20); s /= 2)
-        if (cached_read_rate(sum, data, s) >= 2.0 * memory) return static_cast<long>(2 * s);
+        if (cached(s)) return static_cast<long>(2 * s);
     return 0;
 }
 
