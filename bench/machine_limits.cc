@@ -23,9 +23,9 @@
 //
 // Bandwidth ("read_gbps/threads:T"): a streaming read (sum of every float, several independent
 // accumulators, the widest vector loads this CPU has) of a buffer of max(1 GiB, 4 x the
-// last-level cache the system reports) bytes, far beyond the LLC, allocated exactly like the library's KV cache
-// (aligned_alloc(64) then zero fill: src/util/alloc.c) and first touched by the threads that
-// read it. Each thread reads its own contiguous slice, as 1, 2 or 4 contiguous parts in turns
+// last-level cache the system reports) bytes, far beyond the LLC, allocated exactly like the
+// library's KV cache (aligned_alloc(64) then zero fill: src/util/alloc.c) and first touched by
+// the threads that read it. Each thread reads its own contiguous slice, as 1, 2 or 4 contiguous parts in turns
 // of 256 bytes each ("read_streams/threads:T": the count that read fastest). One stream leaves
 // a core's memory parallelism unused on some CPUs (Zen 5: about 30 GB/s from one stream, 36
 // from two, 40 from four), and the decode kernels read K and V together: a one-stream probe
