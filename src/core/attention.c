@@ -99,11 +99,11 @@ void* mh_core_attention_carve(const mh_kernels* k, int threads, const mh_attn_pr
  * or at the largest batch whose heads are packed at once. */
 void* mh_core_attention_carve_upto(const mh_kernels* k, int threads, const mh_attn_problem* p,
                                    int prepack_ok, mh_ws* ws) {
+    const mh_drv_stage all = make_stage(k, p, prepack_ok);
     mh_attn_problem one_tile = *p, grid = *p;
-    one_tile.n_q = (int)make_stage(k, p, prepack_ok).tq;
+    one_tile.n_q = (int)all.tq;
     grid.batch = (int)mh_min_size((size_t)p->batch, mh_drv_grid_heads_max(threads) / (size_t)p->n_kv_heads);
-    const mh_drv_stage st[] = {make_stage(k, p, prepack_ok), make_stage(k, &one_tile, prepack_ok),
-                               make_stage(k, &grid, prepack_ok)};
+    const mh_drv_stage st[] = {all, make_stage(k, &one_tile, prepack_ok), make_stage(k, &grid, prepack_ok)};
     return mh_drv_carve_largest(st, grid.batch > 0 ? 3 : 2, threads, ws);
 }
 
