@@ -81,46 +81,36 @@ typedef struct next_tile {
     int64_t j0;
 } next_tile;
 
-/* A decode-shaped task that packs its tiles (many query rows on one K/V head: MQA) is bound
- * by the core, not memory: the rows of its next tile (keys [j0 + tk, ...) of K or V, below the
- * task's last key) are fetched ahead while this tile is multiplied, slice i of n before the
- * i-th of its n blocks of GEMM rows (next_tile_rows, prefetch_slice). Issued at once, a whole
- * tile's prefetches queue for the core's miss buffers, and the loads of the tile being packed
- * wait behind them (MQA f16 decode at 32K keys, Zen 4: 7.7 ms with them at once, 7.9 ms
- * without any, 6.4 ms spread). Into L2, or into L1 under the table's L1 rule (Zen 5, whose
- * prefetches into L2 stall on the miss buffers: MQA f16 decode 0.92x the time at 32K keys,
- * 0.90x at 4K, f32 0.94x; kernels/decode_prefetch.h). */
-typedef struct next_rows {
-    mh_rows x;    /* the next tile's rows */
-    size_t keys;  /* how many (0: no next tile, or not a decode) */
-    size_t bytes; /* of each row */
-} next_rows;
-
 /* The K (v = 0) or V (v = 1) rows of batch row b, head h from key j0: the stage's views,
  * pages and dtypes. */
 static mh_rows kv_rows(const mh_drv_stage* st, int v, size_t b, size_t h, int64_t j0) {
     return mh_drv_rows(st, v ? &st->value : &st->key, st->pages, v ? st->v_dtype : st->k_dtype, b, h, j0);
 }
 
-static next_rows next_tile_rows(const mh_drv_stage* st, const mh_drv_task* t, int kv, int64_t j0) {
-    next_rows n = {.keys = 0};
+/* A decode-shaped task that packs its tiles (many query rows on one K/V head: MQA) is bound
+ * by the core, not memory: the rows of its next tile (keys [j0 + tk, ...) of K or V, below the
+ * task's last key) are requested while this tile is multiplied, by the GEMM micro-kernels
+ * themselves, a line every MH_FETCH_EVERY steps of their reduction (sc->fetch,
+ * kernels/fetch.h). Issued at once, a whole tile's prefetches queue for the core's miss
+ * buffers and the loads of the tile being packed wait behind them (MQA f16 decode at 32K keys,
+ * Zen 4: 7.7 ms with them at once, 7.9 ms without any, 6.4 ms in slices before each block of
+ * GEMM rows); on Zen 5 even the slices stalled the core (8% of MQA's samples), and the
+ * micro-kernels' trickle took MQA decode at 32K keys to 0.93-0.97x the time of the slices with
+ * f16, 0.89-0.92x with f32, 0.98x with int8. Into L2, or into L1 under the table's L1 rule (Zen 5,
+ * whose prefetches into L2 stall on the miss buffers; kernels/decode_prefetch.h). The fetch
+ * of kv = 0 (K) or 1 (V) for the tile after the one at j0, or none. */
+static mh_fetch next_tile_fetch(const mh_drv_stage* st, const mh_drv_task* t, int kv, int64_t j0) {
+    mh_fetch f = mh_fetch_begin(NULL);
     const int64_t j1 = j0 + (int64_t)st->tk;
-    if (j1 >= t->j_end || mh_drv_query_tiles(st) != 1) return n;
+    if (j1 >= t->j_end || mh_drv_query_tiles(st) != 1) return f;
     const mh_dtype dt = kv ? st->v_dtype : st->k_dtype;
-    n.x = kv_rows(st, kv, (size_t)t->b, (size_t)t->s, j1);
-    n.keys = mh_min_size(st->tk, (size_t)(t->j_end - j1));
-    n.bytes = (kv ? st->dv : st->dqk) * mh_dtype_size(dt);
-    return n;
-}
-
-static void prefetch_slice(const next_rows* n, size_t i, size_t of) {
-    for (size_t c = i * n->keys / of; c < (i + 1) * n->keys / of; c++) {
-        const void* row = mh_dtype_at(n->x.data, n->x.dtype, (ptrdiff_t)c * n->x.ld);
-        if (n->x.prefetch == MH_PREFETCH_L1)
-            mh_prefetch_l1(row, n->bytes);
-        else
-            mh_prefetch_l2(row, n->bytes);
-    }
+    const mh_rows x = kv_rows(st, kv, (size_t)t->b, (size_t)t->s, j1);
+    f.p = (const char*)x.data;
+    f.row_bytes = (kv ? st->dv : st->dqk) * mh_dtype_size(dt);
+    f.stride = x.ld * (ptrdiff_t)mh_dtype_size(dt);
+    f.rows = mh_min_size(st->tk, (size_t)(t->j_end - j1));
+    f.l2 = x.prefetch != MH_PREFETCH_L1;
+    return f;
 }
 
 /* Rows [r, r + m), columns [from, nc) of the task's score tile through the score step and,
@@ -166,11 +156,9 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
      * at the panel holding the first (a window's lower edge): its GEMMs, score step and softmax
      * skip the rest, which P.V never reads (it takes each row's kept keys: pv_rows). */
     const int trim = softmax && by_block && mh_score_only_drops(&t->blk) && mh_score_tile_partial(&t->blk, j0, nc);
-    const size_t blocks = (rows + mr - 1) / mr;
-    const next_rows next = kt_pre ? (next_rows){.keys = 0} : next_tile_rows(st, t, 0, j0);
+    sc->fetch = kt_pre ? mh_fetch_begin(NULL) : next_tile_fetch(st, t, 0, j0);
     for (size_t r = 0; r < rows; r += mr) {
         const size_t m = mh_min_size(mr, rows - r);
-        prefetch_slice(&next, r / mr, blocks);
         const int dropped = !trim && mh_score_rows_dropped(&t->blk, r, m, j0); /* before the diagonal: all -inf */
         size_t kept = trim ? 0 : nc, from = trim ? nc : 0;
         for (size_t i = r; i < r + m && kept < nc; i++) {
@@ -283,11 +271,9 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
             mh_drv_pack_v(st, nc, &vsrc, sc->vt);
             vt = sc->vt, cols = nc;
         }
-        const size_t blocks = (r1 - r0 + mr - 1) / mr;
-        const next_rows next = vt_pre || n_v > 1 ? (next_rows){.keys = 0} : next_tile_rows(st, t, 1, j0);
+        sc->fetch = vt_pre || n_v > 1 ? mh_fetch_begin(NULL) : next_tile_fetch(st, t, 1, j0);
         for (size_t d0 = 0; d0 < dv; d0 += nr)
             for (size_t r = r0; r < r1; r += mr) {
-                if (d0 == 0) prefetch_slice(&next, (r - r0) / mr, blocks);
                 pv_rows(st, t, &vsrc, vt, cols, r, mh_min_size(mr, r1 - r), d0, mh_min_size(nr, dv - d0), j0, nc,
                         inside, sc);
             }

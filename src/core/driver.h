@@ -72,6 +72,9 @@ typedef struct mh_drv_scratch {
                      two-pass: [tile_floats] the stage's composed tile (DCMHA's P') */
     struct mh_drv_lane* lanes; /* [streams] one-pass decode across streams */
     size_t pack_slot;          /* the worker's slot of packed tiles, when it packs its own */
+    mh_fetch fetch;            /* one-pass: rows the GEMM micro-kernels request for the driver
+                                  (the next K or V tile of a decode on the packed path; rows 0:
+                                  none) */
     /* two-pass modes */
     float *t1, *t2;     /* [tile_floats] the stage's score tile; pass 1's tile when unstored */
     float *mrun, *lrun; /* [rows] pass 2's running statistics when it recomputes */

@@ -60,25 +60,25 @@ static inline void mh_drv_pack_v(const mh_drv_stage* st, size_t nc, const mh_row
 
 /* Scores of rows [r, r + m) of the task against n <= NR keys of a K panel into s (ld tk). */
 static inline void mh_drv_gemm_scores(const mh_drv_stage* st, size_t m, size_t n, size_t r, const void* panel,
-                                      float* s, const mh_drv_scratch* sc) {
+                                      float* s, mh_drv_scratch* sc) {
     const size_t dqk = st->dqk, ldq = mh_drv_bf16_ldq(dqk);
     if (mh_drv_bf16(st))
-        st->k->gemm_bf16(m, n, dqk, sc->qb + r * ldq, ldq, (const uint16_t*)panel, s, st->tk);
+        st->k->gemm_bf16(m, n, dqk, sc->qb + r * ldq, ldq, (const uint16_t*)panel, s, st->tk, &sc->fetch);
     else
-        st->k->gemm(m, n, dqk, sc->q + r * dqk, dqk, (const float*)panel, NULL, s, st->tk);
+        st->k->gemm(m, n, dqk, sc->q + r * dqk, dqk, (const float*)panel, NULL, s, st->tk, &sc->fetch);
 }
 
 /* o = alpha * o + P.V for rows [r, r + m), keys [0, n), nw <= NR columns of a V panel. */
 static inline void mh_drv_gemm_pv(const mh_drv_stage* st, size_t m, size_t nw, size_t f, size_t n, size_t r,
-                                  const void* panel, float* o, const mh_drv_scratch* sc) {
+                                  const void* panel, float* o, mh_drv_scratch* sc) {
     const size_t nr = st->k->gemm_nr;
     if (mh_drv_bf16(st)) {
         f &= ~(size_t)1; /* panels hold key pairs: from the pair holding key f */
         st->k->gemm_acc_bf16(m, nw, n - f, sc->pb + r * st->tk + f, st->tk, (const uint16_t*)panel + f * nr,
-                             sc->alpha + r, o, st->dv);
+                             sc->alpha + r, o, st->dv, &sc->fetch);
     } else {
         st->k->gemm_acc(m, nw, n - f, sc->s + r * st->tk + f, st->tk, (const float*)panel + f * nr, sc->alpha + r, o,
-                        st->dv);
+                        st->dv, &sc->fetch);
     }
 }
 

@@ -106,13 +106,13 @@ static void strips(const gemm_call* g, size_t r0, size_t r1, size_t k0, size_t k
             const uint16_t* panel = (const uint16_t*)w->panels + p * w->panel_elems;
             const uint16_t* a = xb + (r - r0) * GEMM_KC;
             for (size_t i = 0; bias && i < m; i++) memcpy(c + i * g->ldy, bias, nc * sizeof(float));
-            if (first && !bias) k->gemm_bf16(m, nc, kc, a, GEMM_KC, panel, c, g->ldy);
-            else k->gemm_acc_bf16(m, nc, kc, a, GEMM_KC, panel + k0 * nr, k_ones, c, g->ldy);
+            if (first && !bias) k->gemm_bf16(m, nc, kc, a, GEMM_KC, panel, c, g->ldy, NULL);
+            else k->gemm_acc_bf16(m, nc, kc, a, GEMM_KC, panel + k0 * nr, k_ones, c, g->ldy, NULL);
         } else {
             const float* panel = (const float*)w->panels + p * w->panel_elems;
             const float* a = g->x + r * g->ldx + k0;
-            if (first) k->gemm(m, nc, kc, a, g->ldx, panel, bias, c, g->ldy);
-            else k->gemm_acc(m, nc, kc, a, g->ldx, panel + k0 * nr, k_ones, c, g->ldy);
+            if (first) k->gemm(m, nc, kc, a, g->ldx, panel, bias, c, g->ldy, NULL);
+            else k->gemm_acc(m, nc, kc, a, g->ldx, panel + k0 * nr, k_ones, c, g->ldy, NULL);
         }
     }
 }

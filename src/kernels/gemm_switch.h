@@ -1,7 +1,8 @@
 /* The body of a GEMM micro-kernel specialised per row count m = 1..6 (the switch every
- * hand-written micro-kernel uses): the including file's `accumulate(M, k, a, lda, panel, acc)`
- * on an accumulator array MH_GEMM_ACC acc[MR][NV] (MH_GEMM_ACC: the file's vector type), then
- * STORE(M, n, EXTRA, c, ldc, acc). Other row counts do nothing.
+ * hand-written micro-kernel uses): the including file's
+ * `accumulate(M, k, a, lda, panel, fetch, acc)` on an accumulator array MH_GEMM_ACC acc[MR][NV]
+ * (MH_GEMM_ACC: the file's vector type), then STORE(M, n, EXTRA, c, ldc, acc). Other row
+ * counts do nothing.
  * A file that defines MH_GEMM_HALF_WIDTH (AVX-512: its 64-column tile is 4 vectors) is also
  * specialised for n <= NR / 2: accumulate and STORE then take the vector count W after M, and
  * a narrow call (a causal diagonal's key block, a V of 32 columns) does half the work. */
@@ -9,11 +10,11 @@
 #define MH_GEMM_SWITCH_H
 
 #ifdef MH_GEMM_HALF_WIDTH
-#define GEMM_BODY(M, W, STORE, EXTRA)            \
-    {                                            \
-        MH_GEMM_ACC acc[MR][NV];                 \
-        accumulate(M, W, k, a, lda, panel, acc); \
-        STORE(M, W, n, EXTRA, c, ldc, acc);      \
+#define GEMM_BODY(M, W, STORE, EXTRA)                   \
+    {                                                   \
+        MH_GEMM_ACC acc[MR][NV];                        \
+        accumulate(M, W, k, a, lda, panel, fetch, acc); \
+        STORE(M, W, n, EXTRA, c, ldc, acc);             \
     }
 #define GEMM_CASE(M, STORE, EXTRA)                  \
     case M:                                         \
@@ -21,12 +22,12 @@
         else GEMM_BODY(M, NV, STORE, EXTRA)         \
         break;
 #else
-#define GEMM_CASE(M, STORE, EXTRA)            \
-    case M: {                                 \
-        MH_GEMM_ACC acc[MR][NV];              \
-        accumulate(M, k, a, lda, panel, acc); \
-        STORE(M, n, EXTRA, c, ldc, acc);      \
-        break;                                \
+#define GEMM_CASE(M, STORE, EXTRA)                   \
+    case M: {                                        \
+        MH_GEMM_ACC acc[MR][NV];                     \
+        accumulate(M, k, a, lda, panel, fetch, acc); \
+        STORE(M, n, EXTRA, c, ldc, acc);             \
+        break;                                       \
     }
 #endif
 #define GEMM_SWITCH(m, STORE, EXTRA) \

@@ -10,9 +10,9 @@
 
 #define MH_KERNEL_LIST(K) \
     K(gemm, void, (size_t m, size_t n, size_t k, const float* a, size_t lda, const float* panel, \
-                   const float* bias, float* c, size_t ldc)) \
+                   const float* bias, float* c, size_t ldc, mh_fetch* fetch)) \
     K(gemm_acc, void, (size_t m, size_t n, size_t k, const float* a, size_t lda, \
-                       const float* panel, const float* alpha, float* c, size_t ldc)) \
+                       const float* panel, const float* alpha, float* c, size_t ldc, mh_fetch* fetch)) \
     K(pack_kt, void, (size_t cols, size_t d, const mh_rows* k, float* dst)) \
     K(pack_v, void, (size_t cols, size_t dv, const mh_rows* v, float* dst)) \
     K(qk_direct, void, (size_t rows, size_t cols, size_t d, const float* q, size_t ldq, \
@@ -39,9 +39,9 @@
  */
 #define MH_KERNEL_LIST_BF16(K) \
     K(gemm_bf16, void, (size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, \
-                        const uint16_t* panel, float* c, size_t ldc)) \
+                        const uint16_t* panel, float* c, size_t ldc, mh_fetch* fetch)) \
     K(gemm_acc_bf16, void, (size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, \
-                            const uint16_t* panel, const float* alpha, float* c, size_t ldc)) \
+                            const uint16_t* panel, const float* alpha, float* c, size_t ldc, mh_fetch* fetch)) \
     K(pack_kt_bf16, void, (size_t cols, size_t d, const mh_rows* k, uint16_t* dst)) \
     K(pack_v_bf16, void, (size_t cols, size_t dv, const mh_rows* v, uint16_t* dst)) \
     K(round_bf16, void, (size_t n, const float* x, uint16_t* y))

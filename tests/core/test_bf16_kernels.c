@@ -13,7 +13,8 @@
  *  - gemm_bf16 / gemm_acc_bf16: against double sums of the bf16 operands (each product exact,
  *    f32 accumulation: |err| <= eps32 * k * sum |a b|), m = 1..MR, n around NR, odd and even k;
  *    with odd k a NaN in A's and the panel's pad element changes nothing; only the m x n
- *    corner of c is written.
+ *    corner of c is written; with a fetch, the same bits, and the fetch advanced by one line
+ *    per k-pair (to its end, not past it).
  */
 #include <float.h>
 #include <math.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "fetch_check.h"
 #include "dispatch/dispatch.h"
 #include "kernels/scalar/convert_scalar.h"
 #include "rng.h"
@@ -143,10 +145,18 @@ static void test_gemm(size_t m, size_t n, size_t k, int acc) {
     const float sentinel = -12345.0f;
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) c[i] = i < (m + 1) * ldc ? rng_uniform(&R, -1, 1) : sentinel;
     for (size_t r = 0; r < m; r++) alpha[r] = rng_uniform(&R, 0.5f, 1.0f);
-    float before[8 * 80];
+    float before[8 * 80], c2[8 * 80];
     memcpy(before, c, sizeof c);
-    if (acc) K->gemm_acc_bf16(m, n, k, a, lda, panel, alpha, c, ldc);
-    else K->gemm_bf16(m, n, k, a, lda, panel, c, ldc);
+    memcpy(c2, c, sizeof c);
+    if (acc) K->gemm_acc_bf16(m, n, k, a, lda, panel, alpha, c, ldc, NULL);
+    else K->gemm_bf16(m, n, k, a, lda, panel, c, ldc, NULL);
+    /* with a fetch: the same bits, and the fetch one line on per k-pair */
+    static char lines[64 * FETCH_STRIDE];
+    const size_t rows = k > 40 ? 4 : 64;
+    mh_fetch f = test_fetch(lines, rows);
+    if (acc) K->gemm_acc_bf16(m, n, k, a, lda, panel, alpha, c2, ldc, &f);
+    else K->gemm_bf16(m, n, k, a, lda, panel, c2, ldc, &f);
+    const int fetch_ok = memcmp(c, c2, sizeof c) == 0 && fetch_advanced(&f, lines, rows, (k + 1) / 2);
     int ok = 1;
     for (size_t r = 0; r < m + 1; r++)
         for (size_t j = 0; j < ldc; j++) {
@@ -162,9 +172,12 @@ static void test_gemm(size_t m, size_t n, size_t k, int acc) {
             }
             ok &= fabs(c[i] - want) <= 2 * FLT_EPSILON * (double)(k + 2) * mag + 1e-30;
         }
-    char what[120];
+    char what[160];
     snprintf(what, sizeof what, "%s m %zu n %zu k %zu", acc ? "gemm_acc_bf16" : "gemm_bf16", m, n, k);
     check_true(what, ok);
+    snprintf(what, sizeof what, "%s m %zu n %zu k %zu: a fetch changes no bit and advances a line per k-pair",
+             acc ? "gemm_acc_bf16" : "gemm_bf16", m, n, k);
+    check_true(what, fetch_ok);
     free(a), free(panel), free(av), free(bv);
 }
 

@@ -9,7 +9,8 @@
  *  - qk_direct / pv_direct: against double dot products, tolerance eps32 * reduction length;
  *    qk_direct's scores of a key bitwise the same wherever it sits in the call (each key alone);
  *  - gemm / gemm_acc: with and without a bias / the rescale-and-accumulate epilogue, against
- *    double; write nothing outside the m x n corner;
+ *    double; write nothing outside the m x n corner; with a fetch, the same bits, and the
+ *    fetch advanced by one line per MH_FETCH_EVERY values of k (to its end, not past it);
  *  - scale_row: x * a bitwise (one product per element), in place, nothing past n;
  *  - v_nonfinite: 0 on finite blocks; 1 for a NaN, +inf or -inf (int8: in a row's scale) at
  *    every position inside the block, 0 for one just outside it (rows and columns), every dtype;
@@ -38,6 +39,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "fetch_check.h"
 #include "dispatch/dispatch.h"
 #include "kernels/scalar/convert_scalar.h"
 #include "oracle.h"
@@ -183,12 +185,25 @@ static void gemm_case(int acc_mode, int with_bias, size_t m, size_t n, size_t k)
             }
             want[r * ldc + j] = acc;
         }
-    if (acc_mode) K->gemm_acc(m, n, k, a, lda, panel, alpha, c, ldc);
-    else K->gemm(m, n, k, a, lda, panel, with_bias ? bias : NULL, c, ldc);
-    char what[96];
+    float* c2 = malloc(sizeof(float) * m * ldc);
+    memcpy(c2, c, sizeof(float) * m * ldc);
+    if (acc_mode) K->gemm_acc(m, n, k, a, lda, panel, alpha, c, ldc, NULL);
+    else K->gemm(m, n, k, a, lda, panel, with_bias ? bias : NULL, c, ldc, NULL);
+    char what[120];
     snprintf(what, sizeof what, "%s m %zu n %zu k %zu bias %d", acc_mode ? "gemm_acc" : "gemm", m, n, k, with_bias);
     check_close(what, c, want, m * ldc, 4 * FLT_EPSILON * (double)(k + 2), INFINITY);
-    free(a), free(panel), free(c), free(bias), free(want);
+    /* with a fetch (of fewer lines than the call requests, when k is large): the same bits,
+     * and the fetch one line on per MH_FETCH_EVERY values of kk */
+    static char lines[64 * FETCH_STRIDE];
+    const size_t rows = k > 40 ? 4 : 64;
+    mh_fetch f = test_fetch(lines, rows);
+    if (acc_mode) K->gemm_acc(m, n, k, a, lda, panel, alpha, c2, ldc, &f);
+    else K->gemm(m, n, k, a, lda, panel, with_bias ? bias : NULL, c2, ldc, &f);
+    snprintf(what, sizeof what, "%s m %zu n %zu k %zu bias %d: a fetch changes no bit and advances by k / %d",
+             acc_mode ? "gemm_acc" : "gemm", m, n, k, with_bias, MH_FETCH_EVERY);
+    check_true(what, memcmp(c, c2, sizeof(float) * m * ldc) == 0 &&
+                         fetch_advanced(&f, lines, rows, (k + MH_FETCH_EVERY - 1) / MH_FETCH_EVERY));
+    free(a), free(panel), free(c), free(c2), free(bias), free(want);
 }
 
 static void softmax(size_t rows, size_t cols) {

@@ -9,11 +9,13 @@
 #include "kernels/kernel_protos.h"
 #include "kernels/arm/neon/gemm_store_neon.h"
 
-MH_INLINE void accumulate(const int M, size_t k, const float* a, size_t lda, const float* panel,
+MH_INLINE void accumulate(const int M, size_t k, const float* a, size_t lda, const float* panel, mh_fetch* fetch,
                           float32x4_t acc[MR][NV]) {
     MH_UNROLL for (int r = 0; r < M; r++)
         MH_UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vdupq_n_f32(0.0f);
+    mh_fetch f = mh_fetch_begin(fetch);
     for (size_t kk = 0; kk < k; kk++) {
+        if (kk % MH_FETCH_EVERY == 0) mh_fetch_line(&f);
         const float* b = panel + kk * NR;
         const float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4);
         const float32x4_t b2 = vld1q_f32(b + 8), b3 = vld1q_f32(b + 12);
@@ -25,15 +27,16 @@ MH_INLINE void accumulate(const int M, size_t k, const float* a, size_t lda, con
             acc[r][3] = vfmaq_f32(acc[r][3], ar, b3);
         }
     }
+    mh_fetch_end(fetch, &f);
 }
 
-MH_NO_PRE_RA_SCHED void MH_KNAME(gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda,
-                                    const float* panel, const float* bias, float* c, size_t ldc) {
+MH_NO_PRE_RA_SCHED void MH_KNAME(gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* panel,
+                                       const float* bias, float* c, size_t ldc, mh_fetch* fetch) {
     GEMM_SWITCH(m, store_bias, bias)
 }
 
 MH_NO_PRE_RA_SCHED void MH_KNAME(gemm_acc)(size_t m, size_t n, size_t k, const float* a, size_t lda,
-                                        const float* panel, const float* alpha, float* c,
-                                        size_t ldc) {
+                                           const float* panel, const float* alpha, float* c, size_t ldc,
+                                           mh_fetch* fetch) {
     GEMM_SWITCH(m, store_acc, alpha)
 }

@@ -22,28 +22,30 @@
 
 MH_INLINE void gemm_6x4vl(const int M, const int ACC, size_t n, size_t k, const float* a,
                           size_t lda, const float* panel, const float* bias, const float* alpha,
-                          float* c, size_t ldc) {
+                          float* c, size_t ldc, mh_fetch* fetch) {
     const svbool_t all = svptrue_b32();
     const size_t vl = svcntw(), nr = MH_SVE_GEMM_NV * vl;
     FOR_ROWS(DECLARE_ROW)
+    mh_fetch f = mh_fetch_begin(fetch);
     for (size_t kk = 0; kk < k; kk++) {
+        if (kk % MH_FETCH_EVERY == 0) mh_fetch_line(&f);
         const float* b = panel + kk * nr; /* the whole panel row exists (zero-padded) */
         const svfloat32_t b0 = svld1_vnum_f32(all, b, 0), b1 = svld1_vnum_f32(all, b, 1);
         const svfloat32_t b2 = svld1_vnum_f32(all, b, 2), b3 = svld1_vnum_f32(all, b, 3);
         FOR_ROWS(FMA_ROW)
     }
+    mh_fetch_end(fetch, &f);
     STORE_TILE();
 }
 
-void MH_KNAME(gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda,
-                                    const float* panel, const float* bias, float* c, size_t ldc) {
+void MH_KNAME(gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* panel, const float* bias,
+                    float* c, size_t ldc, mh_fetch* fetch) {
     const float* alpha = NULL;
     GEMM_SWITCH(gemm_6x4vl, m, 0)
 }
 
-void MH_KNAME(gemm_acc)(size_t m, size_t n, size_t k, const float* a, size_t lda,
-                                        const float* panel, const float* alpha, float* c,
-                                        size_t ldc) {
+void MH_KNAME(gemm_acc)(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* panel,
+                        const float* alpha, float* c, size_t ldc, mh_fetch* fetch) {
     const float* bias = NULL;
     GEMM_SWITCH(gemm_6x4vl, m, 1)
 }

@@ -42,10 +42,10 @@
         FOR_ROWS(STORE_ROW)                                                               \
     } while (0)
 
-/* The body of a micro-kernel: FN(M, ACC, n, k, a, lda, panel, bias, alpha, c, ldc) specialised
- * per row count m = 1..6. */
+/* The body of a micro-kernel: FN(M, ACC, n, k, a, lda, panel, bias, alpha, c, ldc, fetch)
+ * specialised per row count m = 1..6. */
 #define GEMM_CASE(FN, M, ACC) \
-    case M: FN(M, ACC, n, k, a, lda, panel, bias, alpha, c, ldc); break;
+    case M: FN(M, ACC, n, k, a, lda, panel, bias, alpha, c, ldc, fetch); break;
 #define GEMM_SWITCH(FN, m, ACC)    \
     switch (m) {                   \
         GEMM_CASE(FN, 1, ACC)      \

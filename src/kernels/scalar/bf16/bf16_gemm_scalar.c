@@ -11,9 +11,12 @@
 #define MR MH_GEMM_MR
 #define NR MH_GEMM_NR
 
-/* acc = A[m x k] . panel[k x n] over bf16 operands. */
+/* acc = A[m x k] . panel[k x n] over bf16 operands; the fetch's lines (one per k-pair) first. */
 static void accumulate(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
-                       float acc[MR][NR]) {
+                       mh_fetch* fetch, float acc[MR][NR]) {
+    mh_fetch f = mh_fetch_begin(fetch);
+    for (size_t kp = 0; kp < (k + 1) / 2; kp++) mh_fetch_line(&f);
+    mh_fetch_end(fetch, &f);
     for (size_t r = 0; r < m; r++)
         for (size_t j = 0; j < n; j++) {
             float s = 0.0f;
@@ -24,17 +27,17 @@ static void accumulate(size_t m, size_t n, size_t k, const uint16_t* a, size_t l
 }
 
 void MH_KNAME(gemm_bf16)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
-                         float* c, size_t ldc) {
+                         float* c, size_t ldc, mh_fetch* fetch) {
     float acc[MR][NR];
-    accumulate(m, n, k, a, lda, panel, acc);
+    accumulate(m, n, k, a, lda, panel, fetch, acc);
     for (size_t r = 0; r < m; r++)
         for (size_t j = 0; j < n; j++) c[r * ldc + j] = acc[r][j];
 }
 
 void MH_KNAME(gemm_acc_bf16)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
-                             const float* alpha, float* c, size_t ldc) {
+                             const float* alpha, float* c, size_t ldc, mh_fetch* fetch) {
     float acc[MR][NR];
-    accumulate(m, n, k, a, lda, panel, acc);
+    accumulate(m, n, k, a, lda, panel, fetch, acc);
     for (size_t r = 0; r < m; r++)
         for (size_t j = 0; j < n; j++) c[r * ldc + j] = alpha[r] * c[r * ldc + j] + acc[r][j];
 }

@@ -16,7 +16,7 @@
  * named variables, not an array, so that every compiler keeps them in registers; rows >= M
  * compile away. ACC selects gemm_acc (c = alpha * c + A.B) over gemm (c = A.B + bias). */
 MH_INLINE void kernel(const int M, const int ACC, size_t n, size_t k, const float* a, size_t lda,
-                      const float* panel, const float* extra, float* c, size_t ldc) {
+                      const float* panel, const float* extra, float* c, size_t ldc, mh_fetch* fetch) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     /* row pointers; rows >= M alias row 0 and are never dereferenced */
@@ -32,11 +32,14 @@ MH_INLINE void kernel(const int M, const int ACC, size_t n, size_t k, const floa
         c##r##0 = _mm256_fmadd_ps(ar, b0, c##r##0);                        \
         c##r##1 = _mm256_fmadd_ps(ar, b1, c##r##1);                        \
     }
+    mh_fetch f = mh_fetch_begin(fetch);
     for (size_t kk = 0; kk < k; kk++) {
+        if (kk % MH_FETCH_EVERY == 0) mh_fetch_line(&f);
         const __m256 b0 = _mm256_loadu_ps(panel + kk * NR), b1 = _mm256_loadu_ps(panel + kk * NR + 8);
         MH_ROW_FMA(0) MH_ROW_FMA(1) MH_ROW_FMA(2) MH_ROW_FMA(3) MH_ROW_FMA(4) MH_ROW_FMA(5)
     }
 #undef MH_ROW_FMA
+    mh_fetch_end(fetch, &f);
 
     if (n == NR) {
         if (ACC) {
@@ -87,29 +90,24 @@ MH_INLINE void kernel(const int M, const int ACC, size_t n, size_t k, const floa
     }
 }
 
-void MH_KNAME(gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda,
-                                    const float* panel, const float* bias, float* c, size_t ldc) {
-    switch (m) {
-    case 1: kernel(1, 0, n, k, a, lda, panel, bias, c, ldc); break;
-    case 2: kernel(2, 0, n, k, a, lda, panel, bias, c, ldc); break;
-    case 3: kernel(3, 0, n, k, a, lda, panel, bias, c, ldc); break;
-    case 4: kernel(4, 0, n, k, a, lda, panel, bias, c, ldc); break;
-    case 5: kernel(5, 0, n, k, a, lda, panel, bias, c, ldc); break;
-    case 6: kernel(6, 0, n, k, a, lda, panel, bias, c, ldc); break;
-    default: break;
+/* kernel() specialised per row count m = 1..6 (other counts do nothing). */
+#define ROWS_SWITCH(ACC, EXTRA)                                                  \
+    switch (m) {                                                                 \
+    case 1: kernel(1, ACC, n, k, a, lda, panel, EXTRA, c, ldc, fetch); break;   \
+    case 2: kernel(2, ACC, n, k, a, lda, panel, EXTRA, c, ldc, fetch); break;   \
+    case 3: kernel(3, ACC, n, k, a, lda, panel, EXTRA, c, ldc, fetch); break;   \
+    case 4: kernel(4, ACC, n, k, a, lda, panel, EXTRA, c, ldc, fetch); break;   \
+    case 5: kernel(5, ACC, n, k, a, lda, panel, EXTRA, c, ldc, fetch); break;   \
+    case 6: kernel(6, ACC, n, k, a, lda, panel, EXTRA, c, ldc, fetch); break;   \
+    default: break;                                                              \
     }
+
+void MH_KNAME(gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* panel, const float* bias,
+                    float* c, size_t ldc, mh_fetch* fetch) {
+    ROWS_SWITCH(0, bias)
 }
 
-void MH_KNAME(gemm_acc)(size_t m, size_t n, size_t k, const float* a, size_t lda,
-                                        const float* panel, const float* alpha, float* c,
-                                        size_t ldc) {
-    switch (m) {
-    case 1: kernel(1, 1, n, k, a, lda, panel, alpha, c, ldc); break;
-    case 2: kernel(2, 1, n, k, a, lda, panel, alpha, c, ldc); break;
-    case 3: kernel(3, 1, n, k, a, lda, panel, alpha, c, ldc); break;
-    case 4: kernel(4, 1, n, k, a, lda, panel, alpha, c, ldc); break;
-    case 5: kernel(5, 1, n, k, a, lda, panel, alpha, c, ldc); break;
-    case 6: kernel(6, 1, n, k, a, lda, panel, alpha, c, ldc); break;
-    default: break;
-    }
+void MH_KNAME(gemm_acc)(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* panel,
+                        const float* alpha, float* c, size_t ldc, mh_fetch* fetch) {
+    ROWS_SWITCH(1, alpha)
 }

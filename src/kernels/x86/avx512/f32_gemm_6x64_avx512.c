@@ -9,10 +9,12 @@
 #include "kernels/x86/avx512/gemm_store_avx512.h"
 
 MH_INLINE void accumulate(const int M, const int W, size_t k, const float* a, size_t lda, const float* panel,
-                          __m512 acc[MR][NV]) {
+                          mh_fetch* fetch, __m512 acc[MR][NV]) {
     for (int r = 0; r < M; r++)
         for (int v = 0; v < W; v++) acc[r][v] = _mm512_setzero_ps();
+    mh_fetch f = mh_fetch_begin(fetch);
     for (size_t kk = 0; kk < k; kk++) {
+        if (kk % MH_FETCH_EVERY == 0) mh_fetch_line(&f);
         const float* b = panel + kk * NR;
         __m512 bv[NV];
         for (int v = 0; v < W; v++) bv[v] = _mm512_loadu_ps(b + v * 16);
@@ -21,15 +23,15 @@ MH_INLINE void accumulate(const int M, const int W, size_t k, const float* a, si
             for (int v = 0; v < W; v++) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
         }
     }
+    mh_fetch_end(fetch, &f);
 }
 
-void MH_KNAME(gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda,
-                                      const float* panel, const float* bias, float* c, size_t ldc) {
+void MH_KNAME(gemm)(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* panel, const float* bias,
+                    float* c, size_t ldc, mh_fetch* fetch) {
     GEMM_SWITCH(m, store_bias, bias)
 }
 
-void MH_KNAME(gemm_acc)(size_t m, size_t n, size_t k, const float* a, size_t lda,
-                                          const float* panel, const float* alpha, float* c,
-                                          size_t ldc) {
+void MH_KNAME(gemm_acc)(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* panel,
+                        const float* alpha, float* c, size_t ldc, mh_fetch* fetch) {
     GEMM_SWITCH(m, store_acc, alpha)
 }

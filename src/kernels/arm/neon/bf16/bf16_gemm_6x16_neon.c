@@ -38,20 +38,29 @@ MH_INLINE void step(const int M, const int tail, size_t kp, const uint16_t* a, s
 }
 
 MH_INLINE void accumulate(const int M, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
-                          float32x4_t acc[MR][NV]) {
+                          mh_fetch* fetch, float32x4_t acc[MR][NV]) {
     MH_UNROLL for (int r = 0; r < M; r++)
         MH_UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vdupq_n_f32(0.0f);
-    for (size_t kp = 0; kp < k / 2; kp++) step(M, 0, kp, a, lda, panel, acc);
-    if (k & 1) step(M, 1, k / 2, a, lda, panel, acc);
+    mh_fetch f = mh_fetch_begin(fetch);
+    for (size_t kp = 0; kp < k / 2; kp++) {
+        mh_fetch_line(&f);
+        step(M, 0, kp, a, lda, panel, acc);
+    }
+    if (k & 1) {
+        mh_fetch_line(&f);
+        step(M, 1, k / 2, a, lda, panel, acc);
+    }
+    mh_fetch_end(fetch, &f);
 }
 
 MH_NO_PRE_RA_SCHED void MH_KNAME(gemm_bf16)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda,
-                                            const uint16_t* panel, float* c, size_t ldc) {
+                                            const uint16_t* panel, float* c, size_t ldc, mh_fetch* fetch) {
     const float* bias = NULL;
     GEMM_SWITCH(m, store_bias, bias)
 }
 
 MH_NO_PRE_RA_SCHED void MH_KNAME(gemm_acc_bf16)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda,
-                                                const uint16_t* panel, const float* alpha, float* c, size_t ldc) {
+                                                const uint16_t* panel, const float* alpha, float* c, size_t ldc,
+                                                mh_fetch* fetch) {
     GEMM_SWITCH(m, store_acc, alpha)
 }

@@ -49,22 +49,30 @@ MH_INLINE svbfloat16_t panel_vec(const uint16_t* b, int64_t v, const int tail) {
 
 MH_INLINE void gemm_bf16_6x4vl(const int M, const int ACC, size_t n, size_t k, const uint16_t* a, size_t lda,
                                const uint16_t* panel, const float* bias, const float* alpha, float* c,
-                               size_t ldc) {
+                               size_t ldc, mh_fetch* fetch) {
     const size_t vl = svcntw(), nr = MH_SVE_GEMM_NV * vl;
     FOR_ROWS(DECLARE_ROW)
-    for (size_t kp = 0; kp < k / 2; kp++) PAIR_STEP(kp, 0);
-    if (k & 1) PAIR_STEP(k / 2, 1);
+    mh_fetch f = mh_fetch_begin(fetch);
+    for (size_t kp = 0; kp < k / 2; kp++) {
+        mh_fetch_line(&f);
+        PAIR_STEP(kp, 0);
+    }
+    if (k & 1) {
+        mh_fetch_line(&f);
+        PAIR_STEP(k / 2, 1);
+    }
+    mh_fetch_end(fetch, &f);
     STORE_TILE();
 }
 
 void MH_KNAME(gemm_bf16)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
-                         float* c, size_t ldc) {
+                         float* c, size_t ldc, mh_fetch* fetch) {
     const float *bias = NULL, *alpha = NULL;
     GEMM_SWITCH(gemm_bf16_6x4vl, m, 0)
 }
 
 void MH_KNAME(gemm_acc_bf16)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
-                             const float* alpha, float* c, size_t ldc) {
+                             const float* alpha, float* c, size_t ldc, mh_fetch* fetch) {
     const float* bias = NULL;
     GEMM_SWITCH(gemm_bf16_6x4vl, m, 1)
 }

@@ -36,20 +36,28 @@ MH_INLINE void step(const int M, const int W, const int tail, size_t kp, const u
 }
 
 MH_INLINE void accumulate(const int M, const int W, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
-                          __m512 acc[MR][NV]) {
+                          mh_fetch* fetch, __m512 acc[MR][NV]) {
     for (int r = 0; r < M; r++)
         for (int v = 0; v < W; v++) acc[r][v] = _mm512_setzero_ps();
-    for (size_t kp = 0; kp < k / 2; kp++) step(M, W, 0, kp, a, lda, panel, acc);
-    if (k & 1) step(M, W, 1, k / 2, a, lda, panel, acc);
+    mh_fetch f = mh_fetch_begin(fetch);
+    for (size_t kp = 0; kp < k / 2; kp++) {
+        mh_fetch_line(&f);
+        step(M, W, 0, kp, a, lda, panel, acc);
+    }
+    if (k & 1) {
+        mh_fetch_line(&f);
+        step(M, W, 1, k / 2, a, lda, panel, acc);
+    }
+    mh_fetch_end(fetch, &f);
 }
 
 void MH_KNAME(gemm_bf16)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
-                         float* c, size_t ldc) {
+                         float* c, size_t ldc, mh_fetch* fetch) {
     const float* bias = NULL;
     GEMM_SWITCH(m, store_bias, bias)
 }
 
 void MH_KNAME(gemm_acc_bf16)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
-                             const float* alpha, float* c, size_t ldc) {
+                             const float* alpha, float* c, size_t ldc, mh_fetch* fetch) {
     GEMM_SWITCH(m, store_acc, alpha)
 }

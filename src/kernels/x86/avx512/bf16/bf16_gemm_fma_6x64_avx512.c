@@ -47,29 +47,35 @@ MH_INLINE void half_step(const int M, const int W, const int half, const uint16_
 }
 
 MH_INLINE void accumulate(const int M, const int W, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
-                          __m512 acc[MR][NV]) {
+                          mh_fetch* fetch, __m512 acc[MR][NV]) {
     float aw[MR][GEMM_FMA_KCH] __attribute__((aligned(64)));
     for (int r = 0; r < M; r++)
         for (int v = 0; v < W; v++) acc[r][v] = _mm512_setzero_ps();
+    mh_fetch f = mh_fetch_begin(fetch);
     for (size_t k0 = 0; k0 < k; k0 += GEMM_FMA_KCH) {
         const size_t kc = mh_min_size(GEMM_FMA_KCH, k - k0);
         widen_rows(M, a, lda, k0, kc, aw);
         const uint16_t* b = panel + k0 * NR; /* k0 is even: pair k0 / 2, NR x 2 elements each */
         for (size_t kp = 0; kp < kc / 2; kp++, b += 2 * NR) {
+            mh_fetch_line(&f);
             half_step(M, W, 1, b, 2 * kp + 1, aw, acc);
             half_step(M, W, 0, b, 2 * kp, aw, acc);
         }
-        if (kc & 1) half_step(M, W, 0, b, kc - 1, aw, acc);
+        if (kc & 1) {
+            mh_fetch_line(&f);
+            half_step(M, W, 0, b, kc - 1, aw, acc);
+        }
     }
+    mh_fetch_end(fetch, &f);
 }
 
 void MH_KNAME(gemm_bf16_fma)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
-                             float* c, size_t ldc) {
+                             float* c, size_t ldc, mh_fetch* fetch) {
     const float* bias = NULL;
     GEMM_SWITCH(m, store_bias, bias)
 }
 
 void MH_KNAME(gemm_acc_bf16_fma)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda,
-                                 const uint16_t* panel, const float* alpha, float* c, size_t ldc) {
+                                 const uint16_t* panel, const float* alpha, float* c, size_t ldc, mh_fetch* fetch) {
     GEMM_SWITCH(m, store_acc, alpha)
 }

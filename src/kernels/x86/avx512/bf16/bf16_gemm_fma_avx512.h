@@ -6,8 +6,8 @@
 #include "kernels/kernel_protos.h"
 
 void MH_KNAME(gemm_bf16_fma)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
-                             float* c, size_t ldc);
+                             float* c, size_t ldc, mh_fetch* fetch);
 void MH_KNAME(gemm_acc_bf16_fma)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda,
-                                 const uint16_t* panel, const float* alpha, float* c, size_t ldc);
+                                 const uint16_t* panel, const float* alpha, float* c, size_t ldc, mh_fetch* fetch);
 
 #endif
