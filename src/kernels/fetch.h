@@ -20,9 +20,9 @@ typedef struct mh_fetch {
     int l2;           /* into L2 (1) or L1 (0): the CPU's decode prefetch rule */
 } mh_fetch;
 
-/* Reduction steps (k, or bf16 k-pairs / 2) per requested line. Zen 5, MQA f16 decode at 32K
- * keys: a line every 2 steps of the 6 x 64 AVX-512 kernel (24 cycles) covered a 64-key f16
- * tile within the tile's own GEMMs. */
+/* Values of k per requested line (the bf16 kernels request one per k-pair: the same count).
+ * Zen 5, MQA f16 decode at 32K keys: a line every 2 steps of the 6 x 64 AVX-512 kernel (24
+ * cycles) covered a 64-key f16 tile within the tile's own GEMMs. */
 #define MH_FETCH_EVERY 2
 
 /* The kernel's working copy (kept in registers through its loop) and its write-back. */
