@@ -94,7 +94,7 @@ static mh_rows kv_rows(const mh_drv_stage* st, int v, size_t b, size_t h, int64_
  * kernels/fetch.h). Issued at once, a whole tile's prefetches queue for the core's miss
  * buffers and the loads of the tile being packed wait behind them (MQA f16 decode at 32K keys,
  * Zen 4: 7.7 ms with them at once, 7.9 ms without any, 6.4 ms in slices before each block of
- * GEMM rows); on Zen 5 even the slices stalled the core (8% of MQA's samples), and the
+ * GEMM rows); on Zen 5 even the slices held the core (8% of MQA's samples), and the
  * micro-kernels' trickle took MQA decode at 32K keys to 0.93-0.97x the time of the slices with
  * f16, 0.89-0.92x with f32, 0.98x with int8. Into L2, or into L1 under the table's L1 rule (Zen 5,
  * whose prefetches into L2 stall on the miss buffers; kernels/decode_prefetch.h). The fetch
