@@ -169,7 +169,8 @@ static void pv_gemm(const mh_drv_stage* st, size_t rows, size_t nw, size_t n, si
                     const void* panel, float* o, mh_drv_scratch* sc) {
     const size_t tk = st->tk, nr = st->k->gemm_nr, at = h * head_stride(st) + i * tk + k0;
     if (mh_drv_bf16(st))
-        st->k->gemm_acc_bf16(rows, nw, n, sc->pb + at, tk, (const uint16_t*)panel + k0 * nr, sc->ones, o, st->dv, NULL);
+        st->k->gemm_acc_bf16(rows, nw, n, sc->pb + at, tk, (const uint16_t*)panel + k0 * nr, sc->ones, o, st->dv,
+                             NULL);
     else
         st->k->gemm_acc(rows, nw, n, sc->t1 + at, tk, (const float*)panel + k0 * nr, sc->ones, o, st->dv, NULL);
 }
