@@ -386,9 +386,10 @@ double read_rate(const SumFn sum, const float* data, size_t bytes, int passes) {
 // reads at least twice as fast as memory; else the LLC is taken as twice the largest
 // power-of-two buffer (from 1 MiB) that does, 0 if none (that VM: 8 MiB read at 3.5x memory,
 // 16 MiB at 2.3x, 32 MiB at 1.6x, 64 MiB at memory speed; 16 or 32 MiB in most runs, 8 MiB
-// in a contended one, as the neighbours leave the L3). Memory's rate is the best of a read of the whole buffer before
-// and after each test: a neighbour's burst only lowers a rate, and a memory rate lowered by
-// one would pass a buffer that is not cached (one run took 256 MiB for the LLC that way).
+// in a contended one, as the neighbours leave the L3). Memory's rate is the best of a read of
+// the whole buffer before and after each test: a neighbour's burst only lowers a rate, and a
+// memory rate lowered by one would pass a buffer that is not cached (one run took 256 MiB for
+// the LLC that way).
 long checked_llc_bytes(long reported, const SumFn sum, const float* data, size_t data_bytes) {
     const size_t half = static_cast<size_t>(reported) / 2;
     if (half < (size_t{1} << 20)) return reported;
