@@ -47,4 +47,9 @@ static inline __attribute__((always_inline)) void mh_fetch_line(mh_fetch* f) {
     if (f->off >= f->row_bytes) f->off = 0, f->p += f->stride, f->rows--;
 }
 
+/* Step kk of an f32 kernel's reduction: a line every MH_FETCH_EVERY steps. */
+static inline __attribute__((always_inline)) void mh_fetch_step(mh_fetch* f, size_t kk) {
+    if (kk % MH_FETCH_EVERY == 0) mh_fetch_line(f);
+}
+
 #endif

@@ -12,7 +12,7 @@ static inline void accumulate(size_t m, size_t k, const float* a, size_t lda, co
     mh_fetch f = mh_fetch_begin(fetch);
     if (m == MR) { /* the full tile: constant trip counts keep acc in registers */
         for (size_t kk = 0; kk < k; kk++) {
-            if (kk % MH_FETCH_EVERY == 0) mh_fetch_line(&f);
+            mh_fetch_step(&f, kk);
             const float* b = panel + kk * NR;
             for (size_t r = 0; r < MR; r++) {
                 const float av = a[r * lda + kk];
@@ -23,7 +23,7 @@ static inline void accumulate(size_t m, size_t k, const float* a, size_t lda, co
         return;
     }
     for (size_t kk = 0; kk < k; kk++) {
-        if (kk % MH_FETCH_EVERY == 0) mh_fetch_line(&f);
+        mh_fetch_step(&f, kk);
         const float* b = panel + kk * NR;
         for (size_t r = 0; r < m; r++) {
             const float av = a[r * lda + kk];

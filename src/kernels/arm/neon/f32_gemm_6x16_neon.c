@@ -15,7 +15,7 @@ MH_INLINE void accumulate(const int M, size_t k, const float* a, size_t lda, con
         MH_UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vdupq_n_f32(0.0f);
     mh_fetch f = mh_fetch_begin(fetch);
     for (size_t kk = 0; kk < k; kk++) {
-        if (kk % MH_FETCH_EVERY == 0) mh_fetch_line(&f);
+        mh_fetch_step(&f, kk);
         const float* b = panel + kk * NR;
         const float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4);
         const float32x4_t b2 = vld1q_f32(b + 8), b3 = vld1q_f32(b + 12);

@@ -28,7 +28,7 @@ MH_INLINE void gemm_6x4vl(const int M, const int ACC, size_t n, size_t k, const 
     FOR_ROWS(DECLARE_ROW)
     mh_fetch f = mh_fetch_begin(fetch);
     for (size_t kk = 0; kk < k; kk++) {
-        if (kk % MH_FETCH_EVERY == 0) mh_fetch_line(&f);
+        mh_fetch_step(&f, kk);
         const float* b = panel + kk * nr; /* the whole panel row exists (zero-padded) */
         const svfloat32_t b0 = svld1_vnum_f32(all, b, 0), b1 = svld1_vnum_f32(all, b, 1);
         const svfloat32_t b2 = svld1_vnum_f32(all, b, 2), b3 = svld1_vnum_f32(all, b, 3);

@@ -34,7 +34,7 @@ MH_INLINE void kernel(const int M, const int ACC, size_t n, size_t k, const floa
     }
     mh_fetch f = mh_fetch_begin(fetch);
     for (size_t kk = 0; kk < k; kk++) {
-        if (kk % MH_FETCH_EVERY == 0) mh_fetch_line(&f);
+        mh_fetch_step(&f, kk);
         const __m256 b0 = _mm256_loadu_ps(panel + kk * NR), b1 = _mm256_loadu_ps(panel + kk * NR + 8);
         MH_ROW_FMA(0) MH_ROW_FMA(1) MH_ROW_FMA(2) MH_ROW_FMA(3) MH_ROW_FMA(4) MH_ROW_FMA(5)
     }

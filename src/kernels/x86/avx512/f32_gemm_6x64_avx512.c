@@ -14,7 +14,7 @@ MH_INLINE void accumulate(const int M, const int W, size_t k, const float* a, si
         for (int v = 0; v < W; v++) acc[r][v] = _mm512_setzero_ps();
     mh_fetch f = mh_fetch_begin(fetch);
     for (size_t kk = 0; kk < k; kk++) {
-        if (kk % MH_FETCH_EVERY == 0) mh_fetch_line(&f);
+        mh_fetch_step(&f, kk);
         const float* b = panel + kk * NR;
         __m512 bv[NV];
         for (int v = 0; v < W; v++) bv[v] = _mm512_loadu_ps(b + v * 16);
