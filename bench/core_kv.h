@@ -18,7 +18,6 @@
 #define MH_BENCH_CORE_KV_H
 
 #include <cstddef>
-#include <string>
 
 #include "multihead.h"
 
@@ -49,10 +48,6 @@ mh_tensor core_kv_view(const CoreKvLayout& g, const void* buf);
 // (overlapping heads: head h's D values at row[o + h*D], the halos zero), converted to the
 // layout's dtype (int8: each stream row quantised with its own scale).
 void store_token(const CoreKvLayout& g, void* buf, int b, int j, const float* row);
-
-// Empty when the linked library accepts int8 K/V on the attention core; else why not (the
-// status of a minimal valid int8 mh_attention call). Probed once.
-const std::string& int8_refusal();
 
 }  // namespace mhb
 

@@ -9,6 +9,7 @@
 #include <new>
 
 #include "core_kv.h"
+#include "int8_probe.h"
 #include "machine_limits.h"
 
 namespace mhb {

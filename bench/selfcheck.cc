@@ -14,6 +14,7 @@
 #include "bench_util.h"
 #include "blas_baseline.h"
 #include "core_kv.h"
+#include "int8_probe.h"
 #include "model.h"
 #include "reference.h"
 #include "safetensors.h"

@@ -28,7 +28,7 @@ root=$(pwd)
 start_all=$SECONDS
 
 # The stages, for "stage k/N" (the order below).
-if ((fast)); then nstages=1; else nstages=8; fi
+if ((fast)); then nstages=1; else nstages=9; fi
 stage=0
 # stage_begin NAME: announces the next stage; stage_end NAME: its duration.
 stage_begin() {
@@ -154,6 +154,8 @@ run_summary() {
 if ((!fast)); then
   # the benchmark harness must keep building and running (tiny shapes, under a minute)
   run_step bench-quick bench/run.sh --quick
+  # mh_ab, the A/B timing tool bench/run.sh built beside the harness: its own checks
+  run_step ab bench/ab/selfcheck.sh build/release
   # the installed package: CMake and pkg-config consumers, exported symbols
   run_summary package tests/package/run.sh
   # the threading tests under ThreadSanitizer (clang; OpenMP made visible to TSan by Archer)
