@@ -157,8 +157,8 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
      * skip the rest, which P.V never reads (it takes each row's kept keys: pv_rows). */
     const int trim = softmax && by_block && mh_score_only_drops(&t->blk) && mh_score_tile_partial(&t->blk, j0, nc);
     sc->fetch = kt_pre ? mh_fetch_begin(NULL) : next_tile_fetch(st, t, 0, j0);
-    for (size_t r = 0; r < rows; r += mr) {
-        const size_t m = mh_min_size(mr, rows - r);
+    for (size_t r = 0, m; r < rows; r += m) {
+        m = mh_drv_block_len(rows, mr, r);
         const int dropped = !trim && mh_score_rows_dropped(&t->blk, r, m, j0); /* before the diagonal: all -inf */
         size_t kept = trim ? 0 : nc, from = trim ? nc : 0;
         for (size_t i = r; i < r + m && kept < nc; i++) {
@@ -273,9 +273,9 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
         }
         sc->fetch = vt_pre || n_v > 1 ? mh_fetch_begin(NULL) : next_tile_fetch(st, t, 1, j0);
         for (size_t d0 = 0; d0 < dv; d0 += nr)
-            for (size_t r = r0; r < r1; r += mr) {
-                pv_rows(st, t, &vsrc, vt, cols, r, mh_min_size(mr, r1 - r), d0, mh_min_size(nr, dv - d0), j0, nc,
-                        inside, sc);
+            for (size_t r = r0, m; r < r1; r += m) {
+                m = mh_drv_block_len(per, mr, r - r0);
+                pv_rows(st, t, &vsrc, vt, cols, r, m, d0, mh_min_size(nr, dv - d0), j0, nc, inside, sc);
             }
     }
 }
