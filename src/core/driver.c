@@ -291,7 +291,9 @@ static void attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0
     accumulate_pv(st, t, vt, vt ? mh_min_size(tk, (size_t)st->n_kv - (size_t)j0) : 0, j0, nc, nx, sc);
 }
 
-/* Keys per turn of a pipelined tile (attend_pipelined; 8 did as well, 32 worse). */
+/* Keys per turn of a pipelined tile (attend_pipelined). Zen 4: 8 did as well, 32 worse; Zen 5
+ * (MHA at 32K keys, 1 thread, mh_ab against 16): 8 keys 1.10-1.17x the time, 32 keys 0.98-1.17x
+ * (AVX2 f16 the worst), 64 keys 1.09-1.28x, on AVX-512 and AVX2, f16 and int8. */
 #define PIPE_KEYS 16
 
 /* Whether attend_pipelined takes the task: a task on the direct kernels (fewer query rows than
