@@ -344,13 +344,14 @@ int check(Build* b, const Tensors& t, mh_attn_problem p) {
 
 int run(const Options& o) {
     Build b[2];
-    Tensors t;
-    mh_attn_problem p = make_problem(o, &t);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2; i++) {  // both loaded before the inputs are filled (seconds at 32K keys)
         b[i].path = o.lib[i];
         if (int rc = load(&b[i])) return rc;
-        if (int rc = prepare(&b[i], o, p)) return rc;
     }
+    Tensors t;
+    mh_attn_problem p = make_problem(o, &t);
+    for (int i = 0; i < 2; i++)
+        if (int rc = prepare(&b[i], o, p)) return rc;
     std::printf("A  %s (isa %s)\nB  %s (isa %s)\n", b[0].path, b[0].isa_name(b[0].context_isa(b[0].ctx)), b[1].path,
                 b[1].isa_name(b[1].context_isa(b[1].ctx)));
     std::printf("%s N=%d M=%d H=%d Hkv=%d D=%d kv=%s %s-major causal=%d compute=%s, %d thread(s), %zu K/V cop%s\n",
