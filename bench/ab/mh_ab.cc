@@ -31,7 +31,8 @@ struct Options {
     int n = 0, m = 0, heads = 32, kv_heads = 0, dim = 128;  // n, m, kv_heads: 0 = the mode's default
     int causal = -1;                                         // -1: prefill 1, decode 0
     mh_dtype kv = MH_DTYPE_F32;
-    bool kv_set = false, token_major = false;
+    bool kv_set = false;
+    int token_major = -1;  // -1: the harness's layout for the mode (decode head-major, prefill token-major)
     mh_compute compute = MH_COMPUTE_F32;
     std::string isa = "auto";
     int threads = 1, rounds = 15, copies = 0;  // copies 0: enough to read K/V from memory
@@ -51,7 +52,8 @@ const char kUsage[] =
     "  --heads=H --kv-heads=HKV --dim=D   query heads (32), K/V heads (H), head dim (128)\n"
     "  --kv=f32|f16|bf16|i8   K/V storage (decode: f16; prefill: f32); i8 with a scale per row\n"
     "  --layout=head|token    K/V head-major [HKV][M][D], heads 32 elements apart past M * D as in\n"
-    "                         the library's cache (default), or token-major [M][HKV][D]\n"
+    "                         the library's cache (decode default), or token-major [M][HKV][D] as\n"
+    "                         projections write it (prefill default): the harness's layouts\n"
     "  --causal=0|1           (prefill: 1; decode: 0, the same keys either way)\n"
     "  --compute=f32|bf16     the context's compute mode (f32)\n"
     "  --isa=NAME             auto (default), scalar, avx2, avx512, neon, sve\n"
@@ -113,7 +115,7 @@ int parse(int argc, char** argv, Options* o) {
             ok = parse_dtype(v, &o->kv), o->kv_set = true;
         } else if ((v = value_of(a, "--layout"))) {
             ok = std::strcmp(v, "head") == 0 || std::strcmp(v, "token") == 0;
-            o->token_major = std::strcmp(v, "token") == 0;
+            o->token_major = std::strcmp(v, "token") == 0 ? 1 : 0;
         } else if ((v = value_of(a, "--causal"))) {
             ok = parse_int(v, 0, 1, &o->causal);
         } else if ((v = value_of(a, "--compute"))) {
@@ -146,6 +148,7 @@ int parse(int argc, char** argv, Options* o) {
     if (o->kv_heads == 0) o->kv_heads = o->heads;
     if (!o->kv_set) o->kv = o->prefill ? MH_DTYPE_F32 : MH_DTYPE_F16;
     if (o->causal < 0) o->causal = o->prefill ? 1 : 0;
+    if (o->token_major < 0) o->token_major = o->prefill ? 1 : 0;
     if (o->heads % o->kv_heads) {
         std::fprintf(stderr, "mh_ab: --heads must be a multiple of --kv-heads\n");
         return 2;

@@ -26,7 +26,7 @@ expect() {
 expect 0 'outputs bitwise equal' --check --m=1000 "$lib" "$lib"
 expect 0 'outputs bitwise equal' --check --m=777 --kv=i8 --layout=token --kv-heads=8 "$lib" "$lib"
 expect 0 'outputs bitwise equal' --check --mode=prefill --n=200 --heads=8 --dim=64 "$lib" "$lib"
-expect 0 'outputs bitwise equal' --check --mode=prefill --n=96 --kv=f16 --threads=2 "$lib" "$lib"
+expect 0 'outputs bitwise equal' --check --mode=prefill --n=96 --kv=f16 --layout=head --threads=2 "$lib" "$lib"
 expect 0 '^B/A [0-9.]+: the median of the 3 adjacent pairs' --rounds=3 --m=512 --copies=2 "$lib" "$lib"
 expect 2 'bad argument' --bogus "$lib" "$lib"
 expect 2 'bad argument' --kv=f64 "$lib" "$lib"
