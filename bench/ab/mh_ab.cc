@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -86,6 +87,20 @@ bool parse_dtype(const char* s, mh_dtype* out) {
     return false;
 }
 
+// The options that take an integer, and its range.
+struct IntOption {
+    const char* key;
+    int lo, hi;
+    int Options::*field;
+};
+const IntOption int_options[] = {
+    {"--n", 1, 1 << 20, &Options::n},           {"--m", 1, 1 << 24, &Options::m},
+    {"--heads", 1, 4096, &Options::heads},      {"--kv-heads", 1, 4096, &Options::kv_heads},
+    {"--dim", 1, 4096, &Options::dim},          {"--causal", 0, 1, &Options::causal},
+    {"--threads", 1, 1024, &Options::threads},  {"--rounds", 1, 1000000, &Options::rounds},
+    {"--copies", 1, 4096, &Options::copies},
+};
+
 // 0: parsed; 2: bad usage (message printed). --help prints the usage and exits 0.
 int parse(int argc, char** argv, Options* o) {
     int n_lib = 0;
@@ -93,7 +108,11 @@ int parse(int argc, char** argv, Options* o) {
         const char* a = argv[i];
         const char* v = nullptr;
         bool ok = true;
-        if (std::strcmp(a, "--help") == 0) {
+        const IntOption* io = std::begin(int_options);
+        while (io != std::end(int_options) && !(v = value_of(a, io->key))) io++;
+        if (io != std::end(int_options)) {
+            ok = parse_int(v, io->lo, io->hi, &(o->*io->field));
+        } else if (std::strcmp(a, "--help") == 0) {
             std::fputs(kUsage, stdout);
             std::exit(0);
         } else if (std::strcmp(a, "--check") == 0) {
@@ -101,34 +120,16 @@ int parse(int argc, char** argv, Options* o) {
         } else if ((v = value_of(a, "--mode"))) {
             ok = std::strcmp(v, "decode") == 0 || std::strcmp(v, "prefill") == 0;
             o->prefill = std::strcmp(v, "prefill") == 0;
-        } else if ((v = value_of(a, "--n"))) {
-            ok = parse_int(v, 1, 1 << 20, &o->n);
-        } else if ((v = value_of(a, "--m"))) {
-            ok = parse_int(v, 1, 1 << 24, &o->m);
-        } else if ((v = value_of(a, "--heads"))) {
-            ok = parse_int(v, 1, 4096, &o->heads);
-        } else if ((v = value_of(a, "--kv-heads"))) {
-            ok = parse_int(v, 1, 4096, &o->kv_heads);
-        } else if ((v = value_of(a, "--dim"))) {
-            ok = parse_int(v, 1, 4096, &o->dim);
         } else if ((v = value_of(a, "--kv"))) {
             ok = parse_dtype(v, &o->kv), o->kv_set = true;
         } else if ((v = value_of(a, "--layout"))) {
             ok = std::strcmp(v, "head") == 0 || std::strcmp(v, "token") == 0;
             o->token_major = std::strcmp(v, "token") == 0 ? 1 : 0;
-        } else if ((v = value_of(a, "--causal"))) {
-            ok = parse_int(v, 0, 1, &o->causal);
         } else if ((v = value_of(a, "--compute"))) {
             ok = std::strcmp(v, "f32") == 0 || std::strcmp(v, "bf16") == 0;
             o->compute = std::strcmp(v, "bf16") == 0 ? MH_COMPUTE_BF16 : MH_COMPUTE_F32;
         } else if ((v = value_of(a, "--isa"))) {
             o->isa = v;
-        } else if ((v = value_of(a, "--threads"))) {
-            ok = parse_int(v, 1, 1024, &o->threads);
-        } else if ((v = value_of(a, "--rounds"))) {
-            ok = parse_int(v, 1, 1000000, &o->rounds);
-        } else if ((v = value_of(a, "--copies"))) {
-            ok = parse_int(v, 1, 4096, &o->copies);
         } else if (a[0] == '-' || n_lib == 2) {
             ok = false;
         } else {
