@@ -3,23 +3,26 @@
  * `accumulate(M, k, a, lda, panel, fetch, acc)` on an accumulator array MH_GEMM_ACC acc[MR][NV]
  * (MH_GEMM_ACC: the file's vector type), then STORE(M, n, EXTRA, c, ldc, acc). Other row
  * counts do nothing.
- * A file that defines MH_GEMM_HALF_WIDTH (AVX-512: its 64-column tile is 4 vectors) is also
- * specialised for n <= NR / 2: accumulate and STORE then take the vector count W after M, and
- * a narrow call (a causal diagonal's key block, a V of 32 columns) does half the work. */
+ * A file that defines MH_GEMM_BY_WIDTH (AVX-512: its 64-column tile is 4 vectors) is also
+ * specialised on the vector count W = ceil(n / (NR / NV)): accumulate and STORE then take W
+ * after M, and a narrow call (a causal diagonal's key block, a V of 32 columns) does only the
+ * vectors it stores. */
 #ifndef MH_GEMM_SWITCH_H
 #define MH_GEMM_SWITCH_H
 
-#ifdef MH_GEMM_HALF_WIDTH
+#ifdef MH_GEMM_BY_WIDTH
 #define GEMM_BODY(M, W, STORE, EXTRA)                   \
     {                                                   \
         MH_GEMM_ACC acc[MR][NV];                        \
         accumulate(M, W, k, a, lda, panel, fetch, acc); \
         STORE(M, W, n, EXTRA, c, ldc, acc);             \
     }
-#define GEMM_CASE(M, STORE, EXTRA)                  \
-    case M:                                         \
-        if (n <= NR / 2) GEMM_BODY(M, NV / 2, STORE, EXTRA) \
-        else GEMM_BODY(M, NV, STORE, EXTRA)         \
+#define GEMM_CASE(M, STORE, EXTRA)                                    \
+    case M:                                                           \
+        if (n <= NR / NV) GEMM_BODY(M, 1, STORE, EXTRA)               \
+        else if (n <= 2 * NR / NV) GEMM_BODY(M, 2, STORE, EXTRA)      \
+        else if (n <= 3 * NR / NV) GEMM_BODY(M, 3, STORE, EXTRA)      \
+        else GEMM_BODY(M, 4, STORE, EXTRA)                            \
         break;
 #else
 #define GEMM_CASE(M, STORE, EXTRA)                   \

@@ -2,8 +2,8 @@
  * GEMM micro-kernels on packed panels, 6 rows x 64 columns.
  * Register budget: 24 zmm accumulators (6 rows x 4 vectors of 16), 4 zmm for the panel row,
  * 1 for the broadcast of A: 29 of 32. Per k step: 4 panel loads, 6 broadcasts, 24 FMAs.
- * Tails: m < 6 is a specialised body (the switch below), and so is n <= 32 (two vectors, half
- * the work); other n < 64 use masked stores.
+ * Tails: m < 6 is a specialised body (the switch below), and so is each count of vectors the
+ * n columns need (1-4: a causal diagonal's last panel does only those); the last is masked.
  */
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/gemm_store_avx512.h"

@@ -1,6 +1,6 @@
 /* The stores of the AVX-512 GEMM micro-kernels (f32 and bf16): the first W vectors of a 6 x 64
  * tile of f32 accumulators acc[MR][NV] written to c, masked past n columns, and the row-count
- * and half-width switch (gemm_switch.h). */
+ * and vector-count switch (gemm_switch.h). */
 #ifndef MH_GEMM_STORE_AVX512_H
 #define MH_GEMM_STORE_AVX512_H
 #include "kernels/x86/avx512/simd_avx512.h"
@@ -9,7 +9,7 @@
 #define NR 64
 #define NV 4
 #define MH_GEMM_ACC __m512
-#define MH_GEMM_HALF_WIDTH
+#define MH_GEMM_BY_WIDTH
 #include "kernels/gemm_switch.h"
 
 /* c = acc + bias (bias NULL: + 0). */
