@@ -121,13 +121,11 @@ MH_INLINE __m256 mh_vsub(__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }
 MH_INLINE __m256 mh_vmul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
 MH_INLINE __m256 mh_vfma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
 MH_INLINE __m256 mh_vmax(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }
-/* mh_vexp's words (generic/vexp.h): x clamped to [lo, hi] with NaN kept (max/min return their
- * second operand when one is NaN), rounded to the nearest integer, and p * 2^n for integral n
+/* mh_vexp's words (generic/vexp.h): x raised to lo with NaN kept (max returns its second
+ * operand when one is NaN), rounded to the nearest integer, and p * 2^n for integral n
  * in [-150, 128]: two exact power-of-two factors of n/2 each, so one rounding, denormals and
  * overflow included. */
-MH_INLINE __m256 mh_vclamp(__m256 x, float lo, float hi) {
-    return _mm256_max_ps(_mm256_set1_ps(lo), _mm256_min_ps(_mm256_set1_ps(hi), x));
-}
+MH_INLINE __m256 mh_vclamp_lo(__m256 x, float lo) { return _mm256_max_ps(_mm256_set1_ps(lo), x); }
 MH_INLINE __m256 mh_vround(__m256 x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 MH_INLINE __m256 mh_vscale2n(__m256 p, __m256 n) {
     const __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
