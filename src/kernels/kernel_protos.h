@@ -25,6 +25,18 @@ MH_KERNEL_LIST_BF16(MH_KERNEL_PROTO)
 MH_KERNEL_LIST(MH_KERNEL_PROTO_SCALAR)
 #undef MH_KERNEL_PROTO_SCALAR
 
+/* MH_UNROLL(n) before a loop over a register array's index (n: its constant bound) unrolls it
+ * early under GCC, so the array becomes registers: otherwise GCC 12 keeps arrays such as the
+ * AVX-512 GEMM's 24 accumulators in stack slots, written after the loop over them and read
+ * back before the next (docs/kernels.md, "Register budgets"). Clang keeps them in registers
+ * as they are, and spilled inside the GEMM's loop with the pragma: GCC only. */
+#if defined(__clang__)
+#define MH_UNROLL(n)
+#else
+#define MH_UNROLL_(x) _Pragma(#x)
+#define MH_UNROLL(n) MH_UNROLL_(GCC unroll n)
+#endif
+
 /* Calls fn(<dtype as a constant>, args...), so an always-inline body is specialised per
  * storage dtype. */
 #define MH_WITH_DTYPE(dtype, fn, ...) \

@@ -49,28 +49,28 @@ MH_INLINE __m128 reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
 MH_INLINE void dot_rows(const int R, const mh_dtype dtype, size_t d, const float* q, size_t ldq, const void* krow,
                         __m512* out) {
     __m512 a[MAXR], b[MAXR];
-    for (int r = 0; r < R; r++) a[r] = b[r] = _mm512_setzero_ps();
+    MH_UNROLL(MAXR) for (int r = 0; r < R; r++) a[r] = b[r] = _mm512_setzero_ps();
     size_t d0 = 0;
     for (; d0 + 32 <= d; d0 += 32) {
         const __m512 k0 = load16(mh_dtype_at(krow, dtype, (ptrdiff_t)d0), dtype, 0, 0);
         const __m512 k1 = load16(mh_dtype_at(krow, dtype, (ptrdiff_t)d0 + 16), dtype, 0, 0);
-        for (int r = 0; r < R; r++) {
+        MH_UNROLL(MAXR) for (int r = 0; r < R; r++) {
             a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)r * ldq + d0), k0, a[r]);
             b[r] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)r * ldq + d0 + 16), k1, b[r]);
         }
     }
     if (d0 + 16 <= d) {
         const __m512 k0 = load16(mh_dtype_at(krow, dtype, (ptrdiff_t)d0), dtype, 0, 0);
-        for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)r * ldq + d0), k0, a[r]);
+        MH_UNROLL(MAXR) for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)r * ldq + d0), k0, a[r]);
         d0 += 16;
     }
     if (d0 < d) { /* d tail: zero lanes on both sides */
         const __mmask16 m = mh_mask16(d, d0);
         const __m512 k1 = load16(mh_dtype_at(krow, dtype, (ptrdiff_t)d0), dtype, 1, m);
-        for (int r = 0; r < R; r++)
+        MH_UNROLL(MAXR) for (int r = 0; r < R; r++)
             b[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + (size_t)r * ldq + d0), k1, b[r]);
     }
-    for (int r = 0; r < R; r++) out[r] = _mm512_add_ps(a[r], b[r]);
+    MH_UNROLL(MAXR) for (int r = 0; r < R; r++) out[r] = _mm512_add_ps(a[r], b[r]);
 }
 
 /* One 16-column step of dot4_rows: columns [d0, d0 + 16) (with masked, only the lanes of m). */
@@ -80,7 +80,7 @@ MH_INLINE void dot4_step(const int R, const mh_dtype dtype, const int masked, __
     const __m512 v1 = load16(mh_dtype_at(k, dtype, ldk + (ptrdiff_t)d0), dtype, masked, m);
     const __m512 v2 = load16(mh_dtype_at(k, dtype, 2 * ldk + (ptrdiff_t)d0), dtype, masked, m);
     const __m512 v3 = load16(mh_dtype_at(k, dtype, 3 * ldk + (ptrdiff_t)d0), dtype, masked, m);
-    for (int r = 0; r < R; r++) {
+    MH_UNROLL(MAXR) for (int r = 0; r < R; r++) {
         const float* qr = q + (size_t)r * ldq + d0;
         const __m512 qv = masked ? _mm512_maskz_loadu_ps(m, qr) : _mm512_loadu_ps(qr);
         a0[r] = _mm512_fmadd_ps(qv, v0, a0[r]);
@@ -96,7 +96,7 @@ MH_INLINE void dot4_step(const int R, const mh_dtype dtype, const int masked, __
  * one masked step (zero lanes on both sides). */
 MH_INLINE void dot4_rows(const int R, const mh_dtype dtype, size_t d, const float* q, size_t ldq, const void* k,
                          ptrdiff_t ldk, __m512* a0, __m512* a1, __m512* a2, __m512* a3) {
-    for (int r = 0; r < R; r++) a0[r] = a1[r] = a2[r] = a3[r] = _mm512_setzero_ps();
+    MH_UNROLL(MAXR) for (int r = 0; r < R; r++) a0[r] = a1[r] = a2[r] = a3[r] = _mm512_setzero_ps();
     size_t d0 = 0;
     for (; d0 + 16 <= d; d0 += 16) dot4_step(R, dtype, 0, 0, d0, q, ldq, k, ldk, a0, a1, a2, a3);
     if (d0 < d) dot4_step(R, dtype, 1, mh_mask16(d, d0), d0, q, ldq, k, ldk, a0, a1, a2, a3);
@@ -124,7 +124,7 @@ MH_INLINE void qk_rows(const mh_dtype dtype, const int R, size_t cols, size_t d,
         if (dtype == MH_DTYPE_I8)
             sc = _mm_setr_ps(ks[(ptrdiff_t)c * lks], ks[(ptrdiff_t)(c + 1) * lks], ks[(ptrdiff_t)(c + 2) * lks],
                              ks[(ptrdiff_t)(c + 3) * lks]);
-        for (int r = 0; r < R; r++) {
+        MH_UNROLL(MAXR) for (int r = 0; r < R; r++) {
             const __m128 sum = reduce4(a0[r], a1[r], a2[r], a3[r]);
             _mm_storeu_ps(s + (size_t)r * lds + c, dtype == MH_DTYPE_I8 ? _mm_mul_ps(sum, sc) : sum);
         }
@@ -136,7 +136,7 @@ MH_INLINE void qk_rows(const mh_dtype dtype, const int R, size_t cols, size_t d,
         else
             dot_rows(R, dtype, d, q, ldq, mh_dtype_at(k->data, dtype, (ptrdiff_t)c * ldk), a0);
         const __m128 sc = _mm_set_ss(dtype == MH_DTYPE_I8 ? ks[(ptrdiff_t)c * lks] : 1.0f);
-        for (int r = 0; r < R; r++) {
+        MH_UNROLL(MAXR) for (int r = 0; r < R; r++) {
             const __m128 sum = reduce4(a0[r], a0[r], a0[r], a0[r]);
             _mm_store_ss(s + (size_t)r * lds + c, dtype == MH_DTYPE_I8 ? _mm_mul_ss(sum, sc) : sum);
         }
@@ -163,11 +163,11 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, const int
                        float* o, size_t ldo) {
     __m512 acc[MAXR][MAXJ];
     __mmask16 m[MAXJ];
-    for (int j = 0; j < J; j++) m[j] = mh_mask16(dv, d0 + 16 * (size_t)j);
-    for (int r = 0; r < R; r++) {
+    MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) m[j] = mh_mask16(dv, d0 + 16 * (size_t)j);
+    MH_UNROLL(MAXR) for (int r = 0; r < R; r++) {
         const __m512 al = _mm512_set1_ps(alpha[r]);
         const float* orow = o + (size_t)r * ldo + d0;
-        for (int j = 0; j < J; j++)
+        MH_UNROLL(MAXJ) for (int j = 0; j < J; j++)
             acc[r][j] = _mm512_mul_ps(al, masked ? _mm512_maskz_loadu_ps(m[j], orow + 16 * j)
                                                  : _mm512_loadu_ps(orow + 16 * j));
     }
@@ -176,16 +176,16 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, const int
         const void* row = mh_dtype_at(v->data, dtype, (ptrdiff_t)c * v->ld + (ptrdiff_t)d0);
         const float sc = dtype == MH_DTYPE_I8 ? v->scale[(ptrdiff_t)c * v->ld_scale] : 1.0f;
         __m512 pr[MAXR];
-        for (int r = 0; r < R; r++)
+        MH_UNROLL(MAXR) for (int r = 0; r < R; r++)
             pr[r] = _mm512_set1_ps(dtype == MH_DTYPE_I8 ? p[(size_t)r * ldp + c] * sc : p[(size_t)r * ldp + c]);
-        for (int j = 0; j < J; j++) {
+        MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) {
             const __m512 vj = load16(mh_dtype_at(row, dtype, 16 * j), dtype, masked, m[j]);
-            for (int r = 0; r < R; r++) acc[r][j] = _mm512_fmadd_ps(pr[r], vj, acc[r][j]);
+            MH_UNROLL(MAXR) for (int r = 0; r < R; r++) acc[r][j] = _mm512_fmadd_ps(pr[r], vj, acc[r][j]);
         }
     }
-    for (int r = 0; r < R; r++) {
+    MH_UNROLL(MAXR) for (int r = 0; r < R; r++) {
         float* orow = o + (size_t)r * ldo + d0;
-        for (int j = 0; j < J; j++) {
+        MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) {
             if (masked)
                 _mm512_mask_storeu_ps(orow + 16 * j, m[j], acc[r][j]);
             else

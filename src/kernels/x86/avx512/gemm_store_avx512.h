@@ -3,6 +3,7 @@
  * and vector-count switch (gemm_switch.h). */
 #ifndef MH_GEMM_STORE_AVX512_H
 #define MH_GEMM_STORE_AVX512_H
+#include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/simd_avx512.h"
 
 #define MR 6
@@ -12,18 +13,10 @@
 #define MH_GEMM_BY_WIDTH
 #include "kernels/gemm_switch.h"
 
-/* Under GCC the loops over the tile's rows (MR_LOOP) and vectors (NV_LOOP) are unrolled
- * early, so acc[MR][NV] becomes registers from the reduction to the stores: otherwise GCC 12
- * wrote the 24 accumulators to the stack after the reduction and read them back for the
- * stores (6 x 64 in L1, Zen 5: 1661 -> 1614 cycles a call at k = 128, 872 -> 783 at k = 64).
- * Clang keeps them in registers as it is, and with the pragma spilled in the loop (2103). */
-#if defined(__clang__)
-#define MR_LOOP
-#define NV_LOOP
-#else
-#define MR_LOOP _Pragma("GCC unroll 6")
-#define NV_LOOP _Pragma("GCC unroll 4")
-#endif
+/* The tile's loops: MH_UNROLL (kernel_protos.h) keeps acc[MR][NV] in registers under GCC
+ * (6 x 64 in L1, Zen 5: 1661 -> 1614 cycles a call at k = 128, 872 -> 783 at k = 64). */
+#define MR_LOOP MH_UNROLL(6)
+#define NV_LOOP MH_UNROLL(4)
 
 /* c = acc + bias (bias NULL: + 0). */
 MH_INLINE void store_bias(const int M, const int W, size_t n, const float* bias, float* c, size_t ldc,
