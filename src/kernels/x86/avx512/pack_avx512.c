@@ -13,12 +13,12 @@ MH_INLINE void pack_kt16_half(const mh_dtype dtype, size_t c0, size_t nk, size_t
     for (size_t d0 = 0; d0 < d; d0 += 16) {
         const __mmask16 dm = mh_mask16(d, d0);
         __m256i r[16];
-        for (size_t i = 0; i < 16; i++)
+        MH_UNROLL(16) for (size_t i = 0; i < 16; i++)
             r[i] = i < nk ? _mm256_maskz_loadu_epi16(dm, mh_dtype_at(kr->data, dtype, (ptrdiff_t)(c0 + i) * kr->ld + (ptrdiff_t)d0))
                           : _mm256_setzero_si256();
         mh_transpose16x16_epi16(r);
         const size_t nd = d - d0 < 16 ? d - d0 : 16;
-        for (size_t i = 0; i < nd; i++) _mm512_storeu_ps(panel + (d0 + i) * NR, mh_widen16_half(r[i], dtype));
+        MH_UNROLL(16) for (size_t i = 0; i < nd; i++) _mm512_storeu_ps(panel + (d0 + i) * NR, mh_widen16_half(r[i], dtype));
     }
 }
 
@@ -41,13 +41,13 @@ MH_INLINE void pack_kt16(const mh_dtype dtype, size_t c0, size_t cols, size_t d,
         const int full = d0 + 16 <= d;
         const __mmask16 dm = mh_mask16(d, d0);
         __m512 r[16];
-        for (size_t i = 0; i < 16; i++)
+        MH_UNROLL(16) for (size_t i = 0; i < 16; i++)
             r[i] = i < nk ? full ? mh_vload_dt(mh_dtype_at(kr->data, dtype, (ptrdiff_t)(c0 + i) * kr->ld + (ptrdiff_t)d0), dtype)
                                : mh_load16(mh_dtype_at(kr->data, dtype, (ptrdiff_t)(c0 + i) * kr->ld + (ptrdiff_t)d0), dtype, dm)
                           : _mm512_setzero_ps();
         mh_transpose16(r);
         const size_t nd = d - d0 < 16 ? d - d0 : 16;
-        for (size_t i = 0; i < nd; i++)
+        MH_UNROLL(16) for (size_t i = 0; i < nd; i++)
             _mm512_storeu_ps(panel + (d0 + i) * NR, dtype == MH_DTYPE_I8 ? _mm512_mul_ps(r[i], sc) : r[i]);
     }
 }

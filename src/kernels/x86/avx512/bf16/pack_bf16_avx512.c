@@ -53,7 +53,7 @@ MH_INLINE void pack_kt16(const mh_dtype dtype, size_t c0, size_t cols, size_t d,
     uint16_t* panel = dst + ((c0 / NR) * pairs * NR + c0 % NR) * 2;
     for (size_t p0 = 0; p0 < pairs; p0 += 16) {
         __m512 r[16];
-        for (size_t i = 0; i < 16; i++) {
+        MH_UNROLL(16) for (size_t i = 0; i < 16; i++) {
             if (i >= nk) {
                 r[i] = _mm512_setzero_ps();
                 continue;
@@ -66,7 +66,7 @@ MH_INLINE void pack_kt16(const mh_dtype dtype, size_t c0, size_t cols, size_t d,
         }
         if (nk) mh_transpose16(r);
         const size_t np = pairs - p0 < 16 ? pairs - p0 : 16;
-        for (size_t j = 0; j < np; j++) _mm512_storeu_ps(panel + (p0 + j) * NR * 2, r[j]);
+        MH_UNROLL(16) for (size_t j = 0; j < np; j++) _mm512_storeu_ps(panel + (p0 + j) * NR * 2, r[j]);
     }
 }
 
