@@ -133,9 +133,9 @@ MH_INLINE float32x4_t mh_vfma(float32x4_t a, float32x4_t b, float32x4_t c) { ret
 MH_INLINE float32x4_t mh_vmax(float32x4_t a, float32x4_t b) { return vmaxnmq_f32(a, b); }
 MH_INLINE float mh_vhsum(float32x4_t v) { return vaddvq_f32(v); }
 MH_INLINE float mh_vhmax(float32x4_t v) { return vmaxnmvq_f32(v); }
-/* mh_vexp's words (generic/vexp.h): x raised to lo (FMAX: NaN stays NaN, unlike mh_vmax's FMAXNM), rounded
- * to the nearest integer, and p * 2^n for integral n in [-150, 128]: two exact power-of-two
- * factors of n/2 each, so one rounding, denormals and overflow included. */
+/* mh_vexp's words (generic/vexp.h): x raised to lo (FMAX: NaN stays NaN, unlike mh_vmax's
+ * FMAXNM), rounded to the nearest integer, and p * 2^n for integral n in [-150, 128]: two
+ * exact power-of-two factors of n/2 each, so one rounding, denormals and overflow included. */
 MH_INLINE float32x4_t mh_vclamp_lo(float32x4_t x, float lo) { return vmaxq_f32(vdupq_n_f32(lo), x); }
 MH_INLINE float32x4_t mh_vround(float32x4_t x) { return vrndnq_f32(x); }
 MH_INLINE float32x4_t mh_vscale2n(float32x4_t p, float32x4_t n) {

@@ -61,7 +61,8 @@ MH_INLINE void dot_rows(const int R, const mh_dtype dtype, size_t d, const float
     }
     if (d0 + 16 <= d) {
         const __m512 k0 = load16(mh_dtype_at(krow, dtype, (ptrdiff_t)d0), dtype, 0, 0);
-        MH_UNROLL(MAXR) for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)r * ldq + d0), k0, a[r]);
+        MH_UNROLL(MAXR) for (int r = 0; r < R; r++)
+            a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)r * ldq + d0), k0, a[r]);
         d0 += 16;
     }
     if (d0 < d) { /* d tail: zero lanes on both sides */

@@ -18,7 +18,8 @@ MH_INLINE void pack_kt16_half(const mh_dtype dtype, size_t c0, size_t nk, size_t
                           : _mm256_setzero_si256();
         mh_transpose16x16_epi16(r);
         const size_t nd = d - d0 < 16 ? d - d0 : 16;
-        MH_UNROLL(16) for (size_t i = 0; i < nd; i++) _mm512_storeu_ps(panel + (d0 + i) * NR, mh_widen16_half(r[i], dtype));
+        MH_UNROLL(16) for (size_t i = 0; i < nd; i++)
+            _mm512_storeu_ps(panel + (d0 + i) * NR, mh_widen16_half(r[i], dtype));
     }
 }
 

@@ -22,7 +22,7 @@
 /* Rows [0, M) of a, columns [k0, k0 + kc), widened into aw [MR][GEMM_FMA_KCH]. */
 MH_INLINE void widen_rows(const int M, const uint16_t* a, size_t lda, size_t k0, size_t kc,
                           float aw[MR][GEMM_FMA_KCH]) {
-    MR_LOOP for (int r = 0; r < M; r++)
+    for (int r = 0; r < M; r++)
         for (size_t i = 0; i < kc; i += 16) {
             const __mmask16 mask = mh_mask16(kc, i);
             const __m256i h = _mm256_maskz_loadu_epi16(mask, a + (size_t)r * lda + k0 + i);
