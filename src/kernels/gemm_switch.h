@@ -11,6 +11,9 @@
 #define MH_GEMM_SWITCH_H
 
 #ifdef MH_GEMM_BY_WIDTH
+#if NV != 4
+#error "MH_GEMM_BY_WIDTH: GEMM_CASE has bodies for 1 to 4 vectors"
+#endif
 #define GEMM_BODY(M, W, STORE, EXTRA)                   \
     {                                                   \
         MH_GEMM_ACC acc[MR][NV];                        \

@@ -25,11 +25,12 @@ MH_KERNEL_LIST_BF16(MH_KERNEL_PROTO)
 MH_KERNEL_LIST(MH_KERNEL_PROTO_SCALAR)
 #undef MH_KERNEL_PROTO_SCALAR
 
-/* MH_UNROLL(n) before a loop over a register array's index (n: its constant bound) unrolls it
- * early under GCC, so the array becomes registers: otherwise GCC 12 keeps arrays such as the
- * AVX-512 GEMM's 24 accumulators in stack slots, written after the loop over them and read
- * back before the next (docs/kernels.md, "Register budgets"). Clang keeps them in registers
- * as they are, and spilled inside the GEMM's loop with the pragma: GCC only. */
+/* MH_UNROLL(n) before a loop over a register array's index (n: at least its constant bound)
+ * unrolls it early under GCC, so the array becomes registers: otherwise GCC 12 keeps arrays
+ * such as the AVX-512 GEMM's 24 accumulators in stack slots, written after the loop over them
+ * and read back before the next (docs/kernels.md, "Register budgets"; the NEON kernels' loops
+ * take 16). Clang keeps them in registers as they are, and with the pragma spilled inside the
+ * AVX-512 GEMM's loop: GCC only. */
 #if defined(__clang__)
 #define MH_UNROLL(n)
 #else

@@ -18,11 +18,11 @@ MH_INLINE void qk_step(const int R, const int J, size_t nd, size_t c, size_t d0,
                        size_t ldq, const void* k, ptrdiff_t ldk, mh_dtype dtype,
                        float32x4_t acc[MAXR][4]) {
     float32x4_t kv[4];
-    MH_UNROLL for (int j = 0; j < J; j++)
+    MH_UNROLL(16) for (int j = 0; j < J; j++)
         kv[j] = mh_vload_dt_n(mh_dtype_at(k, dtype, (ptrdiff_t)(c + (size_t)j) * ldk + (ptrdiff_t)d0), dtype, nd);
-    MH_UNROLL for (int r = 0; r < R; r++) {
+    MH_UNROLL(16) for (int r = 0; r < R; r++) {
         const float32x4_t qv = mh_vload_n(q + (size_t)r * ldq + d0, nd, 0.0f);
-        MH_UNROLL for (int j = 0; j < J; j++) acc[r][j] = vfmaq_f32(acc[r][j], qv, kv[j]);
+        MH_UNROLL(16) for (int j = 0; j < J; j++) acc[r][j] = vfmaq_f32(acc[r][j], qv, kv[j]);
     }
 }
 
@@ -32,20 +32,20 @@ MH_INLINE void qk_rows(const int R, size_t cols, size_t d, const float* q, size_
     size_t c = 0;
     for (; c + 4 <= cols; c += 4) {
         float32x4_t acc[MAXR][4];
-        MH_UNROLL for (int r = 0; r < R; r++)
-            MH_UNROLL for (int j = 0; j < 4; j++) acc[r][j] = vdupq_n_f32(0.0f);
+        MH_UNROLL(16) for (int r = 0; r < R; r++)
+            MH_UNROLL(16) for (int j = 0; j < 4; j++) acc[r][j] = vdupq_n_f32(0.0f);
         for (size_t d0 = 0; d0 < d_full; d0 += 4) qk_step(R, 4, 4, c, d0, q, ldq, k, ldk, dtype, acc);
         if (d_full < d) qk_step(R, 4, d - d_full, c, d_full, q, ldq, k, ldk, dtype, acc);
-        MH_UNROLL for (int r = 0; r < R; r++) /* pairwise sums: lane j = sum of acc[r][j] */
+        MH_UNROLL(16) for (int r = 0; r < R; r++) /* pairwise sums: lane j = sum of acc[r][j] */
             vst1q_f32(s + (size_t)r * lds + c, vpaddq_f32(vpaddq_f32(acc[r][0], acc[r][1]),
                                                           vpaddq_f32(acc[r][2], acc[r][3])));
     }
     for (; c < cols; c++) {
         float32x4_t acc[MAXR][4];
-        MH_UNROLL for (int r = 0; r < R; r++) acc[r][0] = vdupq_n_f32(0.0f);
+        MH_UNROLL(16) for (int r = 0; r < R; r++) acc[r][0] = vdupq_n_f32(0.0f);
         for (size_t d0 = 0; d0 < d_full; d0 += 4) qk_step(R, 1, 4, c, d0, q, ldq, k, ldk, dtype, acc);
         if (d_full < d) qk_step(R, 1, d - d_full, c, d_full, q, ldq, k, ldk, dtype, acc);
-        MH_UNROLL for (int r = 0; r < R; r++) s[(size_t)r * lds + c] = vaddvq_f32(acc[r][0]);
+        MH_UNROLL(16) for (int r = 0; r < R; r++) s[(size_t)r * lds + c] = vaddvq_f32(acc[r][0]);
     }
 }
 
@@ -68,26 +68,26 @@ MH_INLINE void pv_chunk(const int R, const int FULL, size_t d0, size_t cols, siz
                         const float* alpha, float* o, size_t ldo) {
     size_t cnt[4];
     float32x4_t acc[MAXR][4];
-    MH_UNROLL for (int j = 0; j < 4; j++) cnt[j] = FULL ? 4 : mh_cnt4(dv, d0 + 4 * (size_t)j);
-    MH_UNROLL for (int r = 0; r < R; r++) {
+    MH_UNROLL(16) for (int j = 0; j < 4; j++) cnt[j] = FULL ? 4 : mh_cnt4(dv, d0 + 4 * (size_t)j);
+    MH_UNROLL(16) for (int r = 0; r < R; r++) {
         const float32x4_t al = vdupq_n_f32(alpha[r]);
-        MH_UNROLL for (int j = 0; j < 4; j++)
+        MH_UNROLL(16) for (int j = 0; j < 4; j++)
             acc[r][j] = cnt[j] ? vmulq_f32(al, mh_vload_n(o + (size_t)r * ldo + d0 + 4 * (size_t)j, cnt[j], 0.0f))
                                : vdupq_n_f32(0.0f);
     }
     for (size_t c = 0; c < cols; c++) {
         float32x4_t vv[4];
         const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
-        MH_UNROLL for (int j = 0; j < 4; j++)
+        MH_UNROLL(16) for (int j = 0; j < 4; j++)
             vv[j] = FULL ? mh_vload_dt(mh_dtype_at(row, dtype, 4 * j), dtype)
                          : (cnt[j] ? mh_vload_dt_n(mh_dtype_at(row, dtype, 4 * j), dtype, cnt[j]) : vdupq_n_f32(0.0f));
-        MH_UNROLL for (int r = 0; r < R; r++) {
+        MH_UNROLL(16) for (int r = 0; r < R; r++) {
             const float32x4_t pr = vld1q_dup_f32(p + (size_t)r * ldp + c);
-            MH_UNROLL for (int j = 0; j < 4; j++) acc[r][j] = vfmaq_f32(acc[r][j], pr, vv[j]);
+            MH_UNROLL(16) for (int j = 0; j < 4; j++) acc[r][j] = vfmaq_f32(acc[r][j], pr, vv[j]);
         }
     }
-    MH_UNROLL for (int r = 0; r < R; r++)
-        MH_UNROLL for (int j = 0; j < 4; j++)
+    MH_UNROLL(16) for (int r = 0; r < R; r++)
+        MH_UNROLL(16) for (int j = 0; j < 4; j++)
             if (cnt[j]) mh_vstore_n(o + (size_t)r * ldo + d0 + 4 * (size_t)j, acc[r][j], cnt[j]);
 }
 

@@ -11,15 +11,15 @@
 
 MH_INLINE void accumulate(const int M, size_t k, const float* a, size_t lda, const float* panel, mh_fetch* fetch,
                           float32x4_t acc[MR][NV]) {
-    MH_UNROLL for (int r = 0; r < M; r++)
-        MH_UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vdupq_n_f32(0.0f);
+    MH_UNROLL(16) for (int r = 0; r < M; r++)
+        MH_UNROLL(16) for (int v = 0; v < NV; v++) acc[r][v] = vdupq_n_f32(0.0f);
     mh_fetch f = mh_fetch_begin(fetch);
     for (size_t kk = 0; kk < k; kk++) {
         mh_fetch_step(&f, kk);
         const float* b = panel + kk * NR;
         const float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4);
         const float32x4_t b2 = vld1q_f32(b + 8), b3 = vld1q_f32(b + 12);
-        MH_UNROLL for (int r = 0; r < M; r++) {
+        MH_UNROLL(16) for (int r = 0; r < M; r++) {
             const float32x4_t ar = vld1q_dup_f32(a + (size_t)r * lda + kk);
             acc[r][0] = vfmaq_f32(acc[r][0], ar, b0);
             acc[r][1] = vfmaq_f32(acc[r][1], ar, b1);

@@ -24,11 +24,11 @@ static void pack_any(size_t cols, size_t d, const void* k, ptrdiff_t ldk, mh_dty
         for (size_t d0 = 0; d0 < d; d0 += 4) {
             const size_t nd = mh_cnt4(d, d0);
             float32x4_t r[4];
-            MH_UNROLL for (size_t i = 0; i < 4; i++)
+            MH_UNROLL(16) for (size_t i = 0; i < 4; i++)
                 r[i] = c0 + i < cols ? mh_vload_dt_n(mh_dtype_at(k, dtype, (ptrdiff_t)(c0 + i) * ldk + (ptrdiff_t)d0), dtype, nd)
                                      : vdupq_n_f32(0.0f);
             transpose4(r);
-            MH_UNROLL for (size_t i = 0; i < 4; i++)
+            MH_UNROLL(16) for (size_t i = 0; i < 4; i++)
                 if (i < nd) vst1q_f32(panel + (d0 + i) * NR, r[i]);
         }
     }

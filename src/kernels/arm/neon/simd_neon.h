@@ -26,8 +26,6 @@ typedef float32x4_t mh_vf;
 /* head_mix hands the last cols % 4 columns to the scalar kernel (unfused multiply-adds under GCC,
  * as NEON's head_mix always has) rather than a lane-exact partial vector (generic/head_mix.c). */
 #define MH_HEAD_MIX_SCALAR_TAIL 1
-/* Loops over arrays of vectors are unrolled completely so the arrays live in registers. */
-#define MH_UNROLL _Pragma("GCC unroll 16")
 /* GCC's pre-RA scheduler hoists the 6 broadcasts of A above the FMAs of a GEMM k step, which
  * needs 24 + 4 + 6 = 34 registers and spills an accumulator every step; without it the
  * kernel stays at 29 of 32 registers. */

@@ -25,22 +25,22 @@ MH_INLINE void step(const int M, const int tail, size_t kp, const uint16_t* a, s
     const uint32x4_t keep = vdupq_n_u32(tail ? 0xffffu : 0xffffffffu);
     const uint16_t* b = panel + kp * NR * 2;
     bfloat16x8_t bv[NV];
-    MH_UNROLL for (int v = 0; v < NV; v++) {
+    MH_UNROLL(16) for (int v = 0; v < NV; v++) {
         uint32x4_t x = vreinterpretq_u32_u16(vld1q_u16(b + v * 8));
         if (tail) x = vandq_u32(x, keep);
         bv[v] = vreinterpretq_bf16_u32(x);
     }
-    MH_UNROLL for (int r = 0; r < M; r++) {
+    MH_UNROLL(16) for (int r = 0; r < M; r++) {
         const uint32_t p = pair_at(a + (size_t)r * lda, kp);
         const bfloat16x8_t ar = vreinterpretq_bf16_u32(vdupq_n_u32(tail ? p & 0xffffu : p));
-        MH_UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vbfdotq_f32(acc[r][v], ar, bv[v]);
+        MH_UNROLL(16) for (int v = 0; v < NV; v++) acc[r][v] = vbfdotq_f32(acc[r][v], ar, bv[v]);
     }
 }
 
 MH_INLINE void accumulate(const int M, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
                           mh_fetch* fetch, float32x4_t acc[MR][NV]) {
-    MH_UNROLL for (int r = 0; r < M; r++)
-        MH_UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vdupq_n_f32(0.0f);
+    MH_UNROLL(16) for (int r = 0; r < M; r++)
+        MH_UNROLL(16) for (int v = 0; v < NV; v++) acc[r][v] = vdupq_n_f32(0.0f);
     mh_fetch f = mh_fetch_begin(fetch);
     for (size_t kp = 0; kp < k / 2; kp++) {
         mh_fetch_line(&f);
