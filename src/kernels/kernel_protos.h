@@ -25,19 +25,6 @@ MH_KERNEL_LIST_BF16(MH_KERNEL_PROTO)
 MH_KERNEL_LIST(MH_KERNEL_PROTO_SCALAR)
 #undef MH_KERNEL_PROTO_SCALAR
 
-/* MH_UNROLL(n) before a loop over a register array's index (n: at least its constant bound)
- * unrolls it early under GCC, so the array becomes registers: otherwise GCC 12 keeps arrays
- * such as the AVX-512 GEMM's 24 accumulators in stack slots, written after the loop over them
- * and read back before the next (docs/kernels.md, "Register budgets"; the NEON kernels' loops
- * take 16). Clang keeps them in registers as they are, and with the pragma spilled inside the
- * AVX-512 GEMM's loop: GCC only. */
-#if defined(__clang__)
-#define MH_UNROLL(n)
-#else
-#define MH_UNROLL_(x) _Pragma(#x)
-#define MH_UNROLL(n) MH_UNROLL_(GCC unroll n)
-#endif
-
 /* Calls fn(<dtype as a constant>, args...), so an always-inline body is specialised per
  * storage dtype. */
 #define MH_WITH_DTYPE(dtype, fn, ...) \
@@ -86,6 +73,20 @@ MH_KERNEL_LIST(MH_KERNEL_PROTO_SCALAR)
     case 5: fn##5(__VA_ARGS__); break; \
     default: break; \
     }
+
+/* MH_UNROLL(n) before a loop over a register array's index (n: at least its constant bound)
+ * unrolls it early under GCC, so the array becomes registers: otherwise GCC 12 keeps arrays
+ * such as the AVX-512 GEMM's 24 accumulators in stack slots, written after the loop over them
+ * and read back before the next (docs/kernels.md, "Register budgets"; the NEON kernels' loops
+ * take 16). Clang keeps them in registers as they are, and with the pragma spilled inside the
+ * AVX-512 GEMM's loop: GCC only. Not under AddressSanitizer, where it only costs compile time
+ * (the AVX-512 direct kernels with ASan and UBSan: gcc 26 -> 60 s). */
+#if defined(__clang__) || defined(MH_KERNELS_ASAN)
+#define MH_UNROLL(n)
+#else
+#define MH_UNROLL_(x) _Pragma(#x)
+#define MH_UNROLL(n) MH_UNROLL_(GCC unroll n)
+#endif
 
 /* The head width the x86 direct kernels compile as a constant: MH_WITH_WIDTH(w, name, stmt)
  * runs stmt with `name` a const size_t equal to w, the constant MH_CONST_WIDTH when w is it.
