@@ -12,11 +12,11 @@
 #include <time.h>
 
 #include <algorithm>
-#include <iterator>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 

@@ -10,17 +10,17 @@
 
 MH_INLINE void accumulate(const int M, const int W, size_t k, const float* a, size_t lda, const float* panel,
                           mh_fetch* fetch, __m512 acc[MR][NV]) {
-    MR_LOOP for (int r = 0; r < M; r++)
-        NV_LOOP for (int v = 0; v < W; v++) acc[r][v] = _mm512_setzero_ps();
+    MH_UNROLL(MR) for (int r = 0; r < M; r++)
+        MH_UNROLL(NV) for (int v = 0; v < W; v++) acc[r][v] = _mm512_setzero_ps();
     mh_fetch f = mh_fetch_begin(fetch);
     for (size_t kk = 0; kk < k; kk++) {
         mh_fetch_step(&f, kk);
         const float* b = panel + kk * NR;
         __m512 bv[NV];
-        NV_LOOP for (int v = 0; v < W; v++) bv[v] = _mm512_loadu_ps(b + v * 16);
-        MR_LOOP for (int r = 0; r < M; r++) {
+        MH_UNROLL(NV) for (int v = 0; v < W; v++) bv[v] = _mm512_loadu_ps(b + v * 16);
+        MH_UNROLL(MR) for (int r = 0; r < M; r++) {
             const __m512 ar = _mm512_set1_ps(a[r * lda + kk]);
-            NV_LOOP for (int v = 0; v < W; v++) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
+            MH_UNROLL(NV) for (int v = 0; v < W; v++) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
         }
     }
     mh_fetch_end(fetch, &f);

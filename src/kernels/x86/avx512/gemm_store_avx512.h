@@ -13,18 +13,14 @@
 #define MH_GEMM_BY_WIDTH
 #include "kernels/gemm_switch.h"
 
-/* The tile's loops: MH_UNROLL (kernel_protos.h) keeps acc[MR][NV] in registers under GCC
- * (6 x 64 in L1, Zen 5: 1661 -> 1614 cycles a call at k = 128, 872 -> 783 at k = 64). */
-#define MR_LOOP MH_UNROLL(6)
-#define NV_LOOP MH_UNROLL(4)
-
-/* c = acc + bias (bias NULL: + 0). */
+/* The tile's loops carry MH_UNROLL (kernel_protos.h), which keeps acc[MR][NV] in registers
+ * under GCC. c = acc + bias (bias NULL: + 0). */
 MH_INLINE void store_bias(const int M, const int W, size_t n, const float* bias, float* c, size_t ldc,
                           __m512 acc[MR][NV]) {
-    NV_LOOP for (int v = 0; v < W; v++) {
+    MH_UNROLL(NV) for (int v = 0; v < W; v++) {
         const __mmask16 mask = mh_mask16(n, (size_t)v * 16);
         const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + v * 16) : _mm512_setzero_ps();
-        MR_LOOP for (int r = 0; r < M; r++)
+        MH_UNROLL(MR) for (int r = 0; r < M; r++)
             _mm512_mask_storeu_ps(c + r * ldc + v * 16, mask, _mm512_add_ps(acc[r][v], b));
     }
 }
@@ -32,9 +28,9 @@ MH_INLINE void store_bias(const int M, const int W, size_t n, const float* bias,
 /* c = alpha[r] * c + acc. */
 MH_INLINE void store_acc(const int M, const int W, size_t n, const float* alpha, float* c, size_t ldc,
                          __m512 acc[MR][NV]) {
-    MR_LOOP for (int r = 0; r < M; r++) {
+    MH_UNROLL(MR) for (int r = 0; r < M; r++) {
         const __m512 al = _mm512_set1_ps(alpha[r]);
-        NV_LOOP for (int v = 0; v < W; v++) {
+        MH_UNROLL(NV) for (int v = 0; v < W; v++) {
             const __mmask16 mask = mh_mask16(n, (size_t)v * 16);
             float* cp = c + r * ldc + v * 16;
             _mm512_mask_storeu_ps(cp, mask, _mm512_fmadd_ps(al, _mm512_maskz_loadu_ps(mask, cp), acc[r][v]));

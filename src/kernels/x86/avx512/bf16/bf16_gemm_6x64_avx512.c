@@ -25,20 +25,20 @@ MH_INLINE void step(const int M, const int W, const int tail, size_t kp, const u
     const __m512i keep = _mm512_set1_epi32(tail ? 0xffff : -1);
     const uint16_t* b = panel + kp * NR * 2;
     __m512i bv[NV];
-    NV_LOOP for (int v = 0; v < W; v++) bv[v] = _mm512_loadu_si512(b + v * 32);
+    MH_UNROLL(NV) for (int v = 0; v < W; v++) bv[v] = _mm512_loadu_si512(b + v * 32);
     if (tail)
-        NV_LOOP for (int v = 0; v < W; v++) bv[v] = _mm512_and_si512(bv[v], keep);
-    MR_LOOP for (int r = 0; r < M; r++) {
+        MH_UNROLL(NV) for (int v = 0; v < W; v++) bv[v] = _mm512_and_si512(bv[v], keep);
+    MH_UNROLL(MR) for (int r = 0; r < M; r++) {
         __m512i ar = _mm512_set1_epi32(pair_at(a + (size_t)r * lda, kp));
         if (tail) ar = _mm512_and_si512(ar, keep);
-        NV_LOOP for (int v = 0; v < W; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], (__m512bh)ar, (__m512bh)bv[v]);
+        MH_UNROLL(NV) for (int v = 0; v < W; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], (__m512bh)ar, (__m512bh)bv[v]);
     }
 }
 
 MH_INLINE void accumulate(const int M, const int W, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
                           mh_fetch* fetch, __m512 acc[MR][NV]) {
-    MR_LOOP for (int r = 0; r < M; r++)
-        NV_LOOP for (int v = 0; v < W; v++) acc[r][v] = _mm512_setzero_ps();
+    MH_UNROLL(MR) for (int r = 0; r < M; r++)
+        MH_UNROLL(NV) for (int v = 0; v < W; v++) acc[r][v] = _mm512_setzero_ps();
     mh_fetch f = mh_fetch_begin(fetch);
     for (size_t kp = 0; kp < k / 2; kp++) {
         mh_fetch_line(&f);

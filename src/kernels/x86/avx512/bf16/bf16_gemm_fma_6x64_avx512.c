@@ -36,21 +36,21 @@ MH_INLINE void half_step(const int M, const int W, const int half, const uint16_
                          float aw[MR][GEMM_FMA_KCH], __m512 acc[MR][NV]) {
     const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
     __m512 bv[NV];
-    NV_LOOP for (int v = 0; v < W; v++) {
+    MH_UNROLL(NV) for (int v = 0; v < W; v++) {
         const __m512i pair = _mm512_loadu_si512(b + v * 32);
         bv[v] = _mm512_castsi512_ps(half ? _mm512_and_si512(pair, high) : _mm512_slli_epi32(pair, 16));
     }
-    MR_LOOP for (int r = 0; r < M; r++) {
+    MH_UNROLL(MR) for (int r = 0; r < M; r++) {
         const __m512 ar = _mm512_set1_ps(aw[r][col]);
-        NV_LOOP for (int v = 0; v < W; v++) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
+        MH_UNROLL(NV) for (int v = 0; v < W; v++) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
     }
 }
 
 MH_INLINE void accumulate(const int M, const int W, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
                           mh_fetch* fetch, __m512 acc[MR][NV]) {
     float aw[MR][GEMM_FMA_KCH] __attribute__((aligned(64)));
-    MR_LOOP for (int r = 0; r < M; r++)
-        NV_LOOP for (int v = 0; v < W; v++) acc[r][v] = _mm512_setzero_ps();
+    MH_UNROLL(MR) for (int r = 0; r < M; r++)
+        MH_UNROLL(NV) for (int v = 0; v < W; v++) acc[r][v] = _mm512_setzero_ps();
     mh_fetch f = mh_fetch_begin(fetch);
     for (size_t k0 = 0; k0 < k; k0 += GEMM_FMA_KCH) {
         const size_t kc = mh_min_size(GEMM_FMA_KCH, k - k0);
