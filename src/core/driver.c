@@ -206,9 +206,10 @@ static int v_keys_nonfinite(const mh_drv_stage* st, const void* panel, const mh_
  * the keys it keeps, one interval (its causal or window end, its window start), so a NaN or
  * inf in a dropped key's V adds nothing (its P is 0, but 0 * NaN = NaN). The rows share one
  * call over the keys any of them keeps, which leaves finite results bitwise unchanged (a P = 0
- * term adds an exact zero); only when V is not finite on keys some of the rows drop do they go
- * one by one. (bf16 panels hold key pairs: from an odd first key, the call also takes the key
- * before it, with P = 0.) */
+ * term adds an exact zero; pv_direct's groups of MH_PV_GROUP keys stay on the same keys of the
+ * tile, a call from an unaligned key taking the keys up to the next multiple first); only when
+ * V is not finite on keys some of the rows drop do they go one by one. (bf16 panels hold key
+ * pairs: from an odd first key, the call also takes the key before it, with P = 0.) */
 static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows* vsrc, const float* vt, size_t cols,
                     size_t r, size_t m, size_t d0, size_t nw, int64_t j0, size_t nc, int inside,
                     mh_drv_scratch* sc) {
@@ -239,9 +240,14 @@ static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows*
         if (n <= f) continue; /* the row keeps none of these keys: P = 0 and alpha = 1 */
         if (vt) {
             mh_drv_gemm_pv(st, rows, nw, f, n, i, panel, sc->o + i * dv + d0, sc);
-        } else {
-            const mh_rows v = rows_from(*vsrc, f);
-            k->pv_direct(rows, n - f, dv, sc->s + i * tk + f, tk, &v, sc->alpha + i, sc->o + i * dv, dv);
+        } else { /* pv_direct's groups on the tile's multiples of MH_PV_GROUP, wherever the call starts */
+            const size_t cut = mh_min_size(n, (f + MH_PV_GROUP - 1) / MH_PV_GROUP * MH_PV_GROUP);
+            for (size_t a = f, b = cut > f ? cut : n; a < n; a = b, b = n) {
+                const mh_rows v = rows_from(*vsrc, a);
+                for (size_t e = 0; a > f && e < rows; e++) sc->ones[i + e] = 1.0f;
+                k->pv_direct(rows, b - a, dv, sc->s + i * tk + a, tk, &v, a > f ? sc->ones + i : sc->alpha + i,
+                             sc->o + i * dv, dv);
+            }
         }
     }
 }
@@ -295,6 +301,7 @@ static void attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0
  * (MHA at 32K keys, 1 thread, mh_ab against 16): 8 keys 1.10-1.17x the time, 32 keys 0.98-1.17x
  * (AVX2 f16 the worst), 64 keys 1.09-1.28x, on AVX-512 and AVX2, f16 and int8. */
 #define PIPE_KEYS 16
+_Static_assert(PIPE_KEYS % MH_PV_GROUP == 0, "turns split P.V between pv_direct's groups only (same bits as a tile)");
 
 /* Whether attend_pipelined takes the task: a task on the direct kernels (fewer query rows than
  * attn_direct_rows: MHA, and grouped heads whose group fits), one V per stream, no bias hook. */

@@ -37,11 +37,13 @@ typedef void (*mh_pv_rows_fn)(size_t rows, size_t cols, size_t dv, const float* 
 
 #define MH_I8_PV_ROWS 8  /* rows per call of the body */
 #define MH_I8_PV_KEYS 64 /* keys per call of the body */
+_Static_assert(MH_I8_PV_KEYS % MH_PV_GROUP == 0, "chunks split pv_direct's sum between its groups only");
 
 /* pv_direct on int8 V: the body runs on chunks of keys whose probabilities were first
  * multiplied by their rows' scales (p * scale_c, the contract's order) into a small stack
- * block; the first chunk applies alpha, the later ones 1 (o is kept, exactly). Each o element
- * sees the same terms in the same key order as one call over all keys would. */
+ * block; the first chunk applies alpha, the later ones 1. A chunk is whole groups of the
+ * body's two-level sum (MH_PV_GROUP, kernels.h), so each o element sees the same groups, in the
+ * same order, as one call over all keys would. */
 static inline void mh_i8_pv(mh_pv_rows_fn body, size_t rows, size_t cols, size_t dv, const float* p,
                             size_t ldp, const mh_rows* v, const float* alpha, float* o, size_t ldo) {
     static const float ones[MH_I8_PV_ROWS] = {1, 1, 1, 1, 1, 1, 1, 1};

@@ -24,6 +24,11 @@
  * rows (the bf16 projections' rounded rows, core/gemm.c) hold at least this many. */
 #define MH_GEMM_MR_MAX 8
 
+/* Keys per group of pv_direct's two-level sum (the contract below). The pipelined decode's
+ * turns and the int8 P.V's chunks are multiples of it, so every caller's split of a tile gives
+ * the same bits. */
+#define MH_PV_GROUP 16
+
 /* The factors of one cross-head mix (DCMHA's composition) over a group of g heads,
  * rank <= MH_HEAD_MIX_MAX_RANK, for one query row and a run of keys (key-side factors
  * key-contiguous, rows ldk apart):
@@ -107,7 +112,12 @@ typedef struct mh_rows {
  *   qk_direct: s[r * lds + c] = scale_c * sum_dd q[r * ldq + dd] * K[c][dd]
  *              (the dot on the int8 values, then times scale_c; other dtypes: no scale)
  *   pv_direct: o[r * ldo + :] = alpha[r] * o[r * ldo + :] + sum_c (p[r * ldp + c] * scale_c) * V[c][:]
- *              (p times the scale first)
+ *              (p times the scale first), the sum in groups of MH_PV_GROUP keys from c = 0:
+ *              each group's terms summed from -0 in key order, then o = alpha * o + sum for
+ *              the first group (o = alpha * o with no key), o = o + sum for the later ones.
+ *              Two levels instead of one sum into o keep a long decode's error down (32K
+ *              keys: rel-L2 3e-7 against 1.1e-6), and a call's result is that of its keys
+ *              split at any multiple of MH_PV_GROUP into calls (the later ones with alpha 1).
  *
  * ---- scale_row: y[i] = x[i] * a for i < n (y may be x): the driver's query pre-scale and
  *   output normalisation.

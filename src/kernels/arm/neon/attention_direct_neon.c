@@ -62,33 +62,40 @@ void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, siz
     if (dtype == MH_DTYPE_I8) mh_i8_scale_scores(rows, cols, kr, s, lds);
 }
 
-/* o (R rows x up to 16 columns starting at d0) = alpha * o + P.V. FULL: all 16 columns exist. */
+/* o (R rows x up to 16 columns starting at d0) = alpha * o + P.V, the sum in groups of
+ * MH_PV_GROUP keys (kernels.h). FULL: all 16 columns exist. */
 MH_INLINE void pv_chunk(const int R, const int FULL, size_t d0, size_t cols, size_t dv,
                         const float* p, size_t ldp, const void* v, ptrdiff_t ldv, mh_dtype dtype,
                         const float* alpha, float* o, size_t ldo) {
     size_t cnt[4];
     float32x4_t acc[MAXR][4];
     MH_UNROLL(16) for (int j = 0; j < 4; j++) cnt[j] = FULL ? 4 : mh_cnt4(dv, d0 + 4 * (size_t)j);
-    MH_UNROLL(16) for (int r = 0; r < R; r++) {
-        const float32x4_t al = vdupq_n_f32(alpha[r]);
-        MH_UNROLL(16) for (int j = 0; j < 4; j++)
-            acc[r][j] = cnt[j] ? vmulq_f32(al, mh_vload_n(o + (size_t)r * ldo + d0 + 4 * (size_t)j, cnt[j], 0.0f))
-                               : vdupq_n_f32(0.0f);
-    }
-    for (size_t c = 0; c < cols; c++) {
-        float32x4_t vv[4];
-        const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
-        MH_UNROLL(16) for (int j = 0; j < 4; j++)
-            vv[j] = FULL ? mh_vload_dt(mh_dtype_at(row, dtype, 4 * j), dtype)
-                         : (cnt[j] ? mh_vload_dt_n(mh_dtype_at(row, dtype, 4 * j), dtype, cnt[j]) : vdupq_n_f32(0.0f));
-        MH_UNROLL(16) for (int r = 0; r < R; r++) {
-            const float32x4_t pr = vld1q_dup_f32(p + (size_t)r * ldp + c);
-            MH_UNROLL(16) for (int j = 0; j < 4; j++) acc[r][j] = vfmaq_f32(acc[r][j], pr, vv[j]);
+    size_t c = 0;
+    do { /* at least once, so alpha applies even with no key */
+        const int lead = c == 0;
+        const size_t end = cols - c < MH_PV_GROUP ? cols : c + MH_PV_GROUP;
+        MH_UNROLL(16) for (int r = 0; r < R; r++)
+            MH_UNROLL(16) for (int j = 0; j < 4; j++) acc[r][j] = vdupq_n_f32(-0.0f);
+        for (; c < end; c++) {
+            float32x4_t vv[4];
+            const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
+            MH_UNROLL(16) for (int j = 0; j < 4; j++) {
+                const void* src = mh_dtype_at(row, dtype, 4 * j);
+                vv[j] = FULL ? mh_vload_dt(src, dtype) : cnt[j] ? mh_vload_dt_n(src, dtype, cnt[j]) : vdupq_n_f32(0.0f);
+            }
+            MH_UNROLL(16) for (int r = 0; r < R; r++) {
+                const float32x4_t pr = vld1q_dup_f32(p + (size_t)r * ldp + c);
+                MH_UNROLL(16) for (int j = 0; j < 4; j++) acc[r][j] = vfmaq_f32(acc[r][j], pr, vv[j]);
+            }
         }
-    }
-    MH_UNROLL(16) for (int r = 0; r < R; r++)
-        MH_UNROLL(16) for (int j = 0; j < 4; j++)
-            if (cnt[j]) mh_vstore_n(o + (size_t)r * ldo + d0 + 4 * (size_t)j, acc[r][j], cnt[j]);
+        MH_UNROLL(16) for (int r = 0; r < R; r++) { /* o = alpha * o + the group's sum */
+            const float32x4_t al = vdupq_n_f32(lead ? alpha[r] : 1.0f);
+            MH_UNROLL(16) for (int j = 0; j < 4; j++) {
+                float* oj = o + (size_t)r * ldo + d0 + 4 * (size_t)j;
+                if (cnt[j]) mh_vstore_n(oj, vfmaq_f32(acc[r][j], al, mh_vload_n(oj, cnt[j], 0.0f)), cnt[j]);
+            }
+        }
+    } while (c < cols);
 }
 
 MH_INLINE void pv_rows(const int R, size_t cols, size_t dv, const float* p, size_t ldp, const void* v,

@@ -74,11 +74,9 @@ void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, siz
 }
 
 /* ---- P.V: output columns [d0, d0 + 4 vl) */
-#define PV_INIT_ONE(r, j) \
-    if (live##j) a##r##j = svmul_n_f32_x(all, svld1_f32(p##j, o + (size_t)r * ldo + d0 + j * vl), alpha[r]);
-
+/* a group's sums start from -0, so a group with no key leaves alpha * o exactly */
 #define PV_INIT(r) \
-    if (R > r) { PV_INIT_ONE(r, 0) PV_INIT_ONE(r, 1) PV_INIT_ONE(r, 2) PV_INIT_ONE(r, 3) }
+    if (R > r) a##r##0 = a##r##1 = a##r##2 = a##r##3 = svdup_n_f32(-0.0f);
 
 #define PV_LOAD(j) \
     const svfloat32_t v##j = live##j ? mh_load(p##j, mh_dtype_at(row, dtype, (ptrdiff_t)(j * vl)), dtype) : zero;
@@ -92,8 +90,12 @@ void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, siz
         if (live3) a##r##3 = svmla_f32_x(all, a##r##3, pr, v3);                   \
     }
 
-#define PV_STORE_ONE(r, j) \
-    if (live##j) svst1_f32(p##j, o + (size_t)r * ldo + d0 + j * vl, a##r##j);
+/* o = alpha * o + the group's sum (alpha 1 after the first group) */
+#define PV_STORE_ONE(r, j)                                                        \
+    if (live##j) {                                                                \
+        float* oj = o + (size_t)r * ldo + d0 + j * vl;                            \
+        svst1_f32(p##j, oj, svmla_n_f32_x(all, a##r##j, svld1_f32(p##j, oj), lead ? alpha[r] : 1.0f)); \
+    }
 
 #define PV_STORE(r) \
     if (R > r) { PV_STORE_ONE(r, 0) PV_STORE_ONE(r, 1) PV_STORE_ONE(r, 2) PV_STORE_ONE(r, 3) }
@@ -108,13 +110,18 @@ MH_INLINE void pv_chunk(const int R, size_t d0, size_t cols, size_t dv, const fl
     const svbool_t p2 = mh_pred(d0 + 2 * vl, dv), p3 = mh_pred(d0 + 3 * vl, dv);
     const int live0 = 1, live1 = d0 + vl < dv, live2 = d0 + 2 * vl < dv, live3 = d0 + 3 * vl < dv;
     FOR_ROWS(DECLARE_ROW)
-    FOR_ROWS(PV_INIT)
-    for (size_t c = 0; c < cols; c++) {
-        const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
-        PV_LOAD(0) PV_LOAD(1) PV_LOAD(2) PV_LOAD(3)
-        FOR_ROWS(PV_FMA)
-    }
-    FOR_ROWS(PV_STORE)
+    size_t c = 0;
+    do { /* groups of MH_PV_GROUP keys (kernels.h); at least once, so alpha applies with no key */
+        const int lead = c == 0;
+        const size_t end = cols - c < MH_PV_GROUP ? cols : c + MH_PV_GROUP;
+        FOR_ROWS(PV_INIT)
+        for (; c < end; c++) {
+            const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);
+            PV_LOAD(0) PV_LOAD(1) PV_LOAD(2) PV_LOAD(3)
+            FOR_ROWS(PV_FMA)
+        }
+        FOR_ROWS(PV_STORE)
+    } while (c < cols);
 }
 
 MH_INLINE void pv_rows(const int R, size_t cols, size_t dv, const float* p, size_t ldp, const void* v,

@@ -158,41 +158,46 @@ void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, siz
 }
 
 /* o[r, d0 .. d0 + 16J) = alpha[r] * o + sum_c p[r, c] * V[c][d0 ..] (int8: p times the row's
- * scale first); with masked, only the columns below dv are read and written. */
+ * scale first), the sum taken in groups of MH_PV_GROUP keys (kernels.h): each group's sum from
+ * -0 in registers, then added to o (alpha for the first group, 1 for the later ones); with
+ * masked, only the columns below dv are read and written. */
 MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, const int masked, size_t dv, int first,
                        size_t cols, size_t d0, const float* p, size_t ldp, const mh_rows* v, const float* alpha,
                        float* o, size_t ldo) {
     __m512 acc[MAXR][MAXJ];
     __mmask16 m[MAXJ];
     MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) m[j] = mh_mask16(dv, d0 + 16 * (size_t)j);
-    MH_UNROLL(MAXR) for (int r = 0; r < R; r++) {
-        const __m512 al = _mm512_set1_ps(alpha[r]);
-        const float* orow = o + (size_t)r * ldo + d0;
-        MH_UNROLL(MAXJ) for (int j = 0; j < J; j++)
-            acc[r][j] = _mm512_mul_ps(al, masked ? _mm512_maskz_loadu_ps(m[j], orow + 16 * j)
-                                                 : _mm512_loadu_ps(orow + 16 * j));
-    }
-    for (size_t c = 0; c < cols; c++) {
-        if (first) mh_decode_prefetch(v, dtype, c, dv, (size_t)R); /* the whole row, for this and the later chunks */
-        const void* row = mh_dtype_at(v->data, dtype, (ptrdiff_t)c * v->ld + (ptrdiff_t)d0);
-        const float sc = dtype == MH_DTYPE_I8 ? v->scale[(ptrdiff_t)c * v->ld_scale] : 1.0f;
-        __m512 pr[MAXR];
+    size_t c = 0;
+    do { /* at least once, so alpha applies even with no key */
+        const int lead = c == 0;
+        const size_t end = cols - c < MH_PV_GROUP ? cols : c + MH_PV_GROUP;
         MH_UNROLL(MAXR) for (int r = 0; r < R; r++)
-            pr[r] = _mm512_set1_ps(dtype == MH_DTYPE_I8 ? p[(size_t)r * ldp + c] * sc : p[(size_t)r * ldp + c]);
-        MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) {
-            const __m512 vj = load16(mh_dtype_at(row, dtype, 16 * j), dtype, masked, m[j]);
-            MH_UNROLL(MAXR) for (int r = 0; r < R; r++) acc[r][j] = _mm512_fmadd_ps(pr[r], vj, acc[r][j]);
+            MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) acc[r][j] = _mm512_set1_ps(-0.0f);
+        for (; c < end; c++) {
+            if (first) /* the whole row, for this and the later chunks */
+                mh_decode_prefetch(v, dtype, c, dv, (size_t)R);
+            const void* row = mh_dtype_at(v->data, dtype, (ptrdiff_t)c * v->ld + (ptrdiff_t)d0);
+            const float sc = dtype == MH_DTYPE_I8 ? v->scale[(ptrdiff_t)c * v->ld_scale] : 1.0f;
+            __m512 pr[MAXR];
+            MH_UNROLL(MAXR) for (int r = 0; r < R; r++)
+                pr[r] = _mm512_set1_ps(dtype == MH_DTYPE_I8 ? p[(size_t)r * ldp + c] * sc : p[(size_t)r * ldp + c]);
+            MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) {
+                const __m512 vj = load16(mh_dtype_at(row, dtype, 16 * j), dtype, masked, m[j]);
+                MH_UNROLL(MAXR) for (int r = 0; r < R; r++) acc[r][j] = _mm512_fmadd_ps(pr[r], vj, acc[r][j]);
+            }
         }
-    }
-    MH_UNROLL(MAXR) for (int r = 0; r < R; r++) {
-        float* orow = o + (size_t)r * ldo + d0;
-        MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) {
-            if (masked)
-                _mm512_mask_storeu_ps(orow + 16 * j, m[j], acc[r][j]);
-            else
-                _mm512_storeu_ps(orow + 16 * j, acc[r][j]);
+        MH_UNROLL(MAXR) for (int r = 0; r < R; r++) {
+            const __m512 al = _mm512_set1_ps(lead ? alpha[r] : 1.0f);
+            float* orow = o + (size_t)r * ldo + d0;
+            MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) {
+                if (masked)
+                    _mm512_mask_storeu_ps(orow + 16 * j, m[j],
+                                          _mm512_fmadd_ps(al, _mm512_maskz_loadu_ps(m[j], orow + 16 * j), acc[r][j]));
+                else
+                    _mm512_storeu_ps(orow + 16 * j, _mm512_fmadd_ps(al, _mm512_loadu_ps(orow + 16 * j), acc[r][j]));
+            }
         }
-    }
+    } while (c < cols);
 }
 
 /* 16 * J columns per pass: a 128-wide row at once for R = 1, 2; 64 columns for R = 3..5. */
