@@ -8,6 +8,8 @@
  *    against the dequantised values;
  *  - qk_direct / pv_direct: against double dot products, tolerance eps32 * reduction length;
  *    qk_direct's scores of a key bitwise the same wherever it sits in the call (each key alone);
+ *    pv_direct split into two calls at each multiple of MH_PV_GROUP bitwise one call, and no
+ *    key leaving alpha * o bitwise;
  *  - gemm / gemm_acc: with and without a bias / the rescale-and-accumulate epilogue, against
  *    double; write nothing outside the m x n corner; with a fetch, the same bits, and the
  *    fetch advanced by one line per MH_FETCH_EVERY values of k (to its end, not past it);
@@ -155,11 +157,35 @@ static void pv_direct(size_t rows, size_t cols, size_t d, mh_dtype dt) {
             }
             wo[r * ldo + j] = acc; /* columns past d must be untouched */
         }
+    float* before = malloc(sizeof(float) * rows * ldo);
+    memcpy(before, o, sizeof(float) * rows * ldo);
     K->pv_direct(rows, cols, d, p, lds, &vr, alpha, o, ldo);
-    char what[96];
+    char what[112];
     snprintf(what, sizeof what, "pv_direct rows %zu cols %zu dv %zu dtype %d", rows, cols, d, (int)dt);
     check_close(what, o, wo, rows * ldo, 4 * FLT_EPSILON * 2 * (double)(cols + 1), INFINITY);
-    free(exact), free(src), free(p), free(o), free(wo);
+    /* The contract's groups (MH_PV_GROUP keys from the first): the keys split into two calls at
+     * any multiple of the group, the second with alpha 1, give the same bits as one call (the
+     * driver's turns, chunks and cuts rely on it); no key at all leaves alpha * o. */
+    static const float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    float* split = malloc(sizeof(float) * rows * ldo);
+    for (size_t at = MH_PV_GROUP; at < cols; at += MH_PV_GROUP) {
+        memcpy(split, before, sizeof(float) * rows * ldo);
+        mh_rows rest = vr;
+        rest.data = mh_dtype_at(vr.data, dt, (ptrdiff_t)(at * ld));
+        if (rest.scale) rest.scale += at * LD_SCALE;
+        K->pv_direct(rows, at, d, p, lds, &vr, alpha, split, ldo);
+        K->pv_direct(rows, cols - at, d, p + at, lds, &rest, ones, split, ldo);
+        snprintf(what, sizeof what, "pv_direct rows %zu cols %zu dv %zu dtype %d: split at key %zu", rows, cols, d,
+                 (int)dt, at);
+        check_bitwise(what, split, o, rows * ldo);
+    }
+    memcpy(split, before, sizeof(float) * rows * ldo);
+    K->pv_direct(rows, 0, d, p, lds, &vr, alpha, split, ldo);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < d; j++) before[r * ldo + j] *= alpha[r];
+    snprintf(what, sizeof what, "pv_direct rows %zu dv %zu dtype %d: no key leaves alpha * o", rows, d, (int)dt);
+    check_bitwise(what, split, before, rows * ldo);
+    free(exact), free(src), free(p), free(o), free(wo), free(before), free(split);
 }
 
 /* gemm (acc = 0: c = A.panel + bias, with and without a bias) or gemm_acc (acc = 1: the
