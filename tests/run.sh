@@ -4,8 +4,9 @@
 # Skipped) and under ASan+UBSan, runs the benchmark harness's quick suite, the packaging test,
 # the threading tests under ThreadSanitizer and a minute of libFuzzer, cross-builds for
 # aarch64 and runs the suite under qemu (NEON, SVE at 128/256/512 bits), and ends with one
-# line "N passed, N failed, N skipped". About 22 minutes on 2 cores; each stage prints its
-# name when it starts and its time when it ends, its log goes to build/ (docs/testing.md).
+# line "N passed, N failed, N skipped". 13-25 minutes on 2 cores (the host's load); each stage
+# prints its name when it starts and its time when it ends, its log goes to build/
+# (docs/testing.md).
 #
 #   tests/run.sh            everything
 #   tests/run.sh --fast     the gcc build and its ctest only (about 2 minutes)
