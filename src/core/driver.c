@@ -201,6 +201,13 @@ static int v_keys_nonfinite(const mh_drv_stage* st, const void* panel, const mh_
     return panel ? mh_drv_panel_nonfinite(st, panel, lo, hi, nw) : st->k->v_nonfinite(lo, hi, d0, d0 + nw, vsrc);
 }
 
+/* pv_direct for rows [i, i + rows) of the task over keys [a, b) of the tile, V read in place. */
+static void pv_direct_keys(const mh_drv_stage* st, const mh_rows* vsrc, size_t rows, size_t i, size_t a, size_t b,
+                           const float* alpha, mh_drv_scratch* sc) {
+    const mh_rows v = rows_from(*vsrc, a);
+    st->k->pv_direct(rows, b - a, st->dv, sc->s + i * st->tk + a, st->tk, &v, alpha, sc->o + i * st->dv, st->dv);
+}
+
 /* P.V into rows [r, r + m), columns [d0, d0 + nw) of o, from one V source: direct (vt NULL,
  * all columns) or the GEMM panel at d0 of a V tile packed for cols keys. Each row uses only
  * the keys it keeps, one interval (its causal or window end, its window start), so a NaN or
@@ -214,7 +221,7 @@ static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows*
                     size_t r, size_t m, size_t d0, size_t nw, int64_t j0, size_t nc, int inside,
                     mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
-    const size_t dv = st->dv, tk = st->tk;
+    const size_t dv = st->dv;
     /* rows keep [f, n) each: f in [f_lo, f_hi], n in [lo, hi]; inside the band all nc keys */
     size_t f_lo = inside ? 0 : nc, f_hi = 0, lo = nc, hi = inside ? nc : 0;
     int some_empty = 0;
@@ -242,11 +249,10 @@ static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows*
             mh_drv_gemm_pv(st, rows, nw, f, n, i, panel, sc->o + i * dv + d0, sc);
         } else { /* pv_direct's groups on the tile's multiples of MH_PV_GROUP, wherever the call starts */
             const size_t cut = mh_min_size(n, (f + MH_PV_GROUP - 1) / MH_PV_GROUP * MH_PV_GROUP);
-            for (size_t a = f, b = cut > f ? cut : n; a < n; a = b, b = n) {
-                const mh_rows v = rows_from(*vsrc, a);
-                for (size_t e = 0; a > f && e < rows; e++) sc->ones[i + e] = 1.0f;
-                k->pv_direct(rows, b - a, dv, sc->s + i * tk + a, tk, &v, a > f ? sc->ones + i : sc->alpha + i,
-                             sc->o + i * dv, dv);
+            if (cut > f) pv_direct_keys(st, vsrc, rows, i, f, cut, sc->alpha + i, sc);
+            if (n > cut) {
+                for (size_t e = 0; cut > f && e < rows; e++) sc->ones[i + e] = 1.0f;
+                pv_direct_keys(st, vsrc, rows, i, cut, n, cut > f ? sc->ones + i : sc->alpha + i, sc);
             }
         }
     }

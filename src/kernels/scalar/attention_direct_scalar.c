@@ -27,26 +27,35 @@ void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, siz
     if (dtype == MH_DTYPE_I8) mh_i8_scale_scores(rows, cols, k, s, lds);
 }
 
+#define PV_ROWS 8 /* rows of one pass: each widened V chunk serves all of them */
+
 /* o = alpha * o + P.V, the sum in groups of MH_PV_GROUP keys (kernels.h), a chunk of columns
- * and a row at a time: each group's sum from -0 in acc, then added to o. */
+ * and up to PV_ROWS rows at a time: each group's sums from -0 in acc, then added to o. */
 static void pv_rows(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const void* v, ptrdiff_t ldv,
                     mh_dtype dtype, const float* alpha, float* o, size_t ldo) {
-    float buf[CHUNK], acc[CHUNK];
-    for (size_t d0 = 0; d0 < dv; d0 += CHUNK) {
-        const size_t n = dv - d0 < CHUNK ? dv - d0 : CHUNK;
-        for (size_t r = 0; r < rows; r++) {
-            float* orow = o + r * ldo + d0;
+    float buf[CHUNK], acc[PV_ROWS][CHUNK];
+    for (size_t r0 = 0; r0 < rows; r0 += PV_ROWS) {
+        const size_t nr = rows - r0 < PV_ROWS ? rows - r0 : PV_ROWS;
+        for (size_t d0 = 0; d0 < dv; d0 += CHUNK) {
+            const size_t n = dv - d0 < CHUNK ? dv - d0 : CHUNK;
             size_t c = 0;
             do { /* at least once, so alpha applies even with no key */
-                const float al = c == 0 ? alpha[r] : 1.0f;
+                const int lead = c == 0;
                 const size_t end = cols - c < MH_PV_GROUP ? cols : c + MH_PV_GROUP;
-                for (size_t i = 0; i < n; i++) acc[i] = -0.0f;
+                for (size_t r = 0; r < nr; r++)
+                    for (size_t i = 0; i < n; i++) acc[r][i] = -0.0f;
                 for (; c < end; c++) {
                     mh_load_row_f32__scalar(mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0), dtype, n, buf);
-                    const float pc = p[r * ldp + c];
-                    for (size_t i = 0; i < n; i++) acc[i] += pc * buf[i];
+                    for (size_t r = 0; r < nr; r++) {
+                        const float pc = p[(r0 + r) * ldp + c];
+                        for (size_t i = 0; i < n; i++) acc[r][i] += pc * buf[i];
+                    }
                 }
-                for (size_t i = 0; i < n; i++) orow[i] = al * orow[i] + acc[i];
+                for (size_t r = 0; r < nr; r++) {
+                    const float al = lead ? alpha[r0 + r] : 1.0f;
+                    float* orow = o + (r0 + r) * ldo + d0;
+                    for (size_t i = 0; i < n; i++) orow[i] = al * orow[i] + acc[r][i];
+                }
             } while (c < cols);
         }
     }
