@@ -69,7 +69,7 @@ static mh_drv_stage make_stage(const mh_kernels* k, const mh_attn_problem* p, in
     st.dqk = (size_t)p->head_dim_qk, st.dv = (size_t)p->head_dim_v;
     st.scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim_qk);
     st.key = p->k, st.value = p->v, st.k_dtype = p->k_dtype, st.v_dtype = p->v_dtype;
-    st.o = p->o;
+    st.o = p->o, st.q = p->q;
     st.prepack = prepack_ok && mh_drv_query_tiles(&st) > 1 && st.hg * st.tq >= k->attn_direct_rows;
     /* the prefill tile, or fewer keys when M is shorter (M rounded up to the decode tile): a
      * tile past M only spreads the score rows apart (N = M = 128 on a 512-key tile: 1.03x) */

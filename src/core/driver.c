@@ -156,7 +156,7 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
      * at the panel holding the first (a window's lower edge): its GEMMs, score step and softmax
      * skip the rest, which P.V never reads (it takes each row's kept keys: pv_rows). */
     const int trim = softmax && by_block && mh_score_only_drops(&t->blk) && mh_score_tile_partial(&t->blk, j0, nc);
-    sc->fetch = kt_pre ? mh_fetch_begin(NULL) : next_tile_fetch(st, t, 0, j0);
+    sc->fetch = kt_pre ? sc->ahead_k : next_tile_fetch(st, t, 0, j0);
     for (size_t r = 0, m; r < rows; r += m) {
         m = mh_drv_block_len(rows, mr, r);
         const int dropped = !trim && mh_score_rows_dropped(&t->blk, r, m, j0); /* before the diagonal: all -inf */
@@ -181,6 +181,7 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
         }
         if (by_block) step_rows(st, t, j0, from, kept, r, m, softmax, sc);
     }
+    if (kt_pre) sc->ahead_k = sc->fetch;
     if (by_block) return;
     st->bias(st, t, j0, nc, sc->s, tk);
     step_rows(st, t, j0, 0, nc, 0, rows, softmax, sc);
@@ -283,12 +284,13 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
             mh_drv_pack_v(st, nc, &vsrc, sc->vt);
             vt = sc->vt, cols = nc;
         }
-        sc->fetch = vt_pre || n_v > 1 ? mh_fetch_begin(NULL) : next_tile_fetch(st, t, 1, j0);
+        sc->fetch = vt_pre ? sc->ahead_v : n_v > 1 ? mh_fetch_begin(NULL) : next_tile_fetch(st, t, 1, j0);
         for (size_t d0 = 0; d0 < dv; d0 += nr)
             for (size_t r = r0, m; r < r1; r += m) {
                 m = mh_drv_block_len(per, mr, r - r0);
                 pv_rows(st, t, &vsrc, vt, cols, r, m, d0, mh_min_size(nr, dv - d0), j0, nc, inside, sc);
             }
+        if (vt_pre) sc->ahead_v = sc->fetch;
     }
 }
 
@@ -520,18 +522,71 @@ static void prepack_tile(const mh_drv_call* c, size_t head, size_t i, size_t slo
     mh_drv_pack_v(st, nc, &vr, c->cw.vt_all + at * vt_floats(st));
 }
 
+/* `rows` rows of row_bytes bytes, stride bytes apart from first, as a fetch into L2 (rows the
+ * worker writes too: a line it holds alone takes a write without another request). */
+static mh_fetch fetch_run(const void* first, size_t rows, size_t row_bytes, ptrdiff_t stride) {
+    const mh_fetch f = {.p = first, .row_bytes = row_bytes, .stride = stride, .rows = rows, .l2 = 1};
+    return f;
+}
+
+/* The fewest bytes of a head's K rows for which fetch_ahead requests the next head's K and V:
+ * smaller ones are likely still in cache, and requesting lines that are costs the GEMMs their
+ * steps (N = M = 128 H8 D64, 32 KiB per head, Zen 5: 1.01x the time with them). */
+#define FETCH_HEAD_MIN ((size_t)64 << 10)
+
+/* What the GEMMs of task ti, a worker's next to run, request (sc->ahead_k in Q.K^T, ahead_v
+ * in P.V): in a head's last task, all M rows of K and V of prepack head `next`, which the
+ * worker likely packs next; in the others, the next task's query rows and this task's output
+ * rows (one run each: one head per task, rows in token order). Nothing past the last head, in
+ * a paged cache (its rows are not one run), or for rows the stage does not lay out so. */
+static void fetch_ahead(const mh_drv_call* c, size_t ti, size_t next, mh_drv_scratch* sc) {
+    const mh_drv_stage* st = &c->st;
+    const size_t n_qt = mh_drv_query_tiles(st);
+    sc->ahead_k = sc->ahead_v = mh_fetch_begin(NULL);
+    if ((ti + 1) % n_qt == 0) {
+        if (next >= n_pack_heads(st) || st->pages || (size_t)st->n_kv * st->dqk * mh_dtype_size(st->k_dtype) < FETCH_HEAD_MIN)
+            return;
+        const size_t b = next / (size_t)st->pack_heads, h = next % (size_t)st->pack_heads, m = (size_t)st->n_kv;
+        const mh_rows k = kv_rows(st, 0, b, h, 0), v = kv_rows(st, 1, b, h, 0);
+        const size_t ks = mh_dtype_size(st->k_dtype), vs = mh_dtype_size(st->v_dtype);
+        sc->ahead_k = fetch_run(k.data, m, st->dqk * ks, k.ld * (ptrdiff_t)ks);
+        sc->ahead_v = fetch_run(v.data, m, st->dv * vs, v.ld * (ptrdiff_t)vs);
+        return;
+    }
+    const mh_drv_task t = mh_drv_make_task(c, ti), tn = mh_drv_make_task(c, ti + 1);
+    if (st->hg != 1 || t.q_row || tn.q_row) return;
+    const ptrdiff_t f = (ptrdiff_t)sizeof(float);
+    if (st->q.data) {
+        const float* q = (const float*)st->q.data + tn.b * st->q.stride_batch + (ptrdiff_t)tn.i0 * st->q.stride_token +
+                         (ptrdiff_t)tn.h0 * st->q.stride_head;
+        sc->ahead_k = fetch_run(q, tn.nq, st->dqk * sizeof(float), st->q.stride_token * f);
+    }
+    sc->ahead_v = fetch_run(mh_drv_out_row(st, &t, 0, 0), t.nq, st->dv * sizeof(float), st->o.stride_token * f);
+}
+
 /* A worker that packs its own heads (cw.per_worker, one pass, one key chunk per task): whole
  * heads, each packed into the worker's slot right before its tasks run, so the tiles are still
  * in the core's cache when the GEMMs read them; the grid of every head, packed first, is
  * written to memory and read back (f32 causal prefill H32 D128, Zen 5, 1 thread, against the
  * grid: N = M = 512 0.91-0.93x the time, N = 2048 0.96-0.98x, with the workspace on huge
- * pages; on 4 KiB pages, whose TLB misses the grid's reads add, N = 2048 0.72-0.73x). */
-static void per_worker_heads(mh_drv_call* c, size_t slot, mh_drv_scratch* sc) {
+ * pages; on 4 KiB pages, whose TLB misses the grid's reads add, N = 2048 0.72-0.73x).
+ * Each task's GEMMs request what the worker reads or writes next and would otherwise wait on
+ * (fetch_ahead): the next head's K and V, for its pack (the head nth on: the schedule hands
+ * heads out in order), the next task's queries and this task's outputs. Causal prefill H32
+ * D128, Zen 5, 1 thread, alternated with the build before: f32 N = M = 512 0.93-0.95x the
+ * time, 1024 0.96x, 2048 0.98-0.99x; f16 K/V at 512 0.89x; bf16 compute 0.93x (512) and
+ * 0.99x (2048); AVX2 0.97x (512); not causal 0.97x; N = M = 128 H8 D64, whose rows stay in
+ * cache, 1.00x (FETCH_HEAD_MIN). Of that, K/V alone: 0.97x at 512, 1.00x at 2048; requested
+ * over a whole head instead of its last task, they left L2 before the pack. */
+static void per_worker_heads(mh_drv_call* c, size_t slot, size_t nth, mh_drv_scratch* sc) {
     const size_t n_qt = mh_drv_query_tiles(&c->st);
     sc->pack_slot = slot;
     for (long head; (head = mh_next_item(&c->next[0])) < (long)n_pack_heads(&c->st);) {
         for (size_t i = 0; i < n_kv_tiles(&c->st); i++) prepack_tile(c, (size_t)head, i, slot);
-        for (size_t ti = (size_t)head * n_qt; ti < ((size_t)head + 1) * n_qt; ti++) one_pass_item(c, ti, sc);
+        for (size_t ti = (size_t)head * n_qt; ti < ((size_t)head + 1) * n_qt; ti++) {
+            fetch_ahead(c, ti, (size_t)head + nth, sc);
+            one_pass_item(c, ti, sc);
+        }
     }
 }
 
@@ -544,7 +599,7 @@ static void worker(void* arg, int tid, int nth) {
     mh_drv_scratch sc;
     mh_drv_carve_scratch(&c->st, &ws, &sc);
     if (c->cw.per_worker) {
-        per_worker_heads(c, (size_t)tid, &sc);
+        per_worker_heads(c, (size_t)tid, (size_t)nth, &sc);
         return;
     }
     if (c->cw.kt_all) {

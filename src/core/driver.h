@@ -75,6 +75,9 @@ typedef struct mh_drv_scratch {
     mh_fetch fetch;            /* one-pass: rows the GEMM micro-kernels request for the driver
                                   (the next K or V tile of a decode on the packed path; rows 0:
                                   none) */
+    mh_fetch ahead_k, ahead_v; /* one-pass on prepacked tiles: rows the Q.K^T and P.V GEMMs
+                                  request for the worker's next steps (rows 0: none;
+                                  driver.c, per_worker_heads) */
     /* two-pass modes */
     float *t1, *t2;     /* [tile_floats] the stage's score tile; pass 1's tile when unstored */
     float *mrun, *lrun; /* [rows] pass 2's running statistics when it recomputes */
@@ -97,6 +100,9 @@ struct mh_drv_stage {
     const mh_kv_pages* pages; /* K/V in a cache's blocks (batch index = block), or NULL */
     int v_per_head;
     mh_tensor_out o;        /* [B][N][H][dv] by query head */
+    mh_tensor q;            /* one-pass, optional: the f32 queries [B][N][H][dqk] the stage's
+                               load_q reads, which the driver then requests a task ahead
+                               (per_worker_heads); data NULL: not given */
     int prepack;            /* pack K/V tiles once per call (workspace depends on M) */
     int pack_heads;         /* K/V heads per batch in the prepack grid (one-pass: streams) */
     size_t tile_floats;     /* two-pass: floats of one key tile's scores of a task */

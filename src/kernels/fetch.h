@@ -1,10 +1,11 @@
 /*
  * Rows a GEMM micro-kernel requests from memory while it computes, for its caller (the gemm
- * slots' `fetch`): data the caller reads soon, which no hardware prefetcher brings in time
- * (the next K/V tile of a decode on the packed path). The kernel requests one cache line every
- * MH_FETCH_EVERY steps of its reduction, so the requests trickle out at the pace of its
- * arithmetic; issued in bursts between GEMM calls, they waited for the core's miss buffers and
- * held the core with them (docs/kernels.md, "Decode kernels").
+ * slots' `fetch`): data the caller reads or writes soon, which no hardware prefetcher brings
+ * in time (the next K/V tile of a decode on the packed path; in prefill, the next task's query
+ * rows, the task's output rows and the next head's K/V rows). The kernel requests one cache
+ * line every MH_FETCH_EVERY steps of its reduction, so the requests trickle out at the pace of
+ * its arithmetic; issued in bursts between GEMM calls, they waited for the core's miss buffers
+ * and held the core with them (docs/kernels.md, "Decode kernels").
  */
 #ifndef MH_KERNELS_FETCH_H
 #define MH_KERNELS_FETCH_H
