@@ -537,8 +537,9 @@ static mh_fetch fetch_run(const void* first, size_t rows, size_t row_bytes, ptrd
 /* What the GEMMs of task ti, a worker's next to run, request (sc->ahead_k in Q.K^T, ahead_v
  * in P.V): in a head's last task, all M rows of K and V of prepack head `next`, which the
  * worker likely packs next; in the others, the next task's query rows and this task's output
- * rows (one run each: one head per task, rows in token order). Nothing past the last head, in
- * a paged cache (its rows are not one run), or for rows the stage does not lay out so. */
+ * rows (a run of tokens each: one head per task, or a group's heads side by side in a token's
+ * row). Nothing past the last head, in a paged cache (its rows are not one run), or for rows
+ * the stage does not lay out so. */
 static void fetch_ahead(const mh_drv_call* c, size_t ti, size_t next, mh_drv_scratch* sc) {
     const mh_drv_stage* st = &c->st;
     const size_t n_qt = mh_drv_query_tiles(st);
@@ -554,14 +555,16 @@ static void fetch_ahead(const mh_drv_call* c, size_t ti, size_t next, mh_drv_scr
         return;
     }
     const mh_drv_task t = mh_drv_make_task(c, ti), tn = mh_drv_make_task(c, ti + 1);
-    if (st->hg != 1 || t.q_row || tn.q_row) return;
+    if (t.q_row || tn.q_row) return;
+    const size_t hg = st->hg;
     const ptrdiff_t f = (ptrdiff_t)sizeof(float);
-    if (st->q.data) {
+    if (st->q.data && (hg == 1 || st->q.stride_head == (ptrdiff_t)st->dqk)) {
         const float* q = (const float*)st->q.data + tn.b * st->q.stride_batch + (ptrdiff_t)tn.i0 * st->q.stride_token +
                          (ptrdiff_t)tn.h0 * st->q.stride_head;
-        sc->ahead_k = fetch_run(q, tn.nq, st->dqk * sizeof(float), st->q.stride_token * f);
+        sc->ahead_k = fetch_run(q, tn.nq, hg * st->dqk * sizeof(float), st->q.stride_token * f);
     }
-    sc->ahead_v = fetch_run(mh_drv_out_row(st, &t, 0, 0), t.nq, st->dv * sizeof(float), st->o.stride_token * f);
+    if (hg == 1 || st->o.stride_head == (ptrdiff_t)st->dv)
+        sc->ahead_v = fetch_run(mh_drv_out_row(st, &t, 0, 0), t.nq, hg * st->dv * sizeof(float), st->o.stride_token * f);
 }
 
 /* A worker that packs its own heads (cw.per_worker, one pass, one key chunk per task): whole
@@ -575,9 +578,10 @@ static void fetch_ahead(const mh_drv_call* c, size_t ti, size_t next, mh_drv_scr
  * heads out in order), the next task's queries and this task's outputs. Causal prefill H32
  * D128, Zen 5, 1 thread, alternated with the build before: f32 N = M = 512 0.93-0.95x the
  * time, 1024 0.96x, 2048 0.98-0.99x; f16 K/V at 512 0.89x; bf16 compute 0.93x (512) and
- * 0.99x (2048); AVX2 0.97x (512); not causal 0.97x; N = M = 128 H8 D64, whose rows stay in
- * cache, 1.00x (FETCH_HEAD_MIN). Of that, K/V alone: 0.97x at 512, 1.00x at 2048; requested
- * over a whole head instead of its last task, they left L2 before the pack. */
+ * 0.99x (2048); AVX2 0.97x (512); not causal 0.97x; GQA-8 (four heads a task) 0.95x (512)
+ * and 0.98x (2048); N = M = 128 H8 D64, whose rows stay in cache, 1.00x (FETCH_HEAD_MIN). Of
+ * that, K/V alone: 0.97x at 512, 1.00x at 2048; requested over a whole head instead of its
+ * last task, they left L2 before the pack. */
 static void per_worker_heads(mh_drv_call* c, size_t slot, size_t nth, mh_drv_scratch* sc) {
     const size_t n_qt = mh_drv_query_tiles(&c->st);
     sc->pack_slot = slot;
