@@ -22,20 +22,6 @@ int mh_score_rows_dropped(const mh_score_block* blk, size_t r0, size_t m, int64_
     return mh_score_pos(blk, last_ii) < j0;
 }
 
-size_t mh_score_row_cols(const mh_score_block* blk, size_t r, int64_t j0, size_t cols) {
-    const int64_t p = mh_score_pos(blk, r % blk->rows_per_head);
-    int64_t hi = (int64_t)cols;
-    if (blk->causal && p + 1 - j0 < hi) hi = p + 1 - j0;
-    if (blk->window > 0 && !blk->causal && p + blk->window - j0 < hi) hi = p + blk->window - j0;
-    return hi < 0 ? 0 : (size_t)hi;
-}
-
-size_t mh_score_row_first(const mh_score_block* blk, size_t r, int64_t j0, size_t cols) {
-    if (blk->window <= 0) return 0;
-    const int64_t lo = mh_score_pos(blk, r % blk->rows_per_head) - blk->window + 1 - j0;
-    return lo <= 0 ? 0 : lo >= (int64_t)cols ? cols : (size_t)lo;
-}
-
 void mh_score_key_range(const mh_score_block* blk, int64_t kv_len, int64_t* j_begin, int64_t* j_end) {
     const int64_t p_first = mh_score_pos(blk, 0), p_last = mh_score_pos(blk, blk->rows_per_head - 1);
     int64_t jb = 0, je = kv_len;

@@ -61,11 +61,21 @@ int mh_score_rows_dropped(const mh_score_block* blk, size_t r0, size_t m, int64_
 
 /* How many leading columns of a tile starting at key j0 (cols wide) row r of the block may
  * keep: the keys after them are dropped by causality (or a non-causal window). */
-size_t mh_score_row_cols(const mh_score_block* blk, size_t r, int64_t j0, size_t cols);
+static inline size_t mh_score_row_cols(const mh_score_block* blk, size_t r, int64_t j0, size_t cols) {
+    const int64_t p = mh_score_pos(blk, r % blk->rows_per_head);
+    int64_t hi = (int64_t)cols;
+    if (blk->causal && p + 1 - j0 < hi) hi = p + 1 - j0;
+    if (blk->window > 0 && !blk->causal && p + blk->window - j0 < hi) hi = p + blk->window - j0;
+    return hi < 0 ? 0 : (size_t)hi;
+}
 
 /* The first column of a tile starting at key j0 (cols wide) row r of the block may keep: the
  * keys before it are dropped by its window (cols if it drops them all). */
-size_t mh_score_row_first(const mh_score_block* blk, size_t r, int64_t j0, size_t cols);
+static inline size_t mh_score_row_first(const mh_score_block* blk, size_t r, int64_t j0, size_t cols) {
+    if (blk->window <= 0) return 0;
+    const int64_t lo = mh_score_pos(blk, r % blk->rows_per_head) - blk->window + 1 - j0;
+    return lo <= 0 ? 0 : lo >= (int64_t)cols ? cols : (size_t)lo;
+}
 
 /* The keys [*j_begin, *j_end) any row of the block may keep (causal, window, and kv_len keys
  * in the sequence), before per-element masking. */
