@@ -545,8 +545,8 @@ static void fetch_ahead(const mh_drv_call* c, size_t ti, size_t next, mh_drv_scr
     const size_t n_qt = mh_drv_query_tiles(st);
     sc->ahead_k = sc->ahead_v = mh_fetch_begin(NULL);
     if ((ti + 1) % n_qt == 0) {
-        if (next >= n_pack_heads(st) || st->pages || (size_t)st->n_kv * st->dqk * mh_dtype_size(st->k_dtype) < FETCH_HEAD_MIN)
-            return;
+        const size_t k_bytes = (size_t)st->n_kv * st->dqk * mh_dtype_size(st->k_dtype);
+        if (next >= n_pack_heads(st) || st->pages || k_bytes < FETCH_HEAD_MIN) return;
         const size_t b = next / (size_t)st->pack_heads, h = next % (size_t)st->pack_heads, m = (size_t)st->n_kv;
         const mh_rows k = kv_rows(st, 0, b, h, 0), v = kv_rows(st, 1, b, h, 0);
         const size_t ks = mh_dtype_size(st->k_dtype), vs = mh_dtype_size(st->v_dtype);
@@ -564,7 +564,8 @@ static void fetch_ahead(const mh_drv_call* c, size_t ti, size_t next, mh_drv_scr
         sc->ahead_k = fetch_run(q, tn.nq, hg * st->dqk * sizeof(float), st->q.stride_token * f);
     }
     if (hg == 1 || st->o.stride_head == (ptrdiff_t)st->dv)
-        sc->ahead_v = fetch_run(mh_drv_out_row(st, &t, 0, 0), t.nq, hg * st->dv * sizeof(float), st->o.stride_token * f);
+        sc->ahead_v =
+            fetch_run(mh_drv_out_row(st, &t, 0, 0), t.nq, hg * st->dv * sizeof(float), st->o.stride_token * f);
 }
 
 /* A worker that packs its own heads (cw.per_worker, one pass, one key chunk per task): whole
