@@ -530,8 +530,8 @@ static mh_fetch fetch_run(const void* first, size_t rows, size_t row_bytes, ptrd
 }
 
 /* The fewest bytes of a head's K rows for which fetch_ahead requests the next head's K and V:
- * smaller ones are likely still in cache, and requesting lines that are costs the GEMMs their
- * steps (N = M = 128 H8 D64, 32 KiB per head, Zen 5: 1.01x the time with them). */
+ * smaller heads are likely still in cache, where the requests only cost the GEMMs their steps
+ * (N = M = 128 H8 D64, 32 KiB a head, Zen 5: 1.01x the time with them). */
 #define FETCH_HEAD_MIN ((size_t)64 << 10)
 
 /* What the GEMMs of task ti, a worker's next to run, request (sc->ahead_k in Q.K^T, ahead_v
