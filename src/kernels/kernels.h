@@ -29,6 +29,9 @@
  * the same bits. */
 #define MH_PV_GROUP 16
 
+/* The end of pv_direct's group of keys starting at key c of a call over cols keys. */
+static inline size_t mh_pv_group_end(size_t c, size_t cols) { return cols - c < MH_PV_GROUP ? cols : c + MH_PV_GROUP; }
+
 /* The factors of one cross-head mix (DCMHA's composition) over a group of g heads,
  * rank <= MH_HEAD_MIX_MAX_RANK, for one query row and a run of keys (key-side factors
  * key-contiguous, rows ldk apart):

@@ -41,7 +41,7 @@ static void pv_rows(size_t rows, size_t cols, size_t dv, const float* p, size_t 
             size_t c = 0;
             do { /* at least once, so alpha applies even with no key */
                 const int lead = c == 0;
-                const size_t end = cols - c < MH_PV_GROUP ? cols : c + MH_PV_GROUP;
+                const size_t end = mh_pv_group_end(c, cols);
                 for (size_t r = 0; r < nr; r++)
                     for (size_t i = 0; i < n; i++) acc[r][i] = -0.0f;
                 for (; c < end; c++) {

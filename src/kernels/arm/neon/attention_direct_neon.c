@@ -73,7 +73,7 @@ MH_INLINE void pv_chunk(const int R, const int FULL, size_t d0, size_t cols, siz
     size_t c = 0;
     do { /* at least once, so alpha applies even with no key */
         const int lead = c == 0;
-        const size_t end = cols - c < MH_PV_GROUP ? cols : c + MH_PV_GROUP;
+        const size_t end = mh_pv_group_end(c, cols);
         MH_UNROLL(16) for (int r = 0; r < R; r++)
             MH_UNROLL(16) for (int j = 0; j < 4; j++) acc[r][j] = vdupq_n_f32(-0.0f);
         for (; c < end; c++) {

@@ -113,7 +113,7 @@ MH_INLINE void pv_chunk(const int R, size_t d0, size_t cols, size_t dv, const fl
     size_t c = 0;
     do { /* groups of MH_PV_GROUP keys (kernels.h); at least once, so alpha applies with no key */
         const int lead = c == 0;
-        const size_t end = cols - c < MH_PV_GROUP ? cols : c + MH_PV_GROUP;
+        const size_t end = mh_pv_group_end(c, cols);
         FOR_ROWS(PV_INIT)
         for (; c < end; c++) {
             const void* row = mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0);

@@ -122,7 +122,7 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, size_t la
     size_t c = 0;
     do { /* groups of MH_PV_GROUP keys (kernels.h); at least once, so alpha applies with no key */
         const int lead = c == 0;
-        const size_t end = cols - c < MH_PV_GROUP ? cols : c + MH_PV_GROUP;
+        const size_t end = mh_pv_group_end(c, cols);
         for (int r = 0; r < R; r++)
             for (int j = 0; j < J; j++) acc[r][j] = _mm256_set1_ps(-0.0f);
         for (; c < end; c++) {

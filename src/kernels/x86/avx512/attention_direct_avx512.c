@@ -170,7 +170,7 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, const int
     size_t c = 0;
     do { /* at least once, so alpha applies even with no key */
         const int lead = c == 0;
-        const size_t end = cols - c < MH_PV_GROUP ? cols : c + MH_PV_GROUP;
+        const size_t end = mh_pv_group_end(c, cols);
         MH_UNROLL(MAXR) for (int r = 0; r < R; r++)
             MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) acc[r][j] = _mm512_set1_ps(-0.0f);
         for (; c < end; c++) {
