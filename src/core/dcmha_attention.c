@@ -99,7 +99,6 @@ static void load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch*
     const mh_dcmha_problem* p = st->ctx;
     const size_t d = st->dqk, tq = st->tq;
     const float* q = (const float*)p->q.data;
-    for (size_t r = 0; r < st->hg * tq; r++) sc->ones[r] = 1.0f;
     memset(sc->t1, 0, st->tile_floats * sizeof(float));
     for (size_t h = 0; h < st->hg; h++)
         for (size_t i = 0; i < tq; i++) {

@@ -251,10 +251,7 @@ static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows*
         } else { /* pv_direct's groups on the tile's multiples of MH_PV_GROUP, wherever the call starts */
             const size_t cut = mh_min_size(n, (f + MH_PV_GROUP - 1) / MH_PV_GROUP * MH_PV_GROUP);
             if (cut > f) pv_direct_keys(st, vsrc, rows, i, f, cut, sc->alpha + i, sc);
-            if (n > cut) {
-                for (size_t e = 0; cut > f && e < rows; e++) sc->ones[i + e] = 1.0f;
-                pv_direct_keys(st, vsrc, rows, i, cut, n, cut > f ? sc->ones + i : sc->alpha + i, sc);
-            }
+            if (n > cut) pv_direct_keys(st, vsrc, rows, i, cut, n, cut > f ? sc->ones + i : sc->alpha + i, sc);
         }
     }
 }
@@ -329,7 +326,6 @@ static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64
                              mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const size_t tk = st->tk, dqk = st->dqk, dv = st->dv, rows = t->rows;
-    for (size_t r = 0; r < rows; r++) sc->ones[r] = 1.0f;
     mh_drv_scratch cur = *sc, prev = *sc; /* the tile being scored, the tile whose P.V is owed */
     prev.s = sc->s_prev, prev.alpha = sc->alpha_prev;
     int64_t pj0 = 0;
@@ -603,6 +599,7 @@ static void worker(void* arg, int tid, int nth) {
     mh_ws ws = mh_ws_begin(c->cw.scratch + (size_t)tid * c->cw.per_thread);
     mh_drv_scratch sc;
     mh_drv_carve_scratch(&c->st, &ws, &sc);
+    for (size_t r = 0; r < block_rows(&c->st); r++) sc.ones[r] = 1.0f;
     if (c->cw.per_worker) {
         per_worker_heads(c, (size_t)tid, (size_t)nth, &sc);
         return;

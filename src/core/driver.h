@@ -62,7 +62,8 @@ typedef struct mh_drv_scratch {
     float* o;     /* [rows][dv]                 output accumulator */
     float *m, *l; /* [rows]                     softmax max and sum */
     float* alpha; /* [rows]                     softmax_tile's rescale */
-    float* ones;  /* [rows]                     1.0f, a P.V rescale that keeps o (filled by its user) */
+    float* ones;  /* [rows]                     1.0f, a P.V rescale that keeps o (filled once per
+                                                 worker, never written after) */
     float* s_prev;     /* one-pass: [rows][tk] the previous tile's probabilities, whose P.V */
     float* alpha_prev; /* [rows] and rescale run with the next tile's Q.K^T (direct kernels) */
     /* bf16 compute (st->compute): the GEMMs' bf16 operands; kt/vt then hold bf16 panels
