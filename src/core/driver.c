@@ -518,52 +518,6 @@ static void prepack_tile(const mh_drv_call* c, size_t head, size_t i, size_t slo
     mh_drv_pack_v(st, nc, &vr, c->cw.vt_all + at * vt_floats(st));
 }
 
-/* `rows` rows of row_bytes bytes, stride bytes apart from first, as a fetch into L2 (rows the
- * worker writes too: a line it holds alone takes a write without another request). */
-static mh_fetch fetch_run(const void* first, size_t rows, size_t row_bytes, ptrdiff_t stride) {
-    const mh_fetch f = {.p = first, .row_bytes = row_bytes, .stride = stride, .rows = rows, .l2 = 1};
-    return f;
-}
-
-/* The fewest bytes of a head's K rows for which fetch_ahead requests the next head's K and V:
- * smaller heads are likely still in cache, where the requests only cost the GEMMs their steps
- * (N = M = 128 H8 D64, 32 KiB a head, Zen 5: 1.01x the time with them). */
-#define FETCH_HEAD_MIN ((size_t)64 << 10)
-
-/* What the GEMMs of task ti, a worker's next to run, request (sc->ahead_k in Q.K^T, ahead_v
- * in P.V): in a head's last task, all M rows of K and V of prepack head `next`, which the
- * worker likely packs next; in the others, the next task's query rows and this task's output
- * rows (a run of tokens each: one head per task, or a group's heads side by side in a token's
- * row). Nothing past the last head, in a paged cache (its rows are not one run), or for rows
- * the stage does not lay out so. */
-static void fetch_ahead(const mh_drv_call* c, size_t ti, size_t next, mh_drv_scratch* sc) {
-    const mh_drv_stage* st = &c->st;
-    const size_t n_qt = mh_drv_query_tiles(st);
-    sc->ahead_k = sc->ahead_v = mh_fetch_begin(NULL);
-    if ((ti + 1) % n_qt == 0) {
-        const size_t k_bytes = (size_t)st->n_kv * st->dqk * mh_dtype_size(st->k_dtype);
-        if (next >= n_pack_heads(st) || st->pages || k_bytes < FETCH_HEAD_MIN) return;
-        const size_t b = next / (size_t)st->pack_heads, h = next % (size_t)st->pack_heads, m = (size_t)st->n_kv;
-        const mh_rows k = kv_rows(st, 0, b, h, 0), v = kv_rows(st, 1, b, h, 0);
-        const size_t ks = mh_dtype_size(st->k_dtype), vs = mh_dtype_size(st->v_dtype);
-        sc->ahead_k = fetch_run(k.data, m, st->dqk * ks, k.ld * (ptrdiff_t)ks);
-        sc->ahead_v = fetch_run(v.data, m, st->dv * vs, v.ld * (ptrdiff_t)vs);
-        return;
-    }
-    const mh_drv_task t = mh_drv_make_task(c, ti), tn = mh_drv_make_task(c, ti + 1);
-    if (t.q_row || tn.q_row) return;
-    const size_t hg = st->hg;
-    const ptrdiff_t f = (ptrdiff_t)sizeof(float);
-    if (st->q.data && (hg == 1 || st->q.stride_head == (ptrdiff_t)st->dqk)) {
-        const float* q = (const float*)st->q.data + tn.b * st->q.stride_batch + (ptrdiff_t)tn.i0 * st->q.stride_token +
-                         (ptrdiff_t)tn.h0 * st->q.stride_head;
-        sc->ahead_k = fetch_run(q, tn.nq, hg * st->dqk * sizeof(float), st->q.stride_token * f);
-    }
-    if (hg == 1 || st->o.stride_head == (ptrdiff_t)st->dv)
-        sc->ahead_v =
-            fetch_run(mh_drv_out_row(st, &t, 0, 0), t.nq, hg * st->dv * sizeof(float), st->o.stride_token * f);
-}
-
 /* A worker that packs its own heads (cw.per_worker, one pass, one key chunk per task): whole
  * heads, each packed into the worker's slot right before its tasks run, so the tiles are still
  * in the core's cache when the GEMMs read them; the grid of every head, packed first, is
@@ -571,7 +525,7 @@ static void fetch_ahead(const mh_drv_call* c, size_t ti, size_t next, mh_drv_scr
  * grid: N = M = 512 0.91-0.93x the time, N = 2048 0.96-0.98x, with the workspace on huge
  * pages; on 4 KiB pages, whose TLB misses the grid's reads add, N = 2048 0.72-0.73x).
  * Each task's GEMMs request what the worker reads or writes next and would otherwise wait on
- * (fetch_ahead): the next head's K and V, for its pack (the head nth on: the schedule hands
+ * (mh_drv_fetch_ahead, core/driver_ahead.c): the next head's K and V, for its pack (the head nth on: the schedule hands
  * heads out in order), the next task's queries and this task's outputs. Causal prefill H32
  * D128, Zen 5, 1 thread, alternated with the build before: f32 N = M = 512 0.93-0.95x the
  * time, 1024 0.96x, 2048 0.98-0.99x; f16 K/V at 512 0.89x; bf16 compute 0.93x (512) and
@@ -585,7 +539,7 @@ static void per_worker_heads(mh_drv_call* c, size_t slot, size_t nth, mh_drv_scr
     for (long head; (head = mh_next_item(&c->next[0])) < (long)n_pack_heads(&c->st);) {
         for (size_t i = 0; i < n_kv_tiles(&c->st); i++) prepack_tile(c, (size_t)head, i, slot);
         for (size_t ti = (size_t)head * n_qt; ti < ((size_t)head + 1) * n_qt; ti++) {
-            fetch_ahead(c, ti, (size_t)head + nth, sc);
+            mh_drv_fetch_ahead(c, ti, (size_t)head + nth, sc);
             one_pass_item(c, ti, sc);
         }
     }

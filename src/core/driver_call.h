@@ -29,6 +29,14 @@ void mh_drv_start_rows(const mh_drv_stage* st, const mh_drv_task* t, size_t rows
 /* Output row ii of head h0 + hh of the task. */
 float* mh_drv_out_row(const mh_drv_stage* st, const mh_drv_task* t, size_t hh, size_t ii);
 
+/* What the GEMMs of task ti, a worker's next to run, request (sc->ahead_k in Q.K^T, ahead_v
+ * in P.V; core/driver_ahead.c): in a head's last task, all M rows of K and V of prepack head
+ * `next`, which the worker likely packs next; in the others, the next task's query rows and
+ * this task's output rows (a run of tokens each: one head per task, or a group's heads side by
+ * side in a token's row). Nothing past the last head, in a paged cache (its rows are not one
+ * run), or for rows the stage does not lay out so. */
+void mh_drv_fetch_ahead(const mh_drv_call* c, size_t ti, size_t next, mh_drv_scratch* sc);
+
 /* ---- the two-pass modes (core/driver_two_pass.c), the worker's items ---- */
 
 /* Materialised: task ti whole, its tiles kept in the worker's sc->s. */
