@@ -171,7 +171,12 @@ MH_INLINE void pv_rows(const mh_dtype dtype, const int R, const int J, size_t co
     size_t d0 = 0;
     for (; d0 + 8 * (size_t)J <= dv; d0 += 8 * (size_t)J)
         pv_cols(R, J, dtype, 8, d0 == 0, dv, cols, d0, p, ldp, v, alpha, o, ldo);
-    for (; d0 < dv; d0 += 8) /* fewer than J vectors left: one at a time */
+    /* fewer than J vectors left (head dims 80, 96, ...): passes of 4 and 2 vectors while they
+     * fit, then one at a time (Phi-3's 96 at R = 1: 64 + 32 columns instead of 64 + 4 x 8); the
+     * columns are independent sums, so the passes change no bit */
+    if (J > 4 && d0 + 32 <= dv) pv_cols(R, 4, dtype, 8, d0 == 0, dv, cols, d0, p, ldp, v, alpha, o, ldo), d0 += 32;
+    if (J > 2 && d0 + 16 <= dv) pv_cols(R, 2, dtype, 8, d0 == 0, dv, cols, d0, p, ldp, v, alpha, o, ldo), d0 += 16;
+    for (; d0 < dv; d0 += 8)
         pv_cols(R, 1, dtype, mh_lanes8(dv, d0), d0 == 0, dv, cols, d0, p, ldp, v, alpha, o, ldo);
 }
 
