@@ -400,7 +400,7 @@ static void compose(size_t g, size_t rank, size_t cols, int scaled, int with_wb)
 
 /* ---- one test per slot of the kernel list (src/kernels/kernel_list.h): a kernel added to
  * the list does not compile here until it has its test, which then runs on every ISA. */
-static const size_t dims[] = {1, 7, 15, 16, 17, 31, 48, 64, 65, 120, 128, 131};
+static const size_t dims[] = {1, 7, 15, 16, 17, 31, 48, 64, 65, 120, 128, 131, 259};
 
 /* The K/V tile shapes: cols from the table's tile sizes, every dtype. */
 static void kv_shapes(void (*fn)(size_t rows, size_t cols, size_t d, mh_dtype dt), int per_row) {

@@ -14,15 +14,15 @@
  *  - qk keeps two FMA chains per row and key (from three rows: d outer over four keys, one
  *    chain each, q loaded once per four keys) and reduces four keys of a row by one shuffle
  *    tree (reduce4), the same tree for every score of a given R, so a score does not depend
- *    on the key's place in the tile; pv holds a 128-column row (R = 1, 2) or 64 columns (R = 3..5)
- *    of every row in registers and widens each V vector once for all R rows.
+ *    on the key's place in the tile; pv holds 256 columns of its row (R = 1), 128 (R = 2) or 64
+ *    (R = 3..5) of every row in registers and widens each V vector once for all R rows.
  */
 #include "kernels/decode_prefetch.h"
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/simd_avx512.h"
 
 #define MAXR 5 /* rows < attn_direct_rows = 6 */
-#define MAXJ 8
+#define MAXJ 16
 #define DMAJOR_ROWS 3 /* from this many query rows qk runs d outer (dot4_rows) */
 
 /* 16 elements of `dtype` at p, widened to f32 (int8 unscaled): all lanes (masked = 0) or the
@@ -200,20 +200,23 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, const int
     } while (c < cols);
 }
 
-/* 16 * J columns per pass: a 128-wide row at once for R = 1, 2; 64 columns for R = 3..5. What
- * is left of a narrower row (head dims 64, 80, 96, ...) goes in passes of 64, 32 and 16 columns,
- * none of them wider than the columns left, and a last masked pass of up to 16: a pass of J
- * vectors over a 64-wide row widened and multiplied half its vectors for nothing and read the
- * next row's lines through its masked loads (MHA f16 decode at 32K keys, H16 D64, Zen 5: 12.9
- * ms, 3.5x the time of its bytes at the read bandwidth). Columns are independent sums, so the
- * passes change no bit. */
+/* 16 * J columns per pass: 256 for R = 1 (16 accumulators: a row of Gemma's head dim 256 in one
+ * pass, against two of 128: MHA f16 decode at 16K keys, H16, 0.72x the time from DRAM, 0.91x
+ * from L3, 0.94x from L2; int8 0.85x from DRAM), 128 for R = 2, 64 for R = 3..5. What is left of
+ * a narrower row (head dims 64, 80, 96, ...) goes in passes of 128, 64, 32 and 16 columns, none
+ * of them wider than the columns left, and a last masked pass of up to 16: a pass of J vectors
+ * over a 64-wide row widened and multiplied half its vectors for nothing and read the next row's
+ * lines through its masked loads (MHA f16 decode at 32K keys, H16 D64, Zen 5: 12.9 ms, 3.5x the
+ * time of its bytes at the read bandwidth). Columns are independent sums, so the passes change
+ * no bit. */
 MH_INLINE void pv_rows(const mh_dtype dtype, const int R, size_t cols, size_t dv, const float* p, size_t ldp,
                        const mh_rows* v, const float* alpha, float* o, size_t ldo) {
-    const int J = R <= 2 ? 8 : 4;
+    const int J = R == 1 ? 16 : R == 2 ? 8 : 4;
     size_t d0 = 0;
     for (; d0 + 16 * (size_t)J <= dv; d0 += 16 * (size_t)J)
         pv_cols(R, J, dtype, 0, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo);
-    if (J == 8 && d0 + 64 <= dv) pv_cols(R, 4, dtype, 0, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo), d0 += 64;
+    if (J > 8 && d0 + 128 <= dv) pv_cols(R, 8, dtype, 0, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo), d0 += 128;
+    if (J > 4 && d0 + 64 <= dv) pv_cols(R, 4, dtype, 0, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo), d0 += 64;
     if (d0 + 32 <= dv) pv_cols(R, 2, dtype, 0, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo), d0 += 32;
     if (d0 + 16 <= dv) pv_cols(R, 1, dtype, 0, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo), d0 += 16;
     if (d0 < dv) pv_cols(R, 1, dtype, 1, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo);
