@@ -157,47 +157,44 @@ void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, siz
     MH_WITH_ROWS(rows, qk_r, cols, d, q, ldq, k, s, lds)
 }
 
-/* o[r, d0 .. d0 + 16J) = alpha[r] * o + sum_c p[r, c] * V[c][d0 ..] (int8: p times the row's
- * scale first), the sum taken in groups of MH_PV_GROUP keys (kernels.h): each group's sum from
- * -0 in registers, then added to o (alpha for the first group, 1 for the later ones); with
- * masked, only the columns below dv are read and written. */
-MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, const int masked, size_t dv, int first,
-                       size_t cols, size_t d0, const float* p, size_t ldp, const mh_rows* v, const float* alpha,
-                       float* o, size_t ldo) {
+/* One group of keys [c, end) (MH_PV_GROUP of them, kernels.h, or the call's last) over columns
+ * [d0, d0 + 16J): o[r, ..] = a[r] * o + sum_c p[r, c] * V[c][..] (int8: p times the row's scale
+ * first), the group's sum from -0 in registers, then added to o with a = alpha for the call's
+ * first group (c = 0), 1 for the later ones; with masked, only the columns below dv are read
+ * and written. */
+MH_INLINE void pv_group(const int R, const int J, const mh_dtype dtype, const int masked, size_t dv, int first,
+                        size_t c, size_t end, size_t d0, const float* p, size_t ldp, const mh_rows* v,
+                        const float* alpha, float* o, size_t ldo) {
     __m512 acc[MAXR][MAXJ];
     __mmask16 m[MAXJ];
     MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) m[j] = mh_mask16(dv, d0 + 16 * (size_t)j);
-    size_t c = 0;
-    do { /* at least once, so alpha applies even with no key */
-        const int lead = c == 0;
-        const size_t end = mh_pv_group_end(c, cols);
+    const int lead = c == 0;
+    MH_UNROLL(MAXR) for (int r = 0; r < R; r++)
+        MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) acc[r][j] = _mm512_set1_ps(-0.0f);
+    for (; c < end; c++) {
+        if (first) /* the whole row, for this and the later passes */
+            mh_decode_prefetch(v, dtype, c, dv, (size_t)R);
+        const void* row = mh_dtype_at(v->data, dtype, (ptrdiff_t)c * v->ld + (ptrdiff_t)d0);
+        const float sc = dtype == MH_DTYPE_I8 ? v->scale[(ptrdiff_t)c * v->ld_scale] : 1.0f;
+        __m512 pr[MAXR];
         MH_UNROLL(MAXR) for (int r = 0; r < R; r++)
-            MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) acc[r][j] = _mm512_set1_ps(-0.0f);
-        for (; c < end; c++) {
-            if (first) /* the whole row, for this and the later chunks */
-                mh_decode_prefetch(v, dtype, c, dv, (size_t)R);
-            const void* row = mh_dtype_at(v->data, dtype, (ptrdiff_t)c * v->ld + (ptrdiff_t)d0);
-            const float sc = dtype == MH_DTYPE_I8 ? v->scale[(ptrdiff_t)c * v->ld_scale] : 1.0f;
-            __m512 pr[MAXR];
-            MH_UNROLL(MAXR) for (int r = 0; r < R; r++)
-                pr[r] = _mm512_set1_ps(dtype == MH_DTYPE_I8 ? p[(size_t)r * ldp + c] * sc : p[(size_t)r * ldp + c]);
-            MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) {
-                const __m512 vj = load16(mh_dtype_at(row, dtype, 16 * j), dtype, masked, m[j]);
-                MH_UNROLL(MAXR) for (int r = 0; r < R; r++) acc[r][j] = _mm512_fmadd_ps(pr[r], vj, acc[r][j]);
-            }
+            pr[r] = _mm512_set1_ps(dtype == MH_DTYPE_I8 ? p[(size_t)r * ldp + c] * sc : p[(size_t)r * ldp + c]);
+        MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) {
+            const __m512 vj = load16(mh_dtype_at(row, dtype, 16 * j), dtype, masked, m[j]);
+            MH_UNROLL(MAXR) for (int r = 0; r < R; r++) acc[r][j] = _mm512_fmadd_ps(pr[r], vj, acc[r][j]);
         }
-        MH_UNROLL(MAXR) for (int r = 0; r < R; r++) {
-            const __m512 al = _mm512_set1_ps(lead ? alpha[r] : 1.0f);
-            float* orow = o + (size_t)r * ldo + d0;
-            MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) {
-                if (masked)
-                    _mm512_mask_storeu_ps(orow + 16 * j, m[j],
-                                          _mm512_fmadd_ps(al, _mm512_maskz_loadu_ps(m[j], orow + 16 * j), acc[r][j]));
-                else
-                    _mm512_storeu_ps(orow + 16 * j, _mm512_fmadd_ps(al, _mm512_loadu_ps(orow + 16 * j), acc[r][j]));
-            }
+    }
+    MH_UNROLL(MAXR) for (int r = 0; r < R; r++) {
+        const __m512 al = _mm512_set1_ps(lead ? alpha[r] : 1.0f);
+        float* orow = o + (size_t)r * ldo + d0;
+        MH_UNROLL(MAXJ) for (int j = 0; j < J; j++) {
+            if (masked)
+                _mm512_mask_storeu_ps(orow + 16 * j, m[j],
+                                      _mm512_fmadd_ps(al, _mm512_maskz_loadu_ps(m[j], orow + 16 * j), acc[r][j]));
+            else
+                _mm512_storeu_ps(orow + 16 * j, _mm512_fmadd_ps(al, _mm512_loadu_ps(orow + 16 * j), acc[r][j]));
         }
-    } while (c < cols);
+    }
 }
 
 /* 16 * J columns per pass: 256 for R = 1 (16 accumulators: a row of Gemma's head dim 256 in one
@@ -207,19 +204,27 @@ MH_INLINE void pv_cols(const int R, const int J, const mh_dtype dtype, const int
  * of them wider than the columns left, and a last masked pass of up to 16: a pass of J vectors
  * over a 64-wide row widened and multiplied half its vectors for nothing and read the next row's
  * lines through its masked loads (MHA f16 decode at 32K keys, H16 D64, Zen 5: 12.9 ms, 3.5x the
- * time of its bytes at the read bandwidth). Columns are independent sums, so the passes change
- * no bit. */
+ * time of its bytes at the read bandwidth). Each group of keys goes through all the passes
+ * before the next group, as on AVX2 (the same time here). Columns are independent sums, so
+ * neither the passes nor their order change a bit. */
 MH_INLINE void pv_rows(const mh_dtype dtype, const int R, size_t cols, size_t dv, const float* p, size_t ldp,
                        const mh_rows* v, const float* alpha, float* o, size_t ldo) {
     const int J = R == 1 ? 16 : R == 2 ? 8 : 4;
-    size_t d0 = 0;
-    for (; d0 + 16 * (size_t)J <= dv; d0 += 16 * (size_t)J)
-        pv_cols(R, J, dtype, 0, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo);
-    if (J > 8 && d0 + 128 <= dv) pv_cols(R, 8, dtype, 0, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo), d0 += 128;
-    if (J > 4 && d0 + 64 <= dv) pv_cols(R, 4, dtype, 0, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo), d0 += 64;
-    if (d0 + 32 <= dv) pv_cols(R, 2, dtype, 0, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo), d0 += 32;
-    if (d0 + 16 <= dv) pv_cols(R, 1, dtype, 0, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo), d0 += 16;
-    if (d0 < dv) pv_cols(R, 1, dtype, 1, dv, d0 == 0, cols, d0, p, ldp, v, alpha, o, ldo);
+    size_t c = 0;
+    do { /* at least once, so alpha applies even with no key */
+        const size_t end = mh_pv_group_end(c, cols);
+        size_t d0 = 0;
+        for (; d0 + 16 * (size_t)J <= dv; d0 += 16 * (size_t)J)
+            pv_group(R, J, dtype, 0, dv, d0 == 0, c, end, d0, p, ldp, v, alpha, o, ldo);
+        if (J > 8 && d0 + 128 <= dv)
+            pv_group(R, 8, dtype, 0, dv, d0 == 0, c, end, d0, p, ldp, v, alpha, o, ldo), d0 += 128;
+        if (J > 4 && d0 + 64 <= dv)
+            pv_group(R, 4, dtype, 0, dv, d0 == 0, c, end, d0, p, ldp, v, alpha, o, ldo), d0 += 64;
+        if (d0 + 32 <= dv) pv_group(R, 2, dtype, 0, dv, d0 == 0, c, end, d0, p, ldp, v, alpha, o, ldo), d0 += 32;
+        if (d0 + 16 <= dv) pv_group(R, 1, dtype, 0, dv, d0 == 0, c, end, d0, p, ldp, v, alpha, o, ldo), d0 += 16;
+        if (d0 < dv) pv_group(R, 1, dtype, 1, dv, d0 == 0, c, end, d0, p, ldp, v, alpha, o, ldo);
+        c = end;
+    } while (c < cols);
 }
 
 MH_INLINE void pv_r(const int R, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
