@@ -221,6 +221,10 @@ std::vector<CaseSpec> default_suite(const SuiteOptions& o) {
     for (int m : {4096, 32768}) s.variants(make(DEC, "", llm, 1, m, I8, false), kInt8Rows);
     for (int m : {4096, 32768}) s.add(token_major(make(DEC, "mha", llm, 1, m, F16, false)));
     s.add(token_major(make(DEC, "gqa8", llm, 1, 32768, F16, false)));
+    // head dims other than 128 (GPT-2, BERT, ViTs 64; Phi-3 96; Gemma 256): MHA decode at 32K
+    // keys, f16 and int8, whose bandwidth must not depend on the width
+    for (int d : {64, 96, 256})
+        for (mh_dtype dt : {F16, I8}) s.add(make(DEC, "mha", Shape{16, d, 0}, 1, 32768, dt, false));
 
     // 3. encoder layers at equal model size (d_model = H*D), N = M
     if (self_ok) {
