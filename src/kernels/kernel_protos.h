@@ -88,22 +88,48 @@ MH_KERNEL_LIST(MH_KERNEL_PROTO_SCALAR)
 #define MH_UNROLL(n) MH_UNROLL_(GCC unroll n)
 #endif
 
-/* The head width the x86 direct kernels compile as a constant: MH_WITH_WIDTH(w, name, stmt)
+/* The head widths the x86 direct kernels compile as constants. MH_WITH_WIDTH(w, name, stmt)
  * runs stmt with `name` a const size_t equal to w, the constant MH_CONST_WIDTH when w is it.
  * 128 is the head dim of most language models; at it the loops over the width unroll whole and
  * lose their tail code (hot decode, Zen 5, alternated, f16 or int8 K/V: MHA 0.88-0.91x the time
  * on AVX-512, 0.77-0.84x on AVX2; four query rows per K/V head 0.90-0.96x). Other widths run
  * the same code with the width a variable: the same operations in the same order, the same
  * bits. Not under AddressSanitizer, whose compile time it raises most (MH_ROWS_FNS; the AVX-512
- * direct kernels with ASan and UBSan: gcc 23 -> 37 s, clang 121 -> 202 s). */
+ * direct kernels with ASan and UBSan: gcc 23 -> 37 s, clang 121 -> 202 s).
+ *
+ * Width 64 (GPT-2, BERT, Whisper, ViTs, smaller language models) gets a copy of the kernels of
+ * its own, compiled from the same bodies (attention_direct_<isa>.h) in a file of its own
+ * (attention_direct_w64_<isa>.c: MH_DIRECT_WIDTH is MH_WITH_WIDTH_64 there), to which the
+ * entries (kernels/x86/attention_direct_entries.h) hand width-64 calls when MH_DIRECT_W64 is 1
+ * (not under ASan). MHA decode at 32K keys, H16 D64, Zen 5, against the width as a variable:
+ * AVX-512 int8 0.75x the time, f16 0.98x (bound by memory; 0.81x in L2); AVX2 int8 0.77x, f16
+ * 0.89x (docs/kernels.md, "Decode kernels", has the rest, and why a file of its own rather than
+ * a third branch here). */
 #define MH_CONST_WIDTH 128
+#define MH_WITH_WIDTH_64(w, name, ...) \
+    { \
+        const size_t name = 64; \
+        (void)(w); \
+        __VA_ARGS__ \
+    }
+#ifdef MH_DIRECT_COPY_W64 /* the file compiling the copy for width 64 */
+#define MH_DIRECT_WIDTH MH_WITH_WIDTH_64
+#else
+#define MH_DIRECT_WIDTH MH_WITH_WIDTH
+#endif
+void MH_KNAME(qk_direct_w64)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k,
+                             float* s, size_t lds);
+void MH_KNAME(pv_direct_w64)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
+                             const float* alpha, float* o, size_t ldo);
 #ifdef MH_KERNELS_ASAN
+#define MH_DIRECT_W64 0
 #define MH_WITH_WIDTH(w, name, ...) \
     { \
         const size_t name = (w); \
         __VA_ARGS__ \
     }
 #else
+#define MH_DIRECT_W64 1
 #define MH_WITH_WIDTH(w, name, ...) \
     if ((w) == MH_CONST_WIDTH) { \
         const size_t name = MH_CONST_WIDTH; \
