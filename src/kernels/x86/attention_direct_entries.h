@@ -3,8 +3,8 @@
  * and their MH_ROWS_FNS). In the copy for head width 64 (MH_DIRECT_COPY_W64) they are that
  * copy's; otherwise the slots qk_direct and pv_direct, which hand width 64 to the copy
  * (MH_DIRECT_W64) and run the other widths out of line, so each entry is a width test and a
- * tail call: an entry that held the kernels and called the copy (three of its arguments on
- * the stack) realigned its frame around them at every call, and GQA-8 decode on K/V in L2
+ * tail call: an entry that held the kernels and called the copy (its arguments past the sixth
+ * on the stack) realigned its frame around them at every call, and GQA-8 decode on K/V in L2
  * took 1.02-1.03x the time (Zen 5). */
 #ifdef MH_DIRECT_COPY_W64
 void MH_KNAME(qk_direct_w64)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k,

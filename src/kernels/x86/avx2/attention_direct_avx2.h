@@ -3,7 +3,7 @@
  * place in their storage dtype and widened in registers (int8 rows times their scale), so each
  * byte of the cache is read once per KV head, whatever the number of query heads sharing it.
  * Bodies are specialised on the row count R and the storage dtype. The memory schedule is the
- * AVX-512 kernels' (attention_direct_avx512.c): rows front to back and in order, software
+ * AVX-512 kernels' (attention_direct_avx512.h): rows front to back and in order, software
  * prefetch by kernels/decode_prefetch.h's rule.
  *
  * qk: J keys at a time (R = 1, 2: J = 4; R = 3: J = 2; R = 4, 5: J = 1), each key's row read
