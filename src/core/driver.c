@@ -1,8 +1,9 @@
 /*
- * The one attention driver (see driver.h for the stage contract). Tiled attention where the
- * N x M score matrix is never formed, over (batch, stream, query tile) tasks scheduled
- * dynamically; each task's arithmetic is independent of which thread runs it, so results are
- * bitwise identical for every thread count.
+ * The one attention driver (see driver.h for the stage contract): its tasks and the one-pass
+ * mode. Tiled attention where the N x M score matrix is never formed, over (batch, stream,
+ * query tile) tasks that the workers (core/driver_run.c) take dynamically; each task's
+ * arithmetic is independent of which thread runs it, so results are bitwise identical for
+ * every thread count.
  */
 #include "core/driver_call.h"
 
@@ -10,7 +11,6 @@
 #include <string.h>
 
 #include "core/driver_bf16.h"
-#include "core/parallel.h"
 #include "kernels/decode_prefetch.h"
 #include "util/checked.h"
 #include "util/dtype.h"
@@ -81,12 +81,6 @@ typedef struct next_tile {
     int64_t j0;
 } next_tile;
 
-/* The K (v = 0) or V (v = 1) rows of batch row b, head h from key j0: the stage's views,
- * pages and dtypes. */
-static mh_rows kv_rows(const mh_drv_stage* st, int v, size_t b, size_t h, int64_t j0) {
-    return mh_drv_rows(st, v ? &st->value : &st->key, st->pages, v ? st->v_dtype : st->k_dtype, b, h, j0);
-}
-
 /* A decode-shaped task that packs its tiles (many query rows on one K/V head: MQA) is bound
  * by the core, not memory: the rows of its next tile (keys [j0 + tk, ...) of K or V, below the
  * task's last key) are requested while this tile is multiplied, by the GEMM micro-kernels
@@ -104,7 +98,7 @@ static mh_fetch next_tile_fetch(const mh_drv_stage* st, const mh_drv_task* t, in
     const int64_t j1 = j0 + (int64_t)st->tk;
     if (j1 >= t->j_end || mh_drv_query_tiles(st) != 1) return f;
     const mh_dtype dt = kv ? st->v_dtype : st->k_dtype;
-    const mh_rows x = kv_rows(st, kv, (size_t)t->b, (size_t)t->s, j1);
+    const mh_rows x = mh_drv_kv_rows(st, kv, (size_t)t->b, (size_t)t->s, j1);
     f.p = (const char*)x.data;
     f.row_bytes = (kv ? st->dv : st->dqk) * mh_dtype_size(dt);
     f.stride = x.ld * (ptrdiff_t)mh_dtype_size(dt);
@@ -135,8 +129,8 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
                        size_t nc, const next_tile* nx, int softmax, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const size_t dqk = st->dqk, tk = st->tk, mr = k->gemm_mr, nr = k->gemm_nr, rows = t->rows;
-    mh_rows ksrc = kv_rows(st, 0, (size_t)t->b, (size_t)t->s, j0);
-    if (nx) ksrc.next = kv_rows(st, 0, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
+    mh_rows ksrc = mh_drv_kv_rows(st, 0, (size_t)t->b, (size_t)t->s, j0);
+    if (nx) ksrc.next = mh_drv_kv_rows(st, 0, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
     if (t->direct_qk) { /* chunks the kernel takes; the K tile stays in cache */
         for (size_t r = 0; r < rows; r += k->attn_direct_rows - 1)
             k->qk_direct(mh_min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk, &ksrc,
@@ -267,10 +261,10 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
     for (size_t hv = 0; hv < n_v; hv++) {
         const size_t r0 = hv * per, r1 = r0 + per;
         const size_t head = st->v_per_head ? t->h0 + hv : (size_t)t->s;
-        mh_rows vsrc = kv_rows(st, 1, (size_t)t->b, head, j0);
+        mh_rows vsrc = mh_drv_kv_rows(st, 1, (size_t)t->b, head, j0);
         vsrc.interleaved = n_v > 1;
         if (nx && n_v == 1)
-            vsrc.next = kv_rows(st, 1, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
+            vsrc.next = mh_drv_kv_rows(st, 1, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
         if (t->direct_pv) {
             for (size_t r = r0; r < r1; r += dr) pv_rows(st, t, &vsrc, NULL, 0, r, mh_min_size(dr, r1 - r), 0, dv, j0, nc, inside, sc);
             continue;
@@ -336,8 +330,8 @@ static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64
             accumulate_pv(st, t, NULL, 0, pj0, pnc, NULL, &prev);
             pnc = 0;
         }
-        const mh_rows ks = kv_rows(st, 0, (size_t)t->b, (size_t)t->s, j0);
-        const mh_rows vs = kv_rows(st, 1, (size_t)t->b, (size_t)t->s, pnc ? pj0 : j0);
+        const mh_rows ks = mh_drv_kv_rows(st, 0, (size_t)t->b, (size_t)t->s, j0);
+        const mh_rows vs = mh_drv_kv_rows(st, 1, (size_t)t->b, (size_t)t->s, pnc ? pj0 : j0);
         for (size_t c0 = 0; c0 < nc || c0 < pnc; c0 += PIPE_KEYS) {
             if (c0 < nc) {
                 const mh_rows kc = rows_from(ks, c0);
@@ -393,7 +387,7 @@ static const next_tile* tile_ahead(const struct mh_drv_lane* lanes, size_t n_s, 
  * (all heads of its keys, near each other) are read together instead of one head's rows at
  * a time across the whole cache. Each stream's tiles, state and arithmetic are those of
  * one_pass_item; its m, l, o live in its split partial. */
-static void attend_across(const mh_drv_call* c, size_t b, size_t ci, mh_drv_scratch* sc) {
+void mh_drv_attend_across(const mh_drv_call* c, size_t b, size_t ci, mh_drv_scratch* sc) {
     const mh_drv_stage* st = &c->st;
     const size_t n_s = (size_t)st->streams, tk = st->tk;
     for (size_t s = 0; s < n_s; s++) {
@@ -477,8 +471,7 @@ static void write_probs(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scr
     }
 }
 
-/* Item `item` of a one-pass call: task item / n_split, key chunk item % n_split. */
-static void one_pass_item(const mh_drv_call* c, size_t item, mh_drv_scratch* sc) {
+void mh_drv_one_pass_item(const mh_drv_call* c, size_t item, mh_drv_scratch* sc) {
     const size_t ti = item / c->split.n_split, ci = item % c->split.n_split;
     const mh_drv_task t = mh_drv_make_task(c, ti);
     if (!t.active) return;
@@ -494,116 +487,11 @@ static void one_pass_item(const mh_drv_call* c, size_t item, mh_drv_scratch* sc)
     mh_split_store(&c->split, ti, ci, sc->m, sc->l, sc->o);
 }
 
-/* The worker's share of split tasks: merged in order, then finished. */
-static void one_pass_merge(const mh_drv_call* c, int tid, int nth) {
+void mh_drv_one_pass_merge(const mh_drv_call* c, int tid, int nth) {
     for (size_t ti = (size_t)tid; ti < c->n_tasks; ti += (size_t)nth) {
         const mh_drv_task t = mh_drv_make_task(c, ti);
         if (!t.active) continue;
         float* base = mh_split_merge(&c->split, ti);
         finish(&c->st, &t, base, base + t.rows, base + 2 * t.rows);
     }
-}
-
-/* ---- the worker ---- */
-
-/* Packs K/V tile i of head `head` (of B * pack_heads, head-major) into tile i of `slot`. */
-static void prepack_tile(const mh_drv_call* c, size_t head, size_t i, size_t slot) {
-    const mh_drv_stage* st = &c->st;
-    const size_t n_tiles = n_kv_tiles(st), j0 = i * st->tk, at = slot * n_tiles + i;
-    const size_t b = head / (size_t)st->pack_heads, h = head % (size_t)st->pack_heads;
-    const size_t nc = mh_min_size(st->tk, (size_t)st->n_kv - j0);
-    const mh_rows kr = kv_rows(st, 0, b, h, (int64_t)j0);
-    const mh_rows vr = kv_rows(st, 1, b, h, (int64_t)j0);
-    mh_drv_pack_k(st, nc, &kr, c->cw.kt_all + at * kt_floats(st));
-    mh_drv_pack_v(st, nc, &vr, c->cw.vt_all + at * vt_floats(st));
-}
-
-/* A worker that packs its own heads (cw.per_worker, one pass, one key chunk per task): whole
- * heads, each packed into the worker's slot right before its tasks run, so the tiles are still
- * in the core's cache when the GEMMs read them; the grid of every head, packed first, is
- * written to memory and read back (f32 causal prefill H32 D128, Zen 5, 1 thread, against the
- * grid: N = M = 512 0.91-0.93x the time, N = 2048 0.96-0.98x, with the workspace on huge
- * pages; on 4 KiB pages, whose TLB misses the grid's reads add, N = 2048 0.72-0.73x).
- * Each task's GEMMs request what the worker reads or writes next and would otherwise wait on
- * (mh_drv_fetch_ahead, core/driver_ahead.c): the next head's K and V, for its pack (the head nth on: the schedule hands
- * heads out in order), the next task's queries and this task's outputs. Causal prefill H32
- * D128, Zen 5, 1 thread, alternated with the build before: f32 N = M = 512 0.93-0.95x the
- * time, 1024 0.96x, 2048 0.98-0.99x; f16 K/V at 512 0.89x; bf16 compute 0.93x (512) and
- * 0.99x (2048); AVX2 0.97x (512); not causal 0.97x; GQA-8 (four heads a task) 0.95x (512)
- * and 0.98x (2048); N = M = 128 H8 D64, whose rows stay in cache, 1.00x (FETCH_HEAD_MIN). Of
- * that, K/V alone: 0.97x at 512, 1.00x at 2048; requested over a whole head instead of its
- * last task, they left L2 before the pack. */
-static void per_worker_heads(mh_drv_call* c, size_t slot, size_t nth, mh_drv_scratch* sc) {
-    const size_t n_qt = mh_drv_query_tiles(&c->st);
-    sc->pack_slot = slot;
-    for (long head; (head = mh_next_item(&c->next[0])) < (long)n_pack_heads(&c->st);) {
-        for (size_t i = 0; i < n_kv_tiles(&c->st); i++) prepack_tile(c, (size_t)head, i, slot);
-        for (size_t ti = (size_t)head * n_qt; ti < ((size_t)head + 1) * n_qt; ti++) {
-            mh_drv_fetch_ahead(c, ti, (size_t)head + nth, sc);
-            one_pass_item(c, ti, sc);
-        }
-    }
-}
-
-/* One worker: whole heads packed in its own slot (per_worker_heads), or its share of the
- * call's prepack, then items until none is left (dynamic: tasks differ in cost; which worker
- * runs an item never changes its result), then its share of the merges. */
-static void worker(void* arg, int tid, int nth) {
-    mh_drv_call* c = arg;
-    mh_ws ws = mh_ws_begin(c->cw.scratch + (size_t)tid * c->cw.per_thread);
-    mh_drv_scratch sc;
-    mh_drv_carve_scratch(&c->st, &ws, &sc);
-    for (size_t r = 0; r < block_rows(&c->st); r++) sc.ones[r] = 1.0f;
-    if (c->cw.per_worker) {
-        per_worker_heads(c, (size_t)tid, (size_t)nth, &sc);
-        return;
-    }
-    if (c->cw.kt_all) {
-        const size_t n_tiles = n_kv_tiles(&c->st), n_pack = n_pack_heads(&c->st) * n_tiles;
-        for (size_t i = (size_t)tid; i < n_pack; i += (size_t)nth) prepack_tile(c, i / n_tiles, i % n_tiles, i / n_tiles);
-        mh_barrier(nth);
-    }
-    const long n_items = (long)(c->n_tasks * c->split.n_split);
-    switch (c->st.mode) {
-    case MH_DRV_ONE_PASS:
-        if (c->across) { /* items: (batch, chunk) */
-            const long n_across = (long)((size_t)c->st.batch * c->split.n_split);
-            for (long item; (item = mh_next_item(&c->next[0])) < n_across;)
-                attend_across(c, (size_t)item / c->split.n_split, (size_t)item % c->split.n_split, &sc);
-        } else {
-            for (long item; (item = mh_next_item(&c->next[0])) < n_items;) one_pass_item(c, (size_t)item, &sc);
-            if (c->split.n_split == 1) return;
-        }
-        mh_barrier(nth);
-        one_pass_merge(c, tid, nth);
-        return;
-    case MH_DRV_MATERIALISED:
-        for (long ti; (ti = mh_next_item(&c->next[0])) < n_items;) mh_drv_run_materialised(c, (size_t)ti, &sc);
-        return;
-    case MH_DRV_TWO_PASS:
-        for (long item; (item = mh_next_item(&c->next[0])) < n_items;) mh_drv_pass_stats(c, (size_t)item, &sc);
-        mh_barrier(nth);
-        for (long item; (item = mh_next_item(&c->next[1])) < n_items;) mh_drv_pass_output(c, (size_t)item, &sc);
-        mh_barrier(nth);
-        for (size_t ti = (size_t)tid; ti < c->n_tasks; ti += (size_t)nth) mh_drv_finish_two_pass(c, ti);
-        return;
-    }
-}
-
-void mh_drv_run(const mh_drv_stage* st, int threads, void* ws_base) {
-    mh_drv_call c;
-    memset(&c, 0, sizeof c);
-    c.st = *st;
-    mh_ws layout = mh_ws_begin(ws_base);
-    mh_drv_call_layout(st, threads, &layout, &c.cw);
-    c.n_tasks = n_tasks(st);
-    c.split = mh_split_plan(c.cw.partials, block_rows(st), st->dv, st->split_count);
-    c.across = st->mode == MH_DRV_ONE_PASS && mh_drv_query_tiles(st) == 1 && !st->opt->probs && !c.cw.kt_all &&
-               (st->key.stride_token != (ptrdiff_t)st->dqk || st->value.stride_token != (ptrdiff_t)st->dv);
-    size_t unit = 0; /* store_floats, checked: M is unbounded here */
-    c.stored = st->mode == MH_DRV_TWO_PASS &&
-               mh_mul_size(n_kv_tiles(st), st->tile_floats + block_rows(st), &unit) &&
-               unit <= c.cw.store_floats / c.n_tasks;
-    const size_t items = c.cw.per_worker ? n_pack_heads(st) : c.n_tasks * c.split.n_split;
-    mh_parallel(mh_workers(threads, items, st->flops), worker, &c);
 }

@@ -20,6 +20,12 @@ typedef struct mh_drv_call {
     long next[2];      /* the dynamic schedules (two-pass: one per pass) */
 } mh_drv_call;
 
+/* The K (v = 0) or V (v = 1) rows of batch row b, head h from key j0: the stage's views,
+ * pages and dtypes. */
+static inline mh_rows mh_drv_kv_rows(const mh_drv_stage* st, int v, size_t b, size_t h, int64_t j0) {
+    return mh_drv_rows(st, v ? &st->value : &st->key, st->pages, v ? st->v_dtype : st->k_dtype, b, h, j0);
+}
+
 /* Task ti: the driver's geometry, then the stage's. */
 mh_drv_task mh_drv_make_task(const mh_drv_call* c, size_t ti);
 
@@ -36,6 +42,19 @@ float* mh_drv_out_row(const mh_drv_stage* st, const mh_drv_task* t, size_t hh, s
  * side in a token's row). Nothing past the last head, in a paged cache (its rows are not one
  * run), or for rows the stage does not lay out so. */
 void mh_drv_fetch_ahead(const mh_drv_call* c, size_t ti, size_t next, mh_drv_scratch* sc);
+
+/* ---- the one-pass mode (core/driver.c), the worker's items ---- */
+
+/* Item `item` of a one-pass call: task item / n_split, key chunk item % n_split. */
+void mh_drv_one_pass_item(const mh_drv_call* c, size_t item, mh_drv_scratch* sc);
+
+/* Decode on far-apart K/V rows (c->across): key chunk ci of every stream of batch row b, key
+ * tile by key tile, each tile for all streams in turn. */
+void mh_drv_attend_across(const mh_drv_call* c, size_t b, size_t ci, mh_drv_scratch* sc);
+
+/* The worker's share of split tasks (tasks tid, tid + nth, ...): merged in order, then
+ * finished. */
+void mh_drv_one_pass_merge(const mh_drv_call* c, int tid, int nth);
 
 /* ---- the two-pass modes (core/driver_two_pass.c), the worker's items ---- */
 
