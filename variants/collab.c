@@ -122,7 +122,7 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     b->o = mh_ws_take(ws, rows_q, hdv, sizeof(float));
     const mh_shared_key_problem p = problem(L, B, N, M, b);
     b->attn = is_decode ? mh_shared_key_attention_carve_upto(L->kernels, L->threads, &p, ws)
-                        : mh_shared_key_attention_carve(L->kernels, L->threads, &p, ws);
+                        : mh_shared_key_attention_carve(L->kernels, L->threads, &p, 1, ws);
 }
 
 static void forward_carve(const mh_layer* L, int B, int N, int M, mh_ws* ws) {
@@ -151,7 +151,7 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     project_kv(L, (size_t)B * (size_t)M, self ? a->query : a->key, self ? a->query : a->value, &b);
     const mh_shared_key_problem p = problem(L, B, N, M, &b);
     const mh_attn_options opt = mh_variant_options(L, a->opt);
-    mh_shared_key_attention(L->kernels, L->threads, &p, &opt, b.attn);
+    mh_shared_key_attention(L->kernels, L->threads, &p, &opt, 1, b.attn);
     mh_variant_out_projection(L, rows_q, b.o, a->out);
 }
 
@@ -186,7 +186,7 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     p.bias = mh_kv_cache_aux(cache, &p.bias_stride_batch); /* [B][capacity][H] */
     mh_attn_options opt = mh_variant_options(L, NULL);
     opt.causal = 1; /* queries sit at positions length .. length + n - 1 (MH_Q_OFFSET_END) */
-    mh_shared_key_attention(L->kernels, L->threads, &p, &opt, b.attn);
+    mh_shared_key_attention(L->kernels, L->threads, &p, &opt, 0, b.attn);
     mh_variant_out_projection(L, rows, b.o, a->out);
 }
 

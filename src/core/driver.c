@@ -21,7 +21,7 @@ const float* mh_drv_packed(const mh_drv_stage* st, const mh_drv_scratch* sc, int
     if (!c->cw.kt_all) return NULL;
     const size_t slot = c->cw.per_worker ? sc->pack_slot : b * (size_t)st->pack_heads + h;
     const size_t tile = slot * n_kv_tiles(st) + (size_t)j0 / st->tk;
-    return kv ? c->cw.vt_all + tile * vt_floats(st) : c->cw.kt_all + tile * kt_floats(st);
+    return kv ? c->cw.vt_all + tile * v_heads(st) * vt_floats(st) : c->cw.kt_all + tile * kt_floats(st);
 }
 
 void mh_drv_block(const mh_drv_stage* st, const mh_attn_options* opt, const int64_t* pos, mh_drv_task* t) {
@@ -256,7 +256,7 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
                           int64_t j0, size_t nc, const next_tile* nx, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const size_t dv = st->dv, mr = k->gemm_mr, nr = k->gemm_nr, dr = k->attn_direct_rows - 1;
-    const size_t n_v = st->v_per_head ? st->hg : 1, per = t->rows / n_v;
+    const size_t n_v = v_heads(st), per = t->rows / n_v;
     const int inside = !mh_score_tile_partial(&t->blk, j0, nc); /* no per-row key counts needed */
     for (size_t hv = 0; hv < n_v; hv++) {
         const size_t r0 = hv * per, r1 = r0 + per;
@@ -269,7 +269,7 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
             for (size_t r = r0; r < r1; r += dr) pv_rows(st, t, &vsrc, NULL, 0, r, mh_min_size(dr, r1 - r), 0, dv, j0, nc, inside, sc);
             continue;
         }
-        const float* vt = vt_pre;
+        const float* vt = vt_pre ? vt_pre + hv * vt_floats(st) : NULL;
         size_t cols = vt_cols;
         if (!vt) {
             mh_drv_pack_v(st, nc, &vsrc, sc->vt);

@@ -28,10 +28,12 @@ void mh_drv_fetch_ahead(const mh_drv_call* c, size_t ti, size_t next, mh_drv_scr
         const size_t k_bytes = (size_t)st->n_kv * st->dqk * mh_dtype_size(st->k_dtype);
         if (next >= n_pack_heads(st) || st->pages || k_bytes < FETCH_HEAD_MIN) return;
         const size_t b = next / (size_t)st->pack_heads, h = next % (size_t)st->pack_heads, m = (size_t)st->n_kv;
-        const mh_rows k = mh_drv_kv_rows(st, 0, b, h, 0), v = mh_drv_kv_rows(st, 1, b, h, 0);
+        const mh_rows k = mh_drv_kv_rows(st, 0, b, h, 0), v = mh_drv_kv_rows(st, 1, b, h * v_heads(st), 0);
         const size_t ks = mh_dtype_size(st->k_dtype), vs = mh_dtype_size(st->v_dtype);
+        /* each query head's V (v_per_head): the stream's heads when they lie side by side */
+        const size_t v_run = st->value.stride_head == (ptrdiff_t)st->dv ? v_heads(st) : 1;
         sc->ahead_k = fetch_run(k.data, m, st->dqk * ks, k.ld * (ptrdiff_t)ks);
-        sc->ahead_v = fetch_run(v.data, m, st->dv * vs, v.ld * (ptrdiff_t)vs);
+        sc->ahead_v = fetch_run(v.data, m, v_run * st->dv * vs, v.ld * (ptrdiff_t)vs);
         return;
     }
     const mh_drv_task t = mh_drv_make_task(c, ti), tn = mh_drv_make_task(c, ti + 1);

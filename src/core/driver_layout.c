@@ -69,9 +69,10 @@ void mh_drv_call_layout(const mh_drv_stage* st, int threads, mh_ws* ws, mh_drv_c
         size_t tiles = 0;
         out->per_worker = mh_drv_pack_per_worker(st, threads);
         const size_t slots = out->per_worker ? (size_t)threads : n_pack_heads(st);
-        if (!mh_mul_size(slots, n_kv_tiles(st), &tiles)) ws->overflow = 1;
+        size_t v_tiles = 0;
+        if (!mh_mul_size(slots, n_kv_tiles(st), &tiles) || !mh_mul_size(tiles, v_heads(st), &v_tiles)) ws->overflow = 1;
         out->kt_all = mh_ws_take(ws, tiles, kt_floats(st), sizeof(float));
-        out->vt_all = mh_ws_take(ws, tiles, vt_floats(st), sizeof(float));
+        out->vt_all = mh_ws_take(ws, v_tiles, vt_floats(st), sizeof(float));
     }
     if (st->mode == MH_DRV_TWO_PASS) {
         size_t rows_all = 0;

@@ -30,6 +30,8 @@ static inline size_t v_panels(const mh_drv_stage* st) {
 static inline size_t kt_floats(const mh_drv_stage* st) { return st->tk * st->dqk; }
 
 static inline size_t vt_floats(const mh_drv_stage* st) { return v_panels(st) * st->tk; }
+/* V heads of a stream: each query head's own with v_per_head (CollabHead), else the stream's. */
+static inline size_t v_heads(const mh_drv_stage* st) { return st->v_per_head ? st->hg : 1; }
 
 /* A two-pass task's kept tiles: per key tile its scores (tile_floats, contiguous, so pass 2
  * reads them as one stream), then the tile maxima [n_tiles][rows]. */
@@ -43,7 +45,7 @@ typedef struct mh_drv_call_ws {
     size_t per_thread;
     float* partials;        /* split-KV partial states (one-pass decode shape, two-pass) */
     float* kt_all;          /* [slots][n_kv_tiles] packed K tiles, when prepacking */
-    float* vt_all;          /* [slots][n_kv_tiles] packed V tiles */
+    float* vt_all;          /* [slots][n_kv_tiles][v_heads] packed V tiles */
     int per_worker;         /* slots: one head per worker (mh_drv_pack_per_worker), else every
                                head of the call (B * pack_heads) */
     float* store;           /* [store_floats] pass 1's tiles (two-pass) */

@@ -18,9 +18,11 @@ static void prepack_tile(const mh_drv_call* c, size_t head, size_t i, size_t slo
     const size_t b = head / (size_t)st->pack_heads, h = head % (size_t)st->pack_heads;
     const size_t nc = mh_min_size(st->tk, (size_t)st->n_kv - j0);
     const mh_rows kr = mh_drv_kv_rows(st, 0, b, h, (int64_t)j0);
-    const mh_rows vr = mh_drv_kv_rows(st, 1, b, h, (int64_t)j0);
     mh_drv_pack_k(st, nc, &kr, c->cw.kt_all + at * kt_floats(st));
-    mh_drv_pack_v(st, nc, &vr, c->cw.vt_all + at * vt_floats(st));
+    for (size_t hv = 0; hv < v_heads(st); hv++) { /* the stream's V, or each of its query heads' */
+        const mh_rows vr = mh_drv_kv_rows(st, 1, b, st->v_per_head ? h * st->hg + hv : h, (int64_t)j0);
+        mh_drv_pack_v(st, nc, &vr, c->cw.vt_all + (at * v_heads(st) + hv) * vt_floats(st));
+    }
 }
 
 /* A worker that packs its own heads (cw.per_worker, one pass, one key chunk per task): whole

@@ -34,22 +34,35 @@ static void load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch*
     }
 }
 
-/* The content bias bias[j][h], scaled like the dot product. */
+/* Keys whose bias a head gathers at once (bias_hook). */
+#define BIAS_KEYS 256
+
+/* The content bias bias[j][h], scaled like the dot product. Each head's column (H floats apart
+ * in bias) is gathered once into a contiguous run that its nq rows then add as vectors (the
+ * same sums as adding the column to each row: collab layer prefill N = M = 512 H16, Zen 5,
+ * 3.8% of the samples in bf16 compute before). */
 static void bias_hook(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, float* s,
                       size_t lds) {
     const mh_shared_key_problem* p = st->ctx;
     const size_t H = (size_t)p->n_heads;
-    const float* bias = p->bias + t->b * p->bias_stride_batch;
-    for (size_t r = 0; r < t->rows; r++) {
-        const float* b = bias + j0 * (int64_t)H + (int64_t)(r / t->nq);
-        float* srow = s + r * lds;
-        for (size_t j = 0; j < nc; j++) srow[j] += p->scale * b[j * H];
-    }
+    const float* bias = p->bias + t->b * p->bias_stride_batch + j0 * (int64_t)H;
+    float col[BIAS_KEYS];
+    for (size_t h = 0; h < H; h++)
+        for (size_t c0 = 0; c0 < nc; c0 += BIAS_KEYS) {
+            const size_t n = mh_min_size(BIAS_KEYS, nc - c0);
+            for (size_t j = 0; j < n; j++) col[j] = p->scale * bias[(c0 + j) * H + h];
+            for (size_t i = 0; i < t->nq; i++) {
+                float* srow = s + (h * t->nq + i) * lds + c0;
+                for (size_t j = 0; j < n; j++) srow[j] += col[j];
+            }
+        }
 }
 
 /* The stage of p (options unset): a task is (batch, query tile) with all H heads; the H heads
- * together fill about attn_block_rows rows. */
-static mh_drv_stage make_stage(const mh_kernels* k, const mh_shared_key_problem* p) {
+ * together fill about attn_block_rows rows. With several query tiles (prefill) and a workspace
+ * sized knowing M (prepack_ok), the shared K tiles and every head's V tiles are packed once per
+ * call instead of once per query tile. */
+static mh_drv_stage make_stage(const mh_kernels* k, const mh_shared_key_problem* p, int prepack_ok) {
     mh_drv_stage st = {0};
     const size_t H = (size_t)p->n_heads, per_head = k->attn_block_rows / H;
     const ptrdiff_t dqk = p->dim_qk, dv = p->head_dim_v;
@@ -62,13 +75,19 @@ static mh_drv_stage make_stage(const mh_kernels* k, const mh_shared_key_problem*
     st.k_dtype = p->k_dtype, st.v_dtype = p->v_dtype;
     st.o = (mh_tensor_out){p->o, (ptrdiff_t)p->n_q * (ptrdiff_t)H * dv, (ptrdiff_t)H * dv, dv};
     st.fused_norm = 1;
+    st.prepack = prepack_ok && mh_drv_query_tiles(&st) > 1 && st.hg * st.tq >= k->attn_direct_rows;
+    st.pack_heads = 1;
+    if (st.prepack) {
+        const size_t m = st.n_kv > 0 ? (size_t)st.n_kv : 1;
+        st.tk = mh_min_size(k->attn_prefill_kv_tile, (m + st.tk - 1) / st.tk * st.tk);
+    }
     st.task = task_hook, st.load_q = load_q, st.bias = bias_hook;
     return st;
 }
 
 void* mh_shared_key_attention_carve(const mh_kernels* k, int threads, const mh_shared_key_problem* p,
-                                    mh_ws* ws) {
-    const mh_drv_stage st = make_stage(k, p);
+                                    int prepack_ok, mh_ws* ws) {
+    const mh_drv_stage st = make_stage(k, p, prepack_ok);
     return mh_drv_carve(&st, threads, ws);
 }
 
@@ -76,16 +95,16 @@ void* mh_shared_key_attention_carve(const mh_kernels* k, int threads, const mh_s
  * is the one at n_q or at one full query tile (which reserves the split-KV partials). */
 void* mh_shared_key_attention_carve_upto(const mh_kernels* k, int threads,
                                          const mh_shared_key_problem* p, mh_ws* ws) {
-    const mh_drv_stage all = make_stage(k, p);
+    const mh_drv_stage all = make_stage(k, p, 0);
     mh_shared_key_problem one_tile = *p;
     one_tile.n_q = (int)all.tq;
-    const mh_drv_stage both[] = {all, make_stage(k, &one_tile)};
+    const mh_drv_stage both[] = {all, make_stage(k, &one_tile, 0)};
     return mh_drv_carve_largest(both, 2, threads, ws);
 }
 
 void mh_shared_key_attention(const mh_kernels* k, int threads, const mh_shared_key_problem* p,
-                             const mh_attn_options* opt, void* ws) {
-    mh_drv_stage st = make_stage(k, p);
+                             const mh_attn_options* opt, int prepack_ok, void* ws) {
+    mh_drv_stage st = make_stage(k, p, prepack_ok);
     st.opt = opt, st.compute = opt->compute;
     st.split_count = mh_split_count(mh_drv_query_tiles(&st), opt, p->n_kv);
     st.flops = 2.0 * (double)p->batch * p->n_q * p->n_kv * p->n_heads *

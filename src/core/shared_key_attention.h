@@ -25,19 +25,21 @@ typedef struct mh_shared_key_problem {
 } mh_shared_key_problem;
 
 /* Carves (or, with ws->base == NULL, measures) the workspace of a call with up to `threads`
- * workers; returns its start (NULL while measuring). Its size does not depend on n_kv when
- * the call has a single query tile, so decode can size it without the cache length. */
+ * workers; returns its start (NULL while measuring). prepack_ok: the call may pack K/V once for
+ * all its query tiles, in room that grows with n_kv; without it the size does not depend on
+ * n_kv when the call has a single query tile, so decode can size it without the cache length.
+ * The call passes the same prepack_ok. */
 void* mh_shared_key_attention_carve(const mh_kernels* k, int threads,
-                                    const mh_shared_key_problem* p, mh_ws* ws);
+                                    const mh_shared_key_problem* p, int prepack_ok, mh_ws* ws);
 
 /* The same, with room for the call at any n_q in 1..p->n_q (decode sizes its workspace once for
- * every n_new up to the one asked for). */
+ * every n_new up to the one asked for), without prepack. */
 void* mh_shared_key_attention_carve_upto(const mh_kernels* k, int threads,
                                          const mh_shared_key_problem* p, mh_ws* ws);
 
 /* Runs the attention; `ws` is what the carve returned for the same threads and shapes. opt
  * (never NULL) has the per-call and model-level options, including probs [B, H, N, M]. */
 void mh_shared_key_attention(const mh_kernels* k, int threads, const mh_shared_key_problem* p,
-                             const mh_attn_options* opt, void* ws);
+                             const mh_attn_options* opt, int prepack_ok, void* ws);
 
 #endif
