@@ -13,6 +13,16 @@
 #define GEMM_ROW_BLOCK 240
 #define GEMM_KC 256
 
+/* Bytes of x (rows x k_in) of one super-block of row blocks: the tasks of a super-block run
+ * panel group by panel group (all its row blocks against one group, then the next), so W
+ * streams from memory once per super-block and x's rows, once read, stay in the last-level
+ * cache until every panel has used them. A call with more x than this splits its row blocks
+ * into near-equal super-blocks. With a single super-block a call whose x outgrew the cache read
+ * x from memory once per panel group (a projection of d_model 4096 over 2048 tokens, 32 MiB
+ * of x: 64 times; that layer, Zen 5, 1 thread, 0.92x the time with super-blocks, 239 instead
+ * of 214 GFLOP/s per GEMM). */
+#define GEMM_X_BUDGET ((size_t)8 << 20)
+
 /* The rescale factors of a plain accumulation (gemm_acc with alpha = 1). */
 static const float k_ones[32] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
                                  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
@@ -77,6 +87,7 @@ typedef struct gemm_call {
     size_t n_panels, group; /* panels, and panels per task */
     size_t sub_rows;        /* rows of a task's row block taken at a time (a multiple of MR) */
     size_t n_row_blocks, n_tasks;
+    size_t super_blocks;    /* row blocks per super-block (GEMM_X_BUDGET) */
     int acc; /* 1: add onto y (no bias) */
 } gemm_call;
 
@@ -118,13 +129,17 @@ static void strips(const gemm_call* g, size_t r0, size_t r1, size_t k0, size_t k
 }
 
 /* Tasks are dealt round-robin: consecutive tasks share a panel group (below), so concurrent
- * workers work on the same panels and find them in the shared cache. */
+ * workers work on the same panels and find them in the shared cache. Task t is a row block of
+ * its super-block against a panel group; the super-blocks run in turn. */
 static void gemm_worker(void* arg, int tid, int nth) {
     const gemm_call* g = arg;
     const size_t kin = (size_t)g->w->k_in;
     uint16_t xb[SUB_ROWS_BF16 * GEMM_KC]; /* bf16: [sub rows][GEMM_KC], an odd kc's pad zero */
     for (size_t t = (size_t)tid; t < g->n_tasks; t += (size_t)nth) {
-        const size_t rb = t % g->n_row_blocks, p0 = t / g->n_row_blocks * g->group;
+        const size_t n_groups = (g->n_panels + g->group - 1) / g->group, per_super = g->super_blocks * n_groups;
+        const size_t s0 = t / per_super * g->super_blocks, in = t % per_super;
+        const size_t nb = mh_min_size(g->super_blocks, g->n_row_blocks - s0); /* the last may be short */
+        const size_t rb = s0 + in % nb, p0 = in / nb * g->group;
         const size_t p1 = mh_min_size(p0 + g->group, g->n_panels);
         const size_t r_end = mh_min_size((rb + 1) * GEMM_ROW_BLOCK, g->rows);
         for (size_t k0 = 0; k0 < kin; k0 += GEMM_KC) {
@@ -150,7 +165,11 @@ static void run_gemm(const mh_kernels* k, int threads, size_t rows, const float*
     const size_t n_row_blocks = (rows + GEMM_ROW_BLOCK - 1) / GEMM_ROW_BLOCK;
     const size_t sub_rows = bf16 ? SUB_ROWS_BF16 / k->gemm_mr * k->gemm_mr : GEMM_ROW_BLOCK;
     const size_t n_tasks = n_row_blocks * ((n_panels + group - 1) / group);
-    gemm_call g = {k, rows, x, ldx, w, y, ldy, n_panels, group, sub_rows, n_row_blocks, n_tasks, acc};
+    const double x_bytes = (double)rows * (double)w->k_in * sizeof(float); /* double: no overflow */
+    size_t n_super = (size_t)(x_bytes / (double)GEMM_X_BUDGET);
+    if (n_super == 0 || (double)n_super * (double)GEMM_X_BUDGET < x_bytes) n_super++;
+    const size_t super_blocks = (n_row_blocks + n_super - 1) / n_super;
+    gemm_call g = {k, rows, x, ldx, w, y, ldy, n_panels, group, sub_rows, n_row_blocks, n_tasks, super_blocks, acc};
     const double flops = 2.0 * (double)rows * (double)w->k_in * w->n_out;
     mh_parallel(mh_workers(threads, g.n_tasks, flops), gemm_worker, &g);
 }

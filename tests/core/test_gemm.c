@@ -2,7 +2,8 @@
  * The packed projection GEMM (white box) against the double oracle on shapes generated from
  * the micro-tile: rows in {1, MR-1, MR, MR+1, 2MR+1, 49, 97, 250 (two row blocks)}, outputs in
  * {1, NR-1, NR, NR+1, 2NR+1, 5NR+1 (two bf16 panel groups)}, reduction lengths
- * 1, primes, 300 and 513 (three reduction blocks, the last odd); with and without bias; input
+ * 1, primes, 300 and 513 (three reduction blocks, the last odd), and 1000 rows of 2100 (x past
+ * the budget of a super-block of row blocks); with and without bias; input
  * leading dimension padded; 1 and 2 threads. In f32 and, where the ISA has bf16 kernels, on
  * weights packed in bf16: the oracle then takes x and W rounded to bf16 (their products are
  * exact in f32 and accumulate in f32, so the bound below holds; a GEMM that skipped either
@@ -84,6 +85,8 @@ int main(void) {
                 for (size_t l = 0; l < sizeof ks / sizeof *ks; l++)
                     if (rows[i] > 0)
                         one(k, modes[c], &r, rows[i], outs[j], ks[l], (int)((i + j + l) % 2), 1 + (int)(l % 2));
+        /* 8.4 MB of x, past GEMM_X_BUDGET: five row blocks in two super-blocks, the last short */
+        one(k, modes[c], &r, 1000, nr + 1, 2100, 1, 2);
     }
     return test_exit_code("test_gemm");
 }
