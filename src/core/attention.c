@@ -71,12 +71,7 @@ static mh_drv_stage make_stage(const mh_kernels* k, const mh_attn_problem* p, in
     st.key = p->k, st.value = p->v, st.k_dtype = p->k_dtype, st.v_dtype = p->v_dtype;
     st.o = p->o, st.q = p->q;
     st.prepack = prepack_ok && mh_drv_query_tiles(&st) > 1 && st.hg * st.tq >= k->attn_direct_rows;
-    /* the prefill tile, or fewer keys when M is shorter (M rounded up to the decode tile): a
-     * tile past M only spreads the score rows apart (N = M = 128 on a 512-key tile: 1.03x) */
-    if (st.prepack) {
-        const size_t m = st.n_kv > 0 ? (size_t)st.n_kv : 1;
-        st.tk = mh_min_size(k->attn_prefill_kv_tile, (m + st.tk - 1) / st.tk * st.tk);
-    }
+    if (st.prepack) st.tk = mh_drv_prepack_tile(k, st.n_kv);
     st.pack_heads = p->n_kv_heads;
     st.task = task_hook, st.load_q = load_q;
     return st;

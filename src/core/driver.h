@@ -96,7 +96,8 @@ struct mh_drv_stage {
     size_t dqk, dv;
     float scale;            /* the final score scale */
     mh_tensor key, value;   /* K [B][M] by stream (head index = s); V by stream, or by query
-                               head with v_per_head; the prepack grid's heads index both */
+                               head with v_per_head; the prepack grid's head h is K's head h
+                               and V's head h, or V's heads h * hg .. h * hg + hg - 1 */
     mh_dtype k_dtype, v_dtype;
     const mh_kv_pages* pages; /* K/V in a cache's blocks (batch index = block), or NULL */
     int v_per_head;
@@ -150,6 +151,11 @@ void mh_drv_run(const mh_drv_stage* st, int threads, void* ws);
 
 /* Query tiles of the stage. */
 size_t mh_drv_query_tiles(const mh_drv_stage* st);
+
+/* Keys per tile of a stage that prepacks: the prefill tile (attn_prefill_kv_tile), or fewer
+ * keys when M is shorter (M rounded up to the decode tile attn_kv_tile): a tile past M only
+ * spreads the score rows apart (N = M = 128 on a 512-key tile: 1.03x the time). */
+size_t mh_drv_prepack_tile(const mh_kernels* k, int n_kv);
 
 /* The score block and key range of task t from the options (causal, window, softcap, ALiBi,
  * mask by head h0, kv_len, q_offset), the rows at positions pos [nq] if not NULL; a helper

@@ -77,10 +77,7 @@ static mh_drv_stage make_stage(const mh_kernels* k, const mh_shared_key_problem*
     st.fused_norm = 1;
     st.prepack = prepack_ok && mh_drv_query_tiles(&st) > 1 && st.hg * st.tq >= k->attn_direct_rows;
     st.pack_heads = 1;
-    if (st.prepack) {
-        const size_t m = st.n_kv > 0 ? (size_t)st.n_kv : 1;
-        st.tk = mh_min_size(k->attn_prefill_kv_tile, (m + st.tk - 1) / st.tk * st.tk);
-    }
+    if (st.prepack) st.tk = mh_drv_prepack_tile(k, st.n_kv);
     st.task = task_hook, st.load_q = load_q, st.bias = bias_hook;
     return st;
 }
