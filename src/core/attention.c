@@ -58,8 +58,8 @@ static void load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch*
 
 /* The stage of problem p (ctx and options unset: the shapes alone). Queries per head in one
  * task: the group's heads together fill about attn_block_rows. K/V tiles are packed once per
- * call when several query tiles of a head would otherwise each pack the same tiles (prefill),
- * and only when the caller sized the workspace knowing M (the layer's decode does not). */
+ * call in prefill (mh_drv_plan_prepack), when the caller sized the workspace knowing M (the
+ * layer's decode does not). */
 static mh_drv_stage make_stage(const mh_kernels* k, const mh_attn_problem* p, int prepack_ok) {
     mh_drv_stage st = {0};
     const size_t g = (size_t)(p->n_heads / p->n_kv_heads), per_head = k->attn_block_rows / g;
@@ -70,8 +70,7 @@ static mh_drv_stage make_stage(const mh_kernels* k, const mh_attn_problem* p, in
     st.scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim_qk);
     st.key = p->k, st.value = p->v, st.k_dtype = p->k_dtype, st.v_dtype = p->v_dtype;
     st.o = p->o, st.q = p->q;
-    st.prepack = prepack_ok && mh_drv_query_tiles(&st) > 1 && st.hg * st.tq >= k->attn_direct_rows;
-    if (st.prepack) st.tk = mh_drv_prepack_tile(k, st.n_kv);
+    mh_drv_plan_prepack(&st, prepack_ok);
     st.pack_heads = p->n_kv_heads;
     st.task = task_hook, st.load_q = load_q;
     return st;

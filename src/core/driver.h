@@ -152,10 +152,14 @@ void mh_drv_run(const mh_drv_stage* st, int threads, void* ws);
 /* Query tiles of the stage. */
 size_t mh_drv_query_tiles(const mh_drv_stage* st);
 
-/* Keys per tile of a stage that prepacks: the prefill tile (attn_prefill_kv_tile), or fewer
- * keys when M is shorter (M rounded up to the decode tile attn_kv_tile): a tile past M only
- * spreads the score rows apart (N = M = 128 on a 512-key tile: 1.03x the time). */
-size_t mh_drv_prepack_tile(const mh_kernels* k, int n_kv);
+/* Sets st->prepack for a one-pass stage whose shapes are set: K/V tiles are packed once per
+ * call when several query tiles of a head would otherwise each pack the same tiles (prefill,
+ * with enough rows for the GEMMs), and only when the caller sized the workspace knowing M
+ * (prepack_ok). A prepacking stage's tile st->tk is then the prefill tile
+ * (attn_prefill_kv_tile), or fewer keys when M is shorter (M rounded up to the decode tile
+ * attn_kv_tile): a tile past M only spreads the score rows apart (N = M = 128 on a 512-key
+ * tile: 1.03x the time). */
+void mh_drv_plan_prepack(mh_drv_stage* st, int prepack_ok);
 
 /* The score block and key range of task t from the options (causal, window, softcap, ALiBi,
  * mask by head h0, kv_len, q_offset), the rows at positions pos [nq] if not NULL; a helper

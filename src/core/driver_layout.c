@@ -20,9 +20,12 @@
 
 size_t mh_drv_query_tiles(const mh_drv_stage* st) { return ((size_t)st->n_q + st->tq - 1) / st->tq; }
 
-size_t mh_drv_prepack_tile(const mh_kernels* k, int n_kv) {
-    const size_t m = n_kv > 0 ? (size_t)n_kv : 1, tk = k->attn_kv_tile;
-    return mh_min_size(k->attn_prefill_kv_tile, (m + tk - 1) / tk * tk);
+void mh_drv_plan_prepack(mh_drv_stage* st, int prepack_ok) {
+    const mh_kernels* k = st->k;
+    st->prepack = prepack_ok && mh_drv_query_tiles(st) > 1 && block_rows(st) >= k->attn_direct_rows;
+    if (!st->prepack) return;
+    const size_t m = st->n_kv > 0 ? (size_t)st->n_kv : 1, tk = k->attn_kv_tile;
+    st->tk = mh_min_size(k->attn_prefill_kv_tile, (m + tk - 1) / tk * tk);
 }
 
 void mh_drv_carve_scratch(const mh_drv_stage* st, mh_ws* ws, mh_drv_scratch* sc) {

@@ -135,8 +135,8 @@ static void gemm_worker(void* arg, int tid, int nth) {
     const gemm_call* g = arg;
     const size_t kin = (size_t)g->w->k_in;
     uint16_t xb[SUB_ROWS_BF16 * GEMM_KC]; /* bf16: [sub rows][GEMM_KC], an odd kc's pad zero */
+    const size_t per_super = g->super_blocks * ((g->n_panels + g->group - 1) / g->group); /* tasks */
     for (size_t t = (size_t)tid; t < g->n_tasks; t += (size_t)nth) {
-        const size_t n_groups = (g->n_panels + g->group - 1) / g->group, per_super = g->super_blocks * n_groups;
         const size_t s0 = t / per_super * g->super_blocks, in = t % per_super;
         const size_t nb = mh_min_size(g->super_blocks, g->n_row_blocks - s0); /* the last may be short */
         const size_t rb = s0 + in % nb, p0 = in / nb * g->group;

@@ -75,9 +75,8 @@ static mh_drv_stage make_stage(const mh_kernels* k, const mh_shared_key_problem*
     st.k_dtype = p->k_dtype, st.v_dtype = p->v_dtype;
     st.o = (mh_tensor_out){p->o, (ptrdiff_t)p->n_q * (ptrdiff_t)H * dv, (ptrdiff_t)H * dv, dv};
     st.fused_norm = 1;
-    st.prepack = prepack_ok && mh_drv_query_tiles(&st) > 1 && st.hg * st.tq >= k->attn_direct_rows;
     st.pack_heads = 1;
-    if (st.prepack) st.tk = mh_drv_prepack_tile(k, st.n_kv);
+    mh_drv_plan_prepack(&st, prepack_ok);
     st.task = task_hook, st.load_q = load_q, st.bias = bias_hook;
     return st;
 }
