@@ -11,11 +11,20 @@ int mh_cpu_has_isa(mh_isa isa);
  * SVE with SVE BF16 (HWCAP2_SVEBF16); AVX2 never. */
 int mh_cpu_has_bf16(mh_isa isa);
 
-/* 1 if AVX-512's bf16 GEMMs should widen to f32 FMAs rather than run VDPBF16PS: the
- * environment's MH_BF16_GEMM ("fma" or "dot"; unset, "auto" or anything else: the CPU's
- * choice), else 1 on Intel, whose Xeons issue VDPBF16PS at half their FMA rate, and 0
- * elsewhere (AMD Zen 4 issues it at twice the FMA rate). Read once, at table init. */
-int mh_cpu_bf16_gemm_on_fma(void);
+/* What AVX-512's bf16 GEMMs run on. */
+typedef enum mh_bf16_gemm {
+    MH_BF16_GEMM_DOT = 0, /* VDPBF16PS */
+    MH_BF16_GEMM_FMA,     /* bf16 widened to f32 FMAs (the same products) */
+    MH_BF16_GEMM_AMX      /* AMX tiles (TDPBF16PS), 16 rows a micro-tile */
+} mh_bf16_gemm;
+
+/* The environment's MH_BF16_GEMM ("dot", "fma" or "amx"; unset, "auto" or anything else: the
+ * CPU's choice), else FMA on Intel, whose Xeons issue VDPBF16PS at half their FMA rate, and DOT
+ * elsewhere (AMD Zen 4 issues it at twice the FMA rate). AMX only when asked for and the CPU
+ * has AMX-TILE and AMX-BF16, the OS enables their state and grants this process its permission
+ * (arch_prctl ARCH_REQ_XCOMP_PERM, requested then and only then: it enlarges the process's
+ * signal frames); else the CPU's choice. Read once, at table init. */
+mh_bf16_gemm mh_cpu_bf16_gemm(void);
 
 /* How the decode kernels prefetch near K/V rows on this CPU (kernels.h, mh_prefetch_rule;
  * the measurements behind each: kernels/decode_prefetch.h): the environment's

@@ -44,7 +44,10 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void init_tables(void) {
     for (int i = MH_ISA_SCALAR; i < MH_ISA_COUNT; i++)
-        if (g_init[i] && mh_cpu_has_isa((mh_isa)i)) g_init[i](&g_tables[i]);
+        if (g_init[i] && mh_cpu_has_isa((mh_isa)i)) {
+            g_init[i](&g_tables[i]);
+            if (!g_tables[i].gemm_mr_bf16) g_tables[i].gemm_mr_bf16 = g_tables[i].gemm_mr;
+        }
 }
 
 static int valid_isa(mh_isa isa) { return isa > MH_ISA_AUTO && isa < MH_ISA_COUNT; }

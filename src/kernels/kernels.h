@@ -20,9 +20,10 @@
  * variant whose own rank bound is larger cannot use these kernels. */
 #define MH_HEAD_MIX_MAX_RANK 8
 
-/* The most rows a GEMM micro-tile has on any ISA (gemm_mr): buffers of whole micro-tiles of
- * rows (the bf16 projections' rounded rows, core/gemm.c) hold at least this many. */
-#define MH_GEMM_MR_MAX 8
+/* The most rows a GEMM micro-tile has on any ISA (gemm_mr, gemm_mr_bf16: AMX's 16): buffers
+ * of whole micro-tiles of rows (the bf16 projections' rounded rows, core/gemm.c) hold at least
+ * this many. */
+#define MH_GEMM_MR_MAX 16
 
 /* Keys per group of pv_direct's two-level sum (the contract below). The pipelined decode's
  * turns and the int8 P.V's chunks are multiples of it, so every caller's split of a tile gives
@@ -178,9 +179,11 @@ typedef struct mh_kernels {
     MH_KERNEL_LIST_BF16(MH_KERNEL_MEMBER) /* NULL where the ISA has no bf16 kernels */
 #undef MH_KERNEL_MEMBER
 
-    /* GEMM micro-tile: rows (MR <= MH_GEMM_MR_MAX) and panel columns (NR). */
+    /* GEMM micro-tile: rows (MR <= MH_GEMM_MR_MAX) and panel columns (NR); the rows the bf16
+     * GEMM slots take at most (gemm_mr, or AMX's 16: the blocks the callers should hand them). */
     size_t gemm_mr;
     size_t gemm_nr;
+    size_t gemm_mr_bf16;
     /* Query blocks with fewer rows than this use the direct kernels. */
     size_t attn_direct_rows;
     /* Attention tiling: query rows per task block (across the heads of a group) and keys per

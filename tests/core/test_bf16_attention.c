@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16_gemm_choice.h"
 #include "check.h"
 #include "core/attention.h"
 #include "dispatch/dispatch.h"
@@ -116,6 +117,7 @@ static void nan_case(const mh_context* ctx, test_rng* r) {
 }
 
 int main(void) {
+    if (mh_test_bf16_gemm_skip()) return 77;
     mh_context* c1 = test_context(1);
     mh_context* c2 = test_context(2);
     const mh_isa isa = mh_context_isa(c1);

@@ -11,7 +11,7 @@
  *    at every length up to 300, with special values in some vectors and not in others;
  *    nothing written past n;
  *  - gemm_bf16 / gemm_acc_bf16: against double sums of the bf16 operands (each product exact,
- *    f32 accumulation: |err| <= eps32 * k * sum |a b|), m = 1..MR, n around NR, odd and even k;
+ *    f32 accumulation: |err| <= eps32 * k * sum |a b|), m = 1..gemm_mr_bf16, n around NR, odd and even k;
  *    with odd k a NaN in A's and the panel's pad element changes nothing; only the m x n
  *    corner of c is written; with a fetch, the same bits, and the fetch advanced by one line
  *    per k-pair (to its end, not past it).
@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16_gemm_choice.h"
 #include "check.h"
 #include "fetch_check.h"
 #include "dispatch/dispatch.h"
@@ -140,12 +141,13 @@ static void test_gemm(size_t m, size_t n, size_t k, int acc) {
         for (size_t r = 0; r < m; r++) a[r * lda + k] = 0x7fc0;
         for (size_t j = 0; j < nr; j++) panel[((k / 2) * nr + j) * 2 + 1] = 0x7fc0;
     }
-    float c[8 * 80], alpha[8]; /* room for (MR + 1) rows of NR + 3 with MR < 8, NR < 77 */
-    if (!check_true("the test's c fits the tile", m < 8 && ldc <= 80)) return;
+    enum { ROWS = MH_GEMM_MR_MAX + 1 };
+    float c[ROWS * 80], alpha[ROWS]; /* room for (MR + 1) rows of NR + 3 with NR < 77 */
+    if (!check_true("the test's c fits the tile", m < ROWS && ldc <= 80)) return;
     const float sentinel = -12345.0f;
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) c[i] = i < (m + 1) * ldc ? rng_uniform(&R, -1, 1) : sentinel;
     for (size_t r = 0; r < m; r++) alpha[r] = rng_uniform(&R, 0.5f, 1.0f);
-    float before[8 * 80], c2[8 * 80];
+    float before[ROWS * 80], c2[ROWS * 80];
     memcpy(before, c, sizeof c);
     memcpy(c2, c, sizeof c);
     if (acc) K->gemm_acc_bf16(m, n, k, a, lda, panel, alpha, c, ldc, NULL);
@@ -182,6 +184,7 @@ static void test_gemm(size_t m, size_t n, size_t k, int acc) {
 }
 
 int main(void) {
+    if (mh_test_bf16_gemm_skip()) return 77;
     mh_isa isa;
     if (mh_isa_default(&isa) != MH_OK) return 77;
     K = mh_dispatch_table(isa);
@@ -199,7 +202,7 @@ int main(void) {
             for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++) test_packs(dts[t], cols[ci], ds[di]);
     /* n = NR / 2 and one more: the last width of a half-width body (gemm_switch.h) and the first past it */
     const size_t ns[] = {1, nr / 2 ? nr / 2 : 1, nr / 2 + 1, nr - 1 ? nr - 1 : 1, nr}, ks[] = {1, 2, 3, 64, 127, 128};
-    for (size_t m = 1; m <= K->gemm_mr; m++)
+    for (size_t m = 1; m <= K->gemm_mr_bf16; m++)
         for (size_t ni = 0; ni < 5; ni++)
             for (size_t ki = 0; ki < 6; ki++)
                 for (int acc = 0; acc < 2; acc++) test_gemm(m, ns[ni], ks[ki], acc);

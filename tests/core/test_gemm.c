@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bf16_gemm_choice.h"
 #include "check.h"
 #include "core/gemm.h"
 #include "dispatch/dispatch.h"
@@ -62,6 +63,7 @@ static void one(const mh_kernels* k, mh_compute compute, test_rng* r, size_t row
 }
 
 int main(void) {
+    if (mh_test_bf16_gemm_skip()) return 77;
     mh_isa isa;
     const mh_status st = mh_isa_default(&isa);
     if (st == MH_ERR_ISA_UNAVAILABLE) return 77; /* MH_ISA names an ISA this machine lacks */
@@ -70,8 +72,7 @@ int main(void) {
     printf("test_gemm on %s\n", mh_isa_name(isa));
     test_rng r;
     rng_seed(&r, 1);
-    const size_t mr = k->gemm_mr, nr = k->gemm_nr;
-    const size_t rows[] = {1, mr - 1, mr, mr + 1, 2 * mr + 1, 49, 97, 250};
+    const size_t nr = k->gemm_nr;
     const size_t outs[] = {1, nr - 1, nr, nr + 1, 2 * nr + 1, 5 * nr + 1};
     const size_t ks[] = {1, 7, 31, 300, 513};
     const mh_compute modes[] = {MH_COMPUTE_F32, MH_COMPUTE_BF16};
@@ -80,6 +81,8 @@ int main(void) {
             printf("bf16: %s has no bf16 compute here, f32 only\n", mh_isa_name(isa));
             continue;
         }
+        const size_t mr = modes[c] == MH_COMPUTE_BF16 ? k->gemm_mr_bf16 : k->gemm_mr;
+        const size_t rows[] = {1, mr - 1, mr, mr + 1, 2 * mr + 1, 49, 97, 250};
         for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
             for (size_t j = 0; j < sizeof outs / sizeof *outs; j++)
                 for (size_t l = 0; l < sizeof ks / sizeof *ks; l++)

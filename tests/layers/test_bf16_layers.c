@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16_gemm_choice.h"
 #include "check.h"
 #include "core/attention.h"
 #include "dcmha_fixture.h"
@@ -272,6 +273,7 @@ static void run_dcmha(const mh_context* c1, const mh_context* c2, test_rng* r) {
 }
 
 int main(void) {
+    if (mh_test_bf16_gemm_skip()) return 77;
     mh_context* c1 = test_context(1);
     mh_context* c2 = test_context(2);
     if (!mh_compute_supported(mh_context_isa(c1), MH_COMPUTE_BF16)) {

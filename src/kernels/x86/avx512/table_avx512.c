@@ -5,13 +5,26 @@
 #ifdef MH_BF16_KERNELS
 #include "kernels/x86/avx512/bf16/bf16_gemm_fma_avx512.h"
 #endif
+#ifdef MH_AMX_KERNELS
+#include "kernels/x86/avx512/bf16/bf16_gemm_amx_avx512.h"
+#endif
 
 void MH_KNAME(kernels_init)(mh_kernels* k) {
     MH_KERNEL_TABLE_FILL(k);
 #ifdef MH_BF16_KERNELS
-    if (mh_cpu_bf16_gemm_on_fma()) { /* the same products, on the faster instruction here */
+    switch (mh_cpu_bf16_gemm()) {
+    case MH_BF16_GEMM_FMA: /* the same products, on the faster instruction here */
         k->gemm_bf16 = MH_KNAME(gemm_bf16_fma);
         k->gemm_acc_bf16 = MH_KNAME(gemm_acc_bf16_fma);
+        break;
+#ifdef MH_AMX_KERNELS
+    case MH_BF16_GEMM_AMX:
+        k->gemm_bf16 = MH_KNAME(gemm_bf16_amx);
+        k->gemm_acc_bf16 = MH_KNAME(gemm_acc_bf16_amx);
+        k->gemm_mr_bf16 = MH_AMX_MR;
+        break;
+#endif
+    default: break;
     }
 #endif
     k->gemm_mr = MH_GEMM_MR;

@@ -3,7 +3,7 @@
  * as bf16_gemm_6x64_avx512.c's VDPBF16PS kernels, for CPUs that issue VDPBF16PS at half their
  * FMA rate (Intel's Xeons: one zmm VDPBF16PS every 2 cycles, two zmm FMAs per cycle; measured
  * 90 against 189 GFLOP/s, docs/kernels.md "bf16 on FMAs"). The table picks one of the two at
- * init (mh_cpu_bf16_gemm_on_fma).
+ * init (mh_cpu_bf16_gemm).
  * A bf16 value is the high half of its f32, so a panel pair widens with one op per vector:
  * the pair's second element is the 32-bit lane with its low half cleared (AND), its first the
  * lane shifted left by 16. A's rows are widened GEMM_FMA_KCH columns at a time into a stack

@@ -1,6 +1,6 @@
 /* The AVX-512 bf16 GEMMs on f32 FMAs (bf16_gemm_fma_6x64_avx512.c): the signatures of the
  * gemm_bf16 / gemm_acc_bf16 slots, which the AVX-512 table points at them instead of the
- * VDPBF16PS kernels where mh_cpu_bf16_gemm_on_fma() says so. */
+ * VDPBF16PS kernels where mh_cpu_bf16_gemm() says FMA. */
 #ifndef MH_BF16_GEMM_FMA_AVX512_H
 #define MH_BF16_GEMM_FMA_AVX512_H
 #include "kernels/kernel_protos.h"
