@@ -45,7 +45,7 @@ _Static_assert(sizeof(amx_config) == 64, "LDTILECFG reads 64 bytes");
 
 /* Tiles 0-7 all 16 x 64 bytes, loaded unless the thread's configuration already is it. */
 static void configure(void) {
-    amx_config want;
+    _Alignas(64) amx_config want;
     memset(&want, 0, sizeof want);
     want.palette = 1;
     for (int t = 0; t < 8; t++) want.colsb[t] = ROW_BYTES, want.rows[t] = MH_AMX_MR;
