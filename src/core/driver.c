@@ -128,7 +128,7 @@ static void step_rows(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, 
 static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float* kt_pre, int64_t j0,
                        size_t nc, const next_tile* nx, int softmax, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
-    const size_t dqk = st->dqk, tk = st->tk, mr = mh_drv_gemm_mr(st), nr = k->gemm_nr, rows = t->rows;
+    const size_t dqk = st->dqk, tk = st->tk, mr = mh_kernels_gemm_mr(k, st->compute), nr = k->gemm_nr, rows = t->rows;
     mh_rows ksrc = mh_drv_kv_rows(st, 0, (size_t)t->b, (size_t)t->s, j0);
     if (nx) ksrc.next = mh_drv_kv_rows(st, 0, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
     if (t->direct_qk) { /* chunks the kernel takes; the K tile stays in cache */
@@ -255,7 +255,7 @@ static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows*
 static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const float* vt_pre, size_t vt_cols,
                           int64_t j0, size_t nc, const next_tile* nx, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
-    const size_t dv = st->dv, mr = mh_drv_gemm_mr(st), nr = k->gemm_nr, dr = k->attn_direct_rows - 1;
+    const size_t dv = st->dv, mr = mh_kernels_gemm_mr(k, st->compute), nr = k->gemm_nr, dr = k->attn_direct_rows - 1;
     const size_t n_v = v_heads(st), per = t->rows / n_v;
     const int inside = !mh_score_tile_partial(&t->blk, j0, nc); /* no per-row key counts needed */
     for (size_t hv = 0; hv < n_v; hv++) {

@@ -20,11 +20,6 @@
 /* 1 if the call computes in bf16. */
 static inline int mh_drv_bf16(const mh_drv_stage* st) { return st->compute == MH_COMPUTE_BF16; }
 
-/* Rows of the call's GEMM blocks: the micro-tile's of its compute mode (AMX: 16). */
-static inline size_t mh_drv_gemm_mr(const mh_drv_stage* st) {
-    return mh_drv_bf16(st) ? st->k->gemm_mr_bf16 : st->k->gemm_mr;
-}
-
 /* Elements between the rows of sc->qb: dqk rounded up to even (the kernels read pairs). */
 static inline size_t mh_drv_bf16_ldq(size_t dqk) { return (dqk + 1) / 2 * 2; }
 

@@ -109,7 +109,7 @@ static void strips(const gemm_call* g, size_t r0, size_t r1, size_t k0, size_t k
     const size_t nr = w->nr, c0 = p * nr, nc = mh_min_size(nr, (size_t)w->n_out - c0);
     const int first = k0 == 0 && !g->acc;
     const float* bias = first && w->bias ? w->bias + c0 : NULL;
-    const size_t mr = w->compute == MH_COMPUTE_BF16 ? k->gemm_mr_bf16 : k->gemm_mr;
+    const size_t mr = mh_kernels_gemm_mr(k, w->compute);
     for (size_t r = r0; r < r1; r += mr) {
         const size_t m = mh_min_size(mr, r1 - r);
         float* c = g->y + r * g->ldy + c0;
@@ -164,7 +164,8 @@ static void run_gemm(const mh_kernels* k, int threads, size_t rows, const float*
     const int bf16 = w->compute == MH_COMPUTE_BF16;
     const size_t n_panels = ((size_t)w->n_out + w->nr - 1) / w->nr, group = bf16 ? GROUP_BF16 : 1;
     const size_t n_row_blocks = (rows + GEMM_ROW_BLOCK - 1) / GEMM_ROW_BLOCK;
-    const size_t sub_rows = bf16 ? SUB_ROWS_BF16 / k->gemm_mr_bf16 * k->gemm_mr_bf16 : GEMM_ROW_BLOCK;
+    const size_t mr = mh_kernels_gemm_mr(k, w->compute);
+    const size_t sub_rows = bf16 ? SUB_ROWS_BF16 / mr * mr : GEMM_ROW_BLOCK;
     const size_t n_tasks = n_row_blocks * ((n_panels + group - 1) / group);
     const double x_bytes = (double)rows * (double)w->k_in * sizeof(float); /* double: no overflow */
     size_t n_super = (size_t)(x_bytes / (double)GEMM_X_BUDGET);

@@ -198,4 +198,9 @@ typedef struct mh_kernels {
     mh_prefetch_rule decode_prefetch;
 } mh_kernels;
 
+/* Rows of the GEMM blocks a caller computing in `compute` hands the table's GEMMs. */
+static inline size_t mh_kernels_gemm_mr(const mh_kernels* k, mh_compute compute) {
+    return compute == MH_COMPUTE_BF16 ? k->gemm_mr_bf16 : k->gemm_mr;
+}
+
 #endif

@@ -81,7 +81,7 @@ int main(void) {
             printf("bf16: %s has no bf16 compute here, f32 only\n", mh_isa_name(isa));
             continue;
         }
-        const size_t mr = modes[c] == MH_COMPUTE_BF16 ? k->gemm_mr_bf16 : k->gemm_mr;
+        const size_t mr = mh_kernels_gemm_mr(k, modes[c]);
         const size_t rows[] = {1, mr - 1, mr, mr + 1, 2 * mr + 1, 49, 97, 250};
         for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
             for (size_t j = 0; j < sizeof outs / sizeof *outs; j++)

@@ -43,15 +43,14 @@ typedef struct amx_config {
 } amx_config;
 _Static_assert(sizeof(amx_config) == 64, "LDTILECFG reads 64 bytes");
 
+#define TILE_ALL(x) {x, x, x, x, x, x, x, x} /* tiles 0-7; 8-15 do not exist in palette 1 */
+static _Alignas(64) const amx_config WANT = {.palette = 1, .colsb = TILE_ALL(ROW_BYTES), .rows = TILE_ALL(MH_AMX_MR)};
+
 /* Tiles 0-7 all 16 x 64 bytes, loaded unless the thread's configuration already is it. */
 static void configure(void) {
-    _Alignas(64) amx_config want;
-    memset(&want, 0, sizeof want);
-    want.palette = 1;
-    for (int t = 0; t < 8; t++) want.colsb[t] = ROW_BYTES, want.rows[t] = MH_AMX_MR;
     _Alignas(64) amx_config now;
     MH_TILE_CFG_STORE(&now);
-    if (memcmp(&now, &want, sizeof want) != 0) MH_TILE_CFG_LOAD(&want);
+    if (memcmp(&now, &WANT, sizeof WANT) != 0) MH_TILE_CFG_LOAD(&WANT);
 }
 
 /* A's 32 elements from 2 * kp of rows [0, m), elements from k on zero, rows from m on zero. */
