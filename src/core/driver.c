@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/driver_bf16.h"
+#include "core/driver_heads.h"
 #include "kernels/decode_prefetch.h"
 #include "util/checked.h"
 #include "util/dtype.h"
@@ -385,8 +386,10 @@ static const next_tile* tile_ahead(const struct mh_drv_lane* lanes, size_t n_s, 
 /* Decode on K/V rows far apart (an engine's token-major cache): chunk ci of every stream of
  * batch b, key tile by key tile, each tile for all streams in turn, so the rows of a tile
  * (all heads of its keys, near each other) are read together instead of one head's rows at
- * a time across the whole cache. Each stream's tiles, state and arithmetic are those of
- * one_pass_item; its m, l, o live in its split partial. */
+ * a time across the whole cache. With one query row per stream (MHA), a tile runs on the
+ * kernels across heads, key by key (core/driver_heads.c), unless the score step drops some of
+ * its keys; otherwise stream by stream. Each stream's tiles, state and arithmetic are those
+ * of one_pass_item; its m, l, o live in its split partial. */
 void mh_drv_attend_across(const mh_drv_call* c, size_t b, size_t ci, mh_drv_scratch* sc) {
     const mh_drv_stage* st = &c->st;
     const size_t n_s = (size_t)st->streams, tk = st->tk;
@@ -397,9 +400,16 @@ void mh_drv_attend_across(const mh_drv_call* c, size_t b, size_t ci, mh_drv_scra
         float* part = mh_split_partial(&c->split, b * n_s + s, ci);
         empty_rows(st, ln->t.rows, part, part + ln->t.rows, part + 2 * ln->t.rows);
     }
+    const int heads = mh_drv_heads_ready(c, sc); /* one row per stream: key by key across them */
+    if (heads) mh_drv_heads_load_q(c, sc);
     mh_drv_scratch v = *sc;
     for (int64_t off = 0, more = 1; more; off += (int64_t)tk) {
         more = 0;
+        if (heads && sc->lanes[0].lo + off < sc->lanes[0].hi) {
+            const int64_t j0 = sc->lanes[0].lo + off;
+            more = 1;
+            if (mh_drv_heads_tile(c, b, ci, j0, mh_min_size(tk, (size_t)(sc->lanes[0].hi - j0)), sc)) continue;
+        }
         for (size_t s = 0; s < n_s; s++) {
             const struct mh_drv_lane* ln = &sc->lanes[s];
             const int64_t j0 = ln->lo + off;
@@ -407,7 +417,8 @@ void mh_drv_attend_across(const mh_drv_call* c, size_t b, size_t ci, mh_drv_scra
             more = 1;
             float* part = mh_split_partial(&c->split, b * n_s + s, ci);
             v.m = part, v.l = part + ln->t.rows, v.o = part + 2 * ln->t.rows;
-            mh_drv_load_q(st, &ln->t, &v);
+            if (heads) v.q = sc->q_heads + s * st->dqk;
+            else mh_drv_load_q(st, &ln->t, &v);
             next_tile nx;
             attend_tile(st, &ln->t, j0, mh_min_size(tk, (size_t)(ln->hi - j0)), tile_ahead(sc->lanes, n_s, s, off, tk, &nx), &v);
         }

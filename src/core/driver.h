@@ -72,6 +72,12 @@ typedef struct mh_drv_scratch {
     uint16_t* pb; /* one-pass: [rows][tk] a tile's probabilities, rounded per tile;
                      two-pass: [tile_floats] the stage's composed tile (DCMHA's P') */
     struct mh_drv_lane* lanes; /* [streams] one-pass decode across streams */
+    /* one-pass decode across streams of one query row each (driver_heads.c), else NULL */
+    float* q_heads;     /* [streams][dqk] every stream's query, pre-scaled */
+    float* s_heads;     /* [streams][tk]  a key tile's scores, then probabilities */
+    float* acc_heads;   /* [streams][dv]  pv_heads's group sums */
+    float* alpha_heads; /* [streams]      softmax_tile's rescales */
+    mh_rows* rows_heads; /* [2][streams]  every stream's K rows, then V rows, of a key tile */
     size_t pack_slot;          /* the worker's slot of packed tiles, when it packs its own */
     mh_fetch fetch;            /* one-pass: rows the GEMM micro-kernels request for the driver
                                   (the next K or V tile of a decode on the packed path; rows 0:

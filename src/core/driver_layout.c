@@ -42,8 +42,18 @@ void mh_drv_carve_scratch(const mh_drv_stage* st, mh_ws* ws, mh_drv_scratch* sc)
         sc->alpha_prev = mh_ws_take(ws, rows, 1, sizeof(float));
     }
     mh_drv_bf16_carve(st, rows, ws, sc);
-    if (st->mode == MH_DRV_ONE_PASS && mh_drv_query_tiles(st) == 1)
-        sc->lanes = mh_ws_take(ws, (size_t)st->streams, 1, sizeof(struct mh_drv_lane));
+    if (st->mode == MH_DRV_ONE_PASS && mh_drv_query_tiles(st) == 1) {
+        /* a decode across streams, and on one query row per stream across heads
+         * (core/driver_heads.c); carved for any row count, so the size never drops as the
+         * rows grow (a layer's decode workspace serves every smaller n_new) */
+        const size_t n_s = (size_t)st->streams;
+        sc->lanes = mh_ws_take(ws, n_s, 1, sizeof(struct mh_drv_lane));
+        sc->q_heads = mh_ws_take(ws, n_s, st->dqk, sizeof(float));
+        sc->s_heads = mh_ws_take(ws, n_s, tk, sizeof(float));
+        sc->acc_heads = mh_ws_take(ws, n_s, st->dv, sizeof(float));
+        sc->alpha_heads = mh_ws_take(ws, n_s, 1, sizeof(float));
+        sc->rows_heads = mh_ws_take(ws, 2 * n_s, 1, sizeof(mh_rows));
+    }
     if (st->mode == MH_DRV_MATERIALISED)
         sc->s = mh_ws_take(ws, n_kv_tiles(st), st->tile_floats + rows, sizeof(float));
     sc->o = mh_ws_take(ws, rows, st->dv, sizeof(float));

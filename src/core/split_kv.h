@@ -50,6 +50,9 @@ void mh_split_store(const mh_split_kv* s, size_t ti, size_t ci, const float* m, 
 /* Chunk ci of task ti: m [rows], l [rows], acc [rows][dv], for a driver that saves them apart. */
 float* mh_split_partial(const mh_split_kv* s, size_t ti, size_t ci);
 
+/* Floats between the partials of tasks ti and ti + 1 at the same chunk. */
+static inline size_t mh_split_task_stride(const mh_split_kv* s) { return MH_SPLIT_MAX * s->per_partial; }
+
 /* The one log-sum-exp merge of a row (the split chunks here, mh_attention_merge's parts):
  * folds a part's state (pm, pl, pacc [dv]) into the running (m, l, acc [dv]), where acc is
  * the row's output scaled by l * exp(m) / sum (unnormalised); a part with pm = -inf adds

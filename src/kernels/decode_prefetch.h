@@ -42,6 +42,7 @@
 #define MH_NEAR_PREFETCH_KEYS 48   /* about 1000 cycles of grouped-head work ahead */
 #define MH_NEAR_PREFETCH_KEYS_L1 16 /* the L1 rule's distance (Zen 5) */
 #define MH_NEAR_PREFETCH_ROWS 3    /* query rows from which near rows are prefetched */
+#define MH_HEADS_PREFETCH_BYTES 8192 /* the kernels across heads' distance, in address order */
 
 /* Every cache line of bytes [0, bytes) from p into L2, the level of the rules above (also the
  * driver's prefetch of a packed decode's next tile). */
@@ -72,6 +73,13 @@ static inline __attribute__((always_inline)) void mh_decode_prefetch(const mh_ro
         mh_prefetch_l1(mh_dtype_at(x->data, dtype, (ptrdiff_t)(c + MH_NEAR_PREFETCH_KEYS_L1) * x->ld), bytes);
     else if (grouped || x->interleaved || x->prefetch == MH_PREFETCH_ALL)
         mh_prefetch_l2(mh_dtype_at(x->data, dtype, (ptrdiff_t)(c + MH_NEAR_PREFETCH_KEYS) * x->ld), bytes);
+}
+
+/* The prefetch for a row of the kernels across heads (qk_heads, pv_heads), which walk an
+ * engine's token-major cache in address order: the line MH_HEADS_PREFETCH_BYTES ahead of each
+ * of the row's, into L1, on every CPU. */
+static inline __attribute__((always_inline)) void mh_heads_prefetch(mh_dtype dtype, const void* row, size_t row_elems) {
+    mh_prefetch_l1((const char*)row + MH_HEADS_PREFETCH_BYTES, row_elems * mh_dtype_size(dtype));
 }
 
 /* A P.V that reads each row in several column passes (AVX2 with 16 registers: 64 of 128

@@ -123,6 +123,15 @@ typedef struct mh_rows {
  *              keys: rel-L2 3e-7 against 1.1e-6), and a call's result is that of its keys
  *              split at any multiple of MH_PV_GROUP into calls (the later ones with alpha 1).
  *
+ * ---- direct kernels across heads (decode on an engine's token-major cache, one query row per
+ * head): k[h] / v[h] are head h's rows (mh_rows each); the kernels read key c of every head
+ * before key c + 1 of any, which on a token-major cache is address order.
+ *   qk_heads: s[h * lds + c] = head h's score of key c, bitwise qk_direct(1, ..., q + h * ldq,
+ *             ldq, &k[h], ...) for every h < heads, c < cols.
+ *   pv_heads: o[h * ldo + :] = bitwise pv_direct(1, cols, dv, p + h * ldp, ldp, &v[h], alpha + h,
+ *             o + h * ldo, ldo) for every h < heads; acc [heads][dv] is the caller's scratch
+ *             for the groups' sums (its contents on entry and exit mean nothing).
+ *
  * ---- scale_row: y[i] = x[i] * a for i < n (y may be x): the driver's query pre-scale and
  *   output normalisation.
  *

@@ -10,6 +10,9 @@
  *    qk_direct's scores of a key bitwise the same wherever it sits in the call (each key alone);
  *    pv_direct split into two calls at each multiple of MH_PV_GROUP bitwise one call, and no
  *    key leaving alpha * o bitwise;
+ *  - qk_heads / pv_heads: on token-major rows of up to 13 heads, bitwise qk_direct / pv_direct
+ *    on each head alone (one query row), qk_heads also against double; no key, scratch
+ *    contents that must not matter, nothing written past cols / dv;
  *  - gemm / gemm_acc: with and without a bias / the rescale-and-accumulate epilogue, against
  *    double; write nothing outside the m x n corner; with a fetch, the same bits, and the
  *    fetch advanced by one line per MH_FETCH_EVERY values of k (to its end, not past it);
@@ -186,6 +189,72 @@ static void pv_direct(size_t rows, size_t cols, size_t d, mh_dtype dt) {
     snprintf(what, sizeof what, "pv_direct rows %zu dv %zu dtype %d: no key leaves alpha * o", rows, d, (int)dt);
     check_bitwise(what, split, before, rows * ldo);
     free(exact), free(src), free(p), free(o), free(wo), free(before), free(split);
+}
+
+/* The rows of `heads` heads laid out token-major, as an engine's cache: key c of head h is
+ * source row c * heads + h; heads[h] describes head h's rows (and scales). */
+static void* heads_source(mh_dtype dt, size_t heads, size_t cols, size_t ld, float* exact, mh_rows* rows) {
+    mh_rows all;
+    void* buf = source(dt, cols * heads + 1, ld, exact, &all); /* + 1: cols 0 still has a buffer */
+    for (size_t h = 0; h < heads; h++) {
+        rows[h] = all;
+        rows[h].data = mh_dtype_at(all.data, dt, (ptrdiff_t)(h * ld));
+        rows[h].ld = (ptrdiff_t)(heads * ld);
+        if (all.scale) rows[h].scale = all.scale + h * LD_SCALE, rows[h].ld_scale = (ptrdiff_t)(heads * LD_SCALE);
+    }
+    return buf;
+}
+
+#define MAX_HEADS 13
+
+/* qk_heads: bitwise qk_direct on each head alone (one query row), and against double. */
+static void qk_heads(size_t heads, size_t cols, size_t d, mh_dtype dt) {
+    const size_t ld = d + 1, lds = cols + 2;
+    float* exact = malloc(sizeof(float) * (cols * heads + 1) * ld);
+    mh_rows kr[MAX_HEADS];
+    void* src = heads_source(dt, heads, cols, ld, exact, kr);
+    float* q = malloc(sizeof(float) * heads * d);
+    rng_fill(&R, q, heads * d, -1, 1);
+    float *got = malloc(sizeof(float) * heads * lds + 1), *want = malloc(sizeof(float) * heads * lds + 1);
+    double* exact_s = malloc(sizeof(double) * heads * cols + 1);
+    float* got_s = malloc(sizeof(float) * heads * cols + 1);
+    for (size_t i = 0; i < heads * lds; i++) got[i] = want[i] = 1234.5f; /* columns past cols untouched */
+    K->qk_heads(heads, cols, d, q, d, kr, got, lds);
+    for (size_t h = 0; h < heads; h++) {
+        K->qk_direct(1, cols, d, q + h * d, d, &kr[h], want + h * lds, lds);
+        for (size_t c = 0; c < cols; c++) {
+            double acc = 0;
+            for (size_t dd = 0; dd < d; dd++) acc += (double)q[h * d + dd] * exact[(c * heads + h) * ld + dd];
+            exact_s[h * cols + c] = acc, got_s[h * cols + c] = got[h * lds + c];
+        }
+    }
+    char what[112];
+    snprintf(what, sizeof what, "qk_heads heads %zu cols %zu d %zu dtype %d", heads, cols, d, (int)dt);
+    check_bitwise(what, got, want, heads * lds);
+    check_close(what, got_s, exact_s, heads * cols, 4 * FLT_EPSILON * 2 * (double)d, INFINITY);
+    free(exact), free(src), free(q), free(got), free(want), free(exact_s), free(got_s);
+}
+
+/* pv_heads: bitwise pv_direct on each head alone (one row), columns past dv untouched. */
+static void pv_heads(size_t heads, size_t cols, size_t d, mh_dtype dt) {
+    const size_t ld = d + 1, ldp = cols + 2, ldo = d + 5;
+    float* exact = malloc(sizeof(float) * (cols * heads + 1) * ld);
+    mh_rows vr[MAX_HEADS];
+    void* src = heads_source(dt, heads, cols, ld, exact, vr);
+    float *p = malloc(sizeof(float) * heads * ldp), alpha[MAX_HEADS];
+    float *got = malloc(sizeof(float) * heads * ldo), *want = malloc(sizeof(float) * heads * ldo);
+    float* acc = malloc(sizeof(float) * heads * d);
+    rng_fill(&R, p, heads * ldp, 0, 1);
+    rng_fill(&R, got, heads * ldo, -1, 1);
+    rng_fill(&R, alpha, MAX_HEADS, 0, 1);
+    rng_fill(&R, acc, heads * d, -1e30f, 1e30f); /* the scratch's contents mean nothing */
+    memcpy(want, got, sizeof(float) * heads * ldo);
+    K->pv_heads(heads, cols, d, p, ldp, vr, alpha, got, ldo, acc);
+    for (size_t h = 0; h < heads; h++) K->pv_direct(1, cols, d, p + h * ldp, ldp, &vr[h], alpha + h, want + h * ldo, ldo);
+    char what[112];
+    snprintf(what, sizeof what, "pv_heads heads %zu cols %zu dv %zu dtype %d", heads, cols, d, (int)dt);
+    check_bitwise(what, got, want, heads * ldo);
+    free(exact), free(src), free(p), free(got), free(want), free(acc);
 }
 
 /* gemm (acc = 0: c = A.panel + bias, with and without a bias) or gemm_acc (acc = 1: the
@@ -433,6 +502,19 @@ static void test_pack_kt(void) { kv_shapes(pack_kt_shape, 0); }
 static void test_pack_v(void) { kv_shapes(pack_v_shape, 0); }
 static void test_qk_direct(void) { kv_shapes(qk_direct, 1); }
 static void test_pv_direct(void) { kv_shapes(pv_direct, 1); }
+
+/* The kernels across heads: head counts around the x86 kernels' groups of 4 and 8 heads, keys
+ * around pv's groups (MH_PV_GROUP), no key, every width and dtype. */
+static void heads_shapes(void (*fn)(size_t heads, size_t cols, size_t d, mh_dtype dt)) {
+    const size_t heads[] = {1, 3, 4, 5, 8, 9, MAX_HEADS}, cols[] = {0, 1, 13, MH_PV_GROUP + 1, K->attn_kv_tile};
+    for (int dt = 0; dt <= MH_DTYPE_I8; dt++)
+        for (size_t i = 0; i < sizeof heads / sizeof *heads; i++)
+            for (size_t j = 0; j < sizeof cols / sizeof *cols; j++)
+                for (size_t l = 0; l < sizeof dims / sizeof *dims; l++) fn(heads[i], cols[j], dims[l], (mh_dtype)dt);
+}
+
+static void test_qk_heads(void) { heads_shapes(qk_heads); }
+static void test_pv_heads(void) { heads_shapes(pv_heads); }
 
 /* v_nonfinite on block [c_lo, c_hi) x [d_lo, d_hi) of a cols x d source: each bad value
  * (NaN, +inf, -inf, or in an int8 row's scale) at each position of the block and on its

@@ -3,6 +3,7 @@
  * scales through kernels/i8_rows.h. */
 #include "kernels/i8_rows.h"
 #include "kernels/kernel_protos.h"
+#include "kernels/qk_heads_each.h"
 #include "kernels/scalar/simd_scalar.h"
 
 #define CHUNK 64
@@ -65,4 +66,9 @@ void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, si
                          const float* alpha, float* o, size_t ldo) {
     if (v->dtype == MH_DTYPE_I8) mh_i8_pv(pv_rows, rows, cols, dv, p, ldp, v, alpha, o, ldo);
     else pv_rows(rows, cols, dv, p, ldp, v->data, v->ld, v->dtype, alpha, o, ldo);
+}
+
+void MH_KNAME(qk_heads)(size_t heads, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k, float* s,
+                        size_t lds) {
+    mh_qk_heads_each(MH_KNAME(qk_direct), heads, cols, d, q, ldq, k, s, lds);
 }

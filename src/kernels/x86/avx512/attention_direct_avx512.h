@@ -150,6 +150,39 @@ MH_INLINE void qk_rows(const mh_dtype dtype, const int R, size_t cols, size_t d,
     }
 }
 
+/* qk_heads (kernels.h): key c of every head, four heads at a time through the tree that
+ * takes four keys of one head in qk_rows (R = 1: dot_rows, reduce4), so each score has the bits
+ * of qk_direct's. */
+MH_INLINE void qk_heads_rows(const mh_dtype dtype, size_t heads, size_t cols, size_t d, const float* q, size_t ldq,
+                             const mh_rows* k, float* s, size_t lds) {
+    for (size_t c = 0; c < cols; c++) {
+        size_t h = 0;
+        for (; h + 4 <= heads; h += 4) {
+            __m512 a[4];
+            float sc[4] = {1.0f, 1.0f, 1.0f, 1.0f}, out[4];
+            MH_UNROLL(4) for (int j = 0; j < 4; j++) {
+                const mh_rows* x = &k[h + (size_t)j];
+                const void* row = mh_dtype_at(x->data, dtype, (ptrdiff_t)c * x->ld);
+                mh_heads_prefetch(dtype, row, d);
+                dot_rows(1, dtype, d, q + (h + (size_t)j) * ldq, ldq, row, &a[j]);
+                if (dtype == MH_DTYPE_I8) sc[j] = x->scale[(ptrdiff_t)c * x->ld_scale];
+            }
+            const __m128 sum = reduce4(a[0], a[1], a[2], a[3]);
+            _mm_storeu_ps(out, dtype == MH_DTYPE_I8 ? _mm_mul_ps(sum, _mm_loadu_ps(sc)) : sum);
+            MH_UNROLL(4) for (int j = 0; j < 4; j++) s[(h + (size_t)j) * lds + c] = out[j];
+        }
+        for (; h < heads; h++) {
+            const mh_rows* x = &k[h];
+            const void* row = mh_dtype_at(x->data, dtype, (ptrdiff_t)c * x->ld);
+            __m512 a;
+            dot_rows(1, dtype, d, q + h * ldq, ldq, row, &a);
+            const __m128 sum = reduce4(a, a, a, a);
+            const __m128 sc = _mm_set_ss(dtype == MH_DTYPE_I8 ? x->scale[(ptrdiff_t)c * x->ld_scale] : 1.0f);
+            s[h * lds + c] = _mm_cvtss_f32(dtype == MH_DTYPE_I8 ? _mm_mul_ss(sum, sc) : sum);
+        }
+    }
+}
+
 MH_INLINE void qk_r(const int R, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k, float* s,
                     size_t lds) {
     MH_DIRECT_WIDTH(d, dk, MH_WITH_DTYPE(k->dtype, qk_rows, R, cols, dk, q, ldq, k, s, lds))

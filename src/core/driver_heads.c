@@ -1,0 +1,60 @@
+/*
+ * Decode across streams on the kernels across heads (qk_heads, pv_heads): an engine's
+ * token-major cache [token][KV heads][D] read in address order, key by key with every head's
+ * row of a key in turn, instead of one head's rows at a time. A head's rows are kilobytes
+ * apart there, and a tile of them read head after head is as many short streams as keys,
+ * more than the hardware prefetchers follow; software prefetch does not make up for it on AMD,
+ * whose miss buffers it fills (docs/kernels.md, "Decode kernels"). The arithmetic of every
+ * head is the one-pass tile's (core/driver.c, attend_tile, on the direct kernels), so the
+ * bits are those of a head-major cache.
+ */
+#include "core/driver_heads.h"
+
+#include "core/driver_bf16.h"
+#include "util/checked.h"
+
+int mh_drv_heads_ready(const mh_drv_call* c, const mh_drv_scratch* sc) {
+    const mh_drv_stage* st = &c->st;
+    const size_t n_s = (size_t)st->streams;
+    if (!sc->q_heads || st->bias || st->v_per_head || mh_drv_bf16(st)) return 0;
+    for (size_t s = 0; s < n_s; s++) {
+        const struct mh_drv_lane* ln = &sc->lanes[s];
+        if (!ln->t.active || ln->t.rows != 1 || !ln->t.direct_qk || !ln->t.direct_pv || ln->lo != sc->lanes[0].lo ||
+            ln->hi != sc->lanes[0].hi)
+            return 0;
+    }
+    return 1;
+}
+
+void mh_drv_heads_load_q(const mh_drv_call* c, mh_drv_scratch* sc) {
+    const mh_drv_stage* st = &c->st;
+    mh_drv_scratch v = *sc;
+    for (size_t s = 0; s < (size_t)st->streams; s++) {
+        v.q = sc->q_heads + s * st->dqk;
+        mh_drv_load_q(st, &sc->lanes[s].t, &v);
+    }
+}
+
+int mh_drv_heads_tile(const mh_drv_call* c, size_t b, size_t ci, int64_t j0, size_t nc, mh_drv_scratch* sc) {
+    const mh_drv_stage* st = &c->st;
+    const mh_kernels* k = st->k;
+    const size_t n_s = (size_t)st->streams, tk = st->tk, task0 = b * n_s;
+    for (size_t s = 0; s < n_s; s++)
+        if (mh_score_tile_partial(&sc->lanes[s].t.blk, j0, nc)) return 0; /* rows keep different keys */
+    mh_rows *krows = sc->rows_heads, *vrows = sc->rows_heads + n_s;
+    for (size_t s = 0; s < n_s; s++) {
+        krows[s] = mh_drv_kv_rows(st, 0, b, s, j0);
+        vrows[s] = mh_drv_kv_rows(st, 1, b, s, j0);
+    }
+    k->qk_heads(n_s, nc, st->dqk, sc->q_heads, st->dqk, krows, sc->s_heads, tk);
+    const size_t stride = mh_split_task_stride(&c->split);
+    float* part0 = mh_split_partial(&c->split, task0, ci); /* stream s: m, l, o at part0 + s * stride */
+    for (size_t s = 0; s < n_s; s++) {
+        float* part = part0 + s * stride;
+        float* srow = sc->s_heads + s * tk;
+        mh_score_rows(&sc->lanes[s].t.blk, srow, tk, j0, nc, 0, 1);
+        k->softmax_tile(1, nc, srow, tk, part, part + 1, sc->alpha_heads + s);
+    }
+    k->pv_heads(n_s, nc, st->dv, sc->s_heads, tk, vrows, sc->alpha_heads, part0 + 2, stride, sc->acc_heads);
+    return 1;
+}
