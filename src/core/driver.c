@@ -401,7 +401,7 @@ void mh_drv_attend_across(const mh_drv_call* c, size_t b, size_t ci, mh_drv_scra
         empty_rows(st, ln->t.rows, part, part + ln->t.rows, part + 2 * ln->t.rows);
     }
     const int heads = mh_drv_heads_ready(c, sc); /* one row per stream: key by key across them */
-    if (heads) mh_drv_heads_load_q(c, sc);
+    if (heads) mh_drv_heads_start(c, sc);
     mh_drv_scratch v = *sc;
     for (int64_t off = 0, more = 1; more; off += (int64_t)tk) {
         more = 0;
@@ -417,12 +417,13 @@ void mh_drv_attend_across(const mh_drv_call* c, size_t b, size_t ci, mh_drv_scra
             more = 1;
             float* part = mh_split_partial(&c->split, b * n_s + s, ci);
             v.m = part, v.l = part + ln->t.rows, v.o = part + 2 * ln->t.rows;
-            if (heads) v.q = sc->q_heads + s * st->dqk;
+            if (heads) v.q = sc->q_heads + s * st->dqk, v.m = sc->m_heads + s, v.l = sc->l_heads + s;
             else mh_drv_load_q(st, &ln->t, &v);
             next_tile nx;
             attend_tile(st, &ln->t, j0, mh_min_size(tk, (size_t)(ln->hi - j0)), tile_ahead(sc->lanes, n_s, s, off, tk, &nx), &v);
         }
     }
+    if (heads) mh_drv_heads_end(c, b, ci, sc);
 }
 
 float* mh_drv_out_row(const mh_drv_stage* st, const mh_drv_task* t, size_t hh, size_t ii) {

@@ -76,7 +76,7 @@ typedef struct mh_drv_scratch {
     float* q_heads;     /* [streams][dqk] every stream's query, pre-scaled */
     float* s_heads;     /* [streams][tk]  a key tile's scores, then probabilities */
     float* acc_heads;   /* [streams][dv]  pv_heads's group sums */
-    float* alpha_heads; /* [streams]      softmax_tile's rescales */
+    float *m_heads, *l_heads, *alpha_heads; /* [streams] softmax states and rescales */
     mh_rows* rows_heads; /* [2][streams]  every stream's K rows, then V rows, of a key tile */
     size_t pack_slot;          /* the worker's slot of packed tiles, when it packs its own */
     mh_fetch fetch;            /* one-pass: rows the GEMM micro-kernels request for the driver

@@ -10,6 +10,8 @@
  */
 #include "core/driver_heads.h"
 
+#include <math.h>
+
 #include "core/driver_bf16.h"
 #include "util/checked.h"
 
@@ -26,12 +28,21 @@ int mh_drv_heads_ready(const mh_drv_call* c, const mh_drv_scratch* sc) {
     return 1;
 }
 
-void mh_drv_heads_load_q(const mh_drv_call* c, mh_drv_scratch* sc) {
+void mh_drv_heads_start(const mh_drv_call* c, mh_drv_scratch* sc) {
     const mh_drv_stage* st = &c->st;
     mh_drv_scratch v = *sc;
     for (size_t s = 0; s < (size_t)st->streams; s++) {
         v.q = sc->q_heads + s * st->dqk;
         mh_drv_load_q(st, &sc->lanes[s].t, &v);
+        sc->m_heads[s] = -INFINITY, sc->l_heads[s] = 0.0f;
+    }
+}
+
+void mh_drv_heads_end(const mh_drv_call* c, size_t b, size_t ci, const mh_drv_scratch* sc) {
+    const size_t n_s = (size_t)c->st.streams;
+    for (size_t s = 0; s < n_s; s++) {
+        float* part = mh_split_partial(&c->split, b * n_s + s, ci);
+        part[0] = sc->m_heads[s], part[1] = sc->l_heads[s];
     }
 }
 
@@ -47,14 +58,11 @@ int mh_drv_heads_tile(const mh_drv_call* c, size_t b, size_t ci, int64_t j0, siz
         vrows[s] = mh_drv_kv_rows(st, 1, b, s, j0);
     }
     k->qk_heads(n_s, nc, st->dqk, sc->q_heads, st->dqk, krows, sc->s_heads, tk);
+    for (size_t s = 0; s < n_s; s++) mh_score_rows(&sc->lanes[s].t.blk, sc->s_heads + s * tk, tk, j0, nc, 0, 1);
+    k->softmax_tile(n_s, nc, sc->s_heads, tk, sc->m_heads, sc->l_heads, sc->alpha_heads);
+    /* stream s's output accumulator: its split partial's, stride floats after stream s - 1's */
     const size_t stride = mh_split_task_stride(&c->split);
-    float* part0 = mh_split_partial(&c->split, task0, ci); /* stream s: m, l, o at part0 + s * stride */
-    for (size_t s = 0; s < n_s; s++) {
-        float* part = part0 + s * stride;
-        float* srow = sc->s_heads + s * tk;
-        mh_score_rows(&sc->lanes[s].t.blk, srow, tk, j0, nc, 0, 1);
-        k->softmax_tile(1, nc, srow, tk, part, part + 1, sc->alpha_heads + s);
-    }
-    k->pv_heads(n_s, nc, st->dv, sc->s_heads, tk, vrows, sc->alpha_heads, part0 + 2, stride, sc->acc_heads);
+    float* o0 = mh_split_partial(&c->split, task0, ci) + 2;
+    k->pv_heads(n_s, nc, st->dv, sc->s_heads, tk, vrows, sc->alpha_heads, o0, stride, sc->acc_heads);
     return 1;
 }

@@ -11,8 +11,13 @@
  * active over the same keys, f32 compute, no bias hook, one V per stream, and the scratch. */
 int mh_drv_heads_ready(const mh_drv_call* c, const mh_drv_scratch* sc);
 
-/* Every stream's query, pre-scaled, into sc->q_heads (stream s at s * dqk). */
-void mh_drv_heads_load_q(const mh_drv_call* c, mh_drv_scratch* sc);
+/* Every stream's query, pre-scaled, into sc->q_heads (stream s at s * dqk), and empty softmax
+ * states in sc->m_heads, sc->l_heads, where the streams' m and l stay (every tile's, the
+ * per-stream path's too) until mh_drv_heads_end. */
+void mh_drv_heads_start(const mh_drv_call* c, mh_drv_scratch* sc);
+
+/* The streams' m and l into their split partials of batch row b, chunk ci. */
+void mh_drv_heads_end(const mh_drv_call* c, size_t b, size_t ci, const mh_drv_scratch* sc);
 
 /* Key tile [j0, j0 + nc) of chunk ci of every stream of batch row b on the kernels across
  * heads, into the streams' split partials; 0 (nothing done) when the score step drops keys of

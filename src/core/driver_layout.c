@@ -51,6 +51,8 @@ void mh_drv_carve_scratch(const mh_drv_stage* st, mh_ws* ws, mh_drv_scratch* sc)
         sc->q_heads = mh_ws_take(ws, n_s, st->dqk, sizeof(float));
         sc->s_heads = mh_ws_take(ws, n_s, tk, sizeof(float));
         sc->acc_heads = mh_ws_take(ws, n_s, st->dv, sizeof(float));
+        sc->m_heads = mh_ws_take(ws, n_s, 1, sizeof(float));
+        sc->l_heads = mh_ws_take(ws, n_s, 1, sizeof(float));
         sc->alpha_heads = mh_ws_take(ws, n_s, 1, sizeof(float));
         sc->rows_heads = mh_ws_take(ws, 2 * n_s, 1, sizeof(mh_rows));
     }
