@@ -1,9 +1,10 @@
-#define _DEFAULT_SOURCE /* syscall (arch_prctl) */
+#define _DEFAULT_SOURCE /* syscall (arch_prctl), sysconf's cache sizes */
 #include "dispatch/cpu_features.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "dispatch/isa_list.h"
 
@@ -174,6 +175,11 @@ mh_prefetch_rule mh_cpu_decode_prefetch(void) {
     if (env && strcasecmp(env, "all") == 0) return MH_PREFETCH_ALL;
     if (x86_is_intel()) return MH_PREFETCH_ALL;
     return x86_is_amd_from(0x1a) ? MH_PREFETCH_L1 : MH_PREFETCH_L2;
+}
+
+size_t mh_cpu_l1d_bytes(void) {
+    const long bytes = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    return bytes > 0 ? (size_t)bytes : MH_CPU_L1D_DEFAULT;
 }
 
 mh_bf16_gemm mh_cpu_bf16_gemm(void) {

@@ -32,4 +32,9 @@ mh_bf16_gemm mh_cpu_bf16_gemm(void);
  * L1 on AMD from Zen 5 (family 0x1A) and L2 elsewhere. Read once, at table init. */
 mh_prefetch_rule mh_cpu_decode_prefetch(void);
 
+/* The L1 data cache of a core in bytes (sysconf; MH_CPU_L1D_DEFAULT where it says nothing, as
+ * under qemu-user). */
+#define MH_CPU_L1D_DEFAULT ((size_t)32 << 10)
+size_t mh_cpu_l1d_bytes(void);
+
 #endif

@@ -47,6 +47,7 @@ static void init_tables(void) {
         if (g_init[i] && mh_cpu_has_isa((mh_isa)i)) {
             g_init[i](&g_tables[i]);
             if (!g_tables[i].gemm_mr_bf16) g_tables[i].gemm_mr_bf16 = g_tables[i].gemm_mr;
+            g_tables[i].l1d_bytes = mh_cpu_l1d_bytes();
         }
 }
 

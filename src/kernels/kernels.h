@@ -205,6 +205,9 @@ typedef struct mh_kernels {
     /* The x86 decode kernels' prefetch of near rows on this CPU (mh_rows.prefetch,
      * mh_cpu_decode_prefetch); the other ISAs' kernels issue none. */
     mh_prefetch_rule decode_prefetch;
+    /* The CPU's L1 data cache in bytes (mh_cpu_l1d_bytes): whether a decode's query and
+     * score rows stay in it beside a stream decides its order (core/driver_heads.c). */
+    size_t l1d_bytes;
 } mh_kernels;
 
 /* Rows of the GEMM blocks a caller computing in `compute` hands the table's GEMMs. */
