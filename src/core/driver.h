@@ -72,7 +72,8 @@ typedef struct mh_drv_scratch {
     uint16_t* pb; /* one-pass: [rows][tk] a tile's probabilities, rounded per tile;
                      two-pass: [tile_floats] the stage's composed tile (DCMHA's P') */
     struct mh_drv_lane* lanes; /* [streams] one-pass decode across streams */
-    /* one-pass decode across streams of one query row each (driver_heads.c), else NULL */
+    /* a decode across streams on the kernels across heads (driver_heads.c); carved with the
+     * lanes, else NULL */
     float* q_heads;     /* [streams][dqk] every stream's query, pre-scaled */
     float* s_heads;     /* [streams][tk]  a key tile's scores, then probabilities */
     float* acc_heads;   /* [streams][dv]  pv_heads's group sums */

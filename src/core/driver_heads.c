@@ -54,7 +54,7 @@ void mh_drv_heads_start(const mh_drv_call* c, mh_drv_scratch* sc) {
 
 void mh_drv_heads_end(const mh_drv_call* c, size_t b, size_t ci, const mh_drv_scratch* sc) {
     const size_t n_s = (size_t)c->st.streams;
-    for (size_t s = 0; s < n_s; s++) {
+    for (size_t s = 0; s < n_s; s++) { /* a partial of one row: m, l, then o */
         float* part = mh_split_partial(&c->split, b * n_s + s, ci);
         part[0] = sc->m_heads[s], part[1] = sc->l_heads[s];
     }

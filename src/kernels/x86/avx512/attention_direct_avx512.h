@@ -174,6 +174,7 @@ MH_INLINE void qk_heads_rows(const mh_dtype dtype, size_t heads, size_t cols, si
         for (; h < heads; h++) {
             const mh_rows* x = &k[h];
             const void* row = mh_dtype_at(x->data, dtype, (ptrdiff_t)c * x->ld);
+            mh_heads_prefetch(dtype, row, d);
             __m512 a;
             dot_rows(1, dtype, d, q + h * ldq, ldq, row, &a);
             const __m128 sum = reduce4(a, a, a, a);
