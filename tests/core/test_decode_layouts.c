@@ -6,8 +6,10 @@
  * tile in turn, docs/architecture.md "Decode on far-apart rows"). The arithmetic of each head
  * is the same either way, so the outputs must be bitwise equal, for every K/V dtype, MHA and
  * GQA groupings, split-KV lengths, causal masks with per-sequence key lengths, and 1 or 2
- * threads. The head-major result is also checked against the double oracle (the bound of
- * test_attention_oracle), so the equality is not that of two equally wrong answers.
+ * threads; MHA with few heads (the driver's kernels across heads on a token-major cache) and
+ * with 64 of 128 dims (its per-head tiles there, past the L1 rule). The head-major result is
+ * also checked against the double oracle (the bound of test_attention_oracle), so the
+ * equality is not that of two equally wrong answers.
  */
 #include <float.h>
 #include <stdint.h>
@@ -110,6 +112,10 @@ int main(void) {
             one_case(&r, dts[di], 2, 3, M, 4, 1, 40, 1); /* three rows, MQA, a d tail */
             one_case(&r, dts[di], 1, 2, M, 4, 4, 72, 1); /* two causal rows per head: a last tile they keep differently */
             one_case(&r, dts[di], 1, 2, M, 8, 4, 64, 1); /* four rows per K/V head (two heads, two causal queries) */
+            /* MHA whose heads' query and score rows (64 x 192 floats, 48 KiB) outgrow the L1's
+             * 5/8: the per-head schedule of a token-major cache, where the small heads above take
+             * the kernels across heads (core/driver_heads.c) */
+            if (li == 0) one_case(&r, dts[di], 1, 1, M, 64, 64, 128, 0);
         }
     mh_context_destroy(ctx1);
     mh_context_destroy(ctx2);
