@@ -61,32 +61,39 @@ MH_INLINE void dot_rows(const int R, const mh_dtype dtype, size_t d, const float
     for (int r = 0; r < R; r++) out[r] = _mm256_add_ps(a[r], b[r]);
 }
 
-/* red[f] = the sum of acc[f]'s lanes for f < n: eight (then four, two, one) at a time, fewer
- * shuffles than one reduction per sum, and the same tree for every sum. */
-MH_INLINE void reduce_sums(int n, const __m256* acc, float* red) {
-    int f = 0;
-    for (; f + 8 <= n; f += 8)
-        _mm256_storeu_ps(red + f, mh_hsum8x8(acc[f], acc[f + 1], acc[f + 2], acc[f + 3], acc[f + 4], acc[f + 5],
-                                             acc[f + 6], acc[f + 7]));
-    for (; f + 4 <= n; f += 4) _mm_storeu_ps(red + f, mh_hsum4x8(acc[f], acc[f + 1], acc[f + 2], acc[f + 3]));
-    for (; f + 2 <= n; f += 2)
-        _mm_storel_pi((__m64*)(void*)(red + f), mh_hsum4x8(acc[f], acc[f + 1], acc[f], acc[f + 1]));
-    for (; f < n; f++) _mm_store_ss(red + f, mh_hsum4x8(acc[f], acc[f], acc[f], acc[f]));
-}
+/* red[f] = the sum of ACC(f)'s lanes for f < n (ACC: a macro naming accumulator f at the call
+ * site), eight (then four, two, one) at a time: fewer shuffles than one reduction per sum, and
+ * the same tree for every sum. A macro, not a function over an array, so qk_keys compiles to
+ * the code it had before qk_heads shared the tree (a flat array handed to a function changed
+ * it). */
+#define REDUCE_SUMS(n, red)                                                                                   \
+    {                                                                                                         \
+        int f = 0;                                                                                            \
+        for (; f + 8 <= (n); f += 8)                                                                          \
+            _mm256_storeu_ps((red) + f, mh_hsum8x8(ACC(f), ACC(f + 1), ACC(f + 2), ACC(f + 3), ACC(f + 4),    \
+                                                   ACC(f + 5), ACC(f + 6), ACC(f + 7)));                      \
+        for (; f + 4 <= (n); f += 4) _mm_storeu_ps((red) + f, mh_hsum4x8(ACC(f), ACC(f + 1), ACC(f + 2), ACC(f + 3))); \
+        for (; f + 2 <= (n); f += 2)                                                                          \
+            _mm_storel_pi((__m64*)(void*)((red) + f), mh_hsum4x8(ACC(f), ACC(f + 1), ACC(f), ACC(f + 1)));    \
+        for (; f < (n); f++) _mm_store_ss((red) + f, mh_hsum4x8(ACC(f), ACC(f), ACC(f), ACC(f)));              \
+    }
 
 /* s[r * lds + j] for j < J: scores of the J keys from key c of k (int8: times their scales). */
 MH_INLINE void qk_keys(const int R, const int J, const mh_dtype dtype, size_t d, const float* q, size_t ldq,
                        const mh_rows* k, size_t c, float* s, size_t lds) {
     const void* krow0 = mh_dtype_at(k->data, dtype, (ptrdiff_t)c * k->ld);
     const ptrdiff_t ldk = k->ld;
-    __m256 acc[MAXR * MAXJ]; /* row r, key j at r * J + j */
+    __m256 acc[MAXR][MAXJ];
     for (int j = 0; j < J; j++) {
         __m256 key[MAXR];
         dot_rows(R, dtype, d, q, ldq, mh_dtype_at(krow0, dtype, (ptrdiff_t)j * ldk), key);
-        for (int r = 0; r < R; r++) acc[r * J + j] = key[r];
+        for (int r = 0; r < R; r++) acc[r][j] = key[r];
     }
+    /* the R x J accumulators reduced together */
     float red[MAXR * MAXJ];
-    reduce_sums(R * J, acc, red);
+#define ACC(f) acc[(f) / J][(f) % J]
+    REDUCE_SUMS(R * J, red)
+#undef ACC
     for (int j = 0; j < J; j++) {
         const float sc = dtype == MH_DTYPE_I8 ? k->scale[(ptrdiff_t)(c + (size_t)j) * k->ld_scale] : 1.0f;
         for (int r = 0; r < R; r++)
@@ -94,8 +101,8 @@ MH_INLINE void qk_keys(const int R, const int J, const mh_dtype dtype, size_t d,
     }
 }
 
-/* qk_heads (kernels.h): key c of every head, eight heads at a time through the tree of
- * reduce_sums, which every score of qk_keys takes, so each has the bits of qk_direct's. */
+/* qk_heads (kernels.h): key c of every head, eight heads at a time through REDUCE_SUMS' tree,
+ * which every score of qk_keys takes, so each has the bits of qk_direct's. */
 MH_INLINE void qk_heads_rows(const mh_dtype dtype, size_t heads, size_t cols, size_t d, const float* q, size_t ldq,
                              const mh_rows* k, float* s, size_t lds) {
     for (size_t c = 0; c < cols; c++)
@@ -103,13 +110,16 @@ MH_INLINE void qk_heads_rows(const mh_dtype dtype, size_t heads, size_t cols, si
             const int n = heads - h0 < MAXJ ? (int)(heads - h0) : MAXJ;
             __m256 acc[MAXJ];
             float red[MAXJ];
+            for (int j = n; j < MAXJ; j++) acc[j] = _mm256_setzero_ps(); /* never reduced; quiets GCC */
             for (int j = 0; j < n; j++) {
                 const mh_rows* x = &k[h0 + (size_t)j];
                 const void* row = mh_dtype_at(x->data, dtype, (ptrdiff_t)c * x->ld);
                 mh_heads_prefetch(dtype, row, d);
                 dot_rows(1, dtype, d, q + (h0 + (size_t)j) * ldq, ldq, row, &acc[j]);
             }
-            reduce_sums(n, acc, red);
+#define ACC(f) acc[f]
+            REDUCE_SUMS(n, red)
+#undef ACC
             for (int j = 0; j < n; j++) {
                 const mh_rows* x = &k[h0 + (size_t)j];
                 s[(h0 + (size_t)j) * lds + c] =
