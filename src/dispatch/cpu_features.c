@@ -50,7 +50,6 @@ static int x86_has_avx512_bf16(void) {
 }
 #if defined(__linux__)
 #include <sys/syscall.h>
-#include <unistd.h>
 #ifndef ARCH_REQ_XCOMP_PERM
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #endif

@@ -1,8 +1,9 @@
 /*
  * For the BF16_GEMMS tests (tests/CMakeLists.txt), which include the library's private
  * headers: NAME.avx512_amx asks for the AMX bf16 GEMMs (MH_BF16_GEMM=amx), and NAME_amxemu is
- * the test built with MH_TEST_AMX_EMULATED and linked with the AMX kernels' source compiled on
- * tests/support/amx_emulate.h (symbols *__amxemu), which it puts in the AVX-512 table.
+ * the test built with MH_TEST_AMX_EMULATED and MH_ISA_SUFFIX=amxemu and linked with the AMX
+ * kernels' source compiled on tests/support/amx_emulate.h (symbols *__amxemu), which it puts in
+ * the AVX-512 table.
  */
 #ifndef MH_TEST_BF16_GEMM_CHOICE_H
 #define MH_TEST_BF16_GEMM_CHOICE_H
@@ -17,19 +18,16 @@
  * gives no AMX (the table would hold the other GEMMs), or, in an _amxemu build, no AVX-512
  * table with bf16 GEMMs to put the emulated ones in (done here, before any context). */
 #ifdef MH_TEST_AMX_EMULATED
-void mh_gemm_bf16_amx__amxemu(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
-                              float* c, size_t ldc, mh_fetch* fetch);
-void mh_gemm_acc_bf16_amx__amxemu(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda,
-                                  const uint16_t* panel, const float* alpha, float* c, size_t ldc, mh_fetch* fetch);
+#include "kernels/x86/avx512/bf16/bf16_gemm_amx_avx512.h" /* its names with MH_ISA_SUFFIX amxemu */
 static inline int mh_test_bf16_gemm_skip(void) {
     mh_kernels* k = (mh_kernels*)(void*)mh_dispatch_table(MH_ISA_AVX512); /* the process's own table */
     if (!k || !k->gemm_bf16 || !mh_cpu_has_bf16(MH_ISA_AVX512)) {
         printf("skipped: no AVX-512 bf16 GEMMs here to replace by the emulated AMX ones\n");
         return 1;
     }
-    k->gemm_bf16 = mh_gemm_bf16_amx__amxemu;
-    k->gemm_acc_bf16 = mh_gemm_acc_bf16_amx__amxemu;
-    k->gemm_mr_bf16 = 16;
+    k->gemm_bf16 = MH_KNAME(gemm_bf16_amx);
+    k->gemm_acc_bf16 = MH_KNAME(gemm_acc_bf16_amx);
+    k->gemm_mr_bf16 = MH_AMX_MR;
     return 0;
 }
 #else

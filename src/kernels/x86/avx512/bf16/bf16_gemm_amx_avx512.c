@@ -108,27 +108,24 @@ static void product(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda,
     mh_fetch_end(fetch, &f);
 }
 
-/* The C tiles into cs [16][64]. */
-static void store_tiles(size_t n, float cs[MH_AMX_MR * NR]) {
-    const size_t nt = (n + 15) / 16;
-    MH_TILE_STORE(0, cs, NR * sizeof(float));
-    if (nt > 1) MH_TILE_STORE(1, cs + 16, NR * sizeof(float));
-    if (nt > 2) MH_TILE_STORE(2, cs + 32, NR * sizeof(float));
-    if (nt > 3) MH_TILE_STORE(3, cs + 48, NR * sizeof(float));
+/* The C tiles of n columns into rows of dst, ld floats apart. */
+static void store_tiles(size_t n, float* dst, size_t ld) {
+    const size_t nt = (n + 15) / 16, stride = ld * sizeof(float);
+    MH_TILE_STORE(0, dst, stride);
+    if (nt > 1) MH_TILE_STORE(1, dst + 16, stride);
+    if (nt > 2) MH_TILE_STORE(2, dst + 32, stride);
+    if (nt > 3) MH_TILE_STORE(3, dst + 48, stride);
 }
 
 void MH_KNAME(gemm_bf16_amx)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
                              float* c, size_t ldc, mh_fetch* fetch) {
     product(m, n, k, a, lda, panel, fetch);
     if (m == MH_AMX_MR && n == NR) {
-        MH_TILE_STORE(0, c, ldc * sizeof(float));
-        MH_TILE_STORE(1, c + 16, ldc * sizeof(float));
-        MH_TILE_STORE(2, c + 32, ldc * sizeof(float));
-        MH_TILE_STORE(3, c + 48, ldc * sizeof(float));
+        store_tiles(n, c, ldc);
         return;
     }
     _Alignas(64) float cs[MH_AMX_MR * NR];
-    store_tiles(n, cs);
+    store_tiles(n, cs, NR);
     for (size_t r = 0; r < m; r++)
         for (size_t j = 0; j < n; j += 16) {
             const __mmask16 mask = mh_mask16(n, j);
@@ -140,7 +137,7 @@ void MH_KNAME(gemm_acc_bf16_amx)(size_t m, size_t n, size_t k, const uint16_t* a
                                  const uint16_t* panel, const float* alpha, float* c, size_t ldc, mh_fetch* fetch) {
     product(m, n, k, a, lda, panel, fetch);
     _Alignas(64) float cs[MH_AMX_MR * NR];
-    store_tiles(n, cs);
+    store_tiles(n, cs, NR);
     for (size_t r = 0; r < m; r++) {
         const __m512 al = _mm512_set1_ps(alpha[r]);
         for (size_t j = 0; j < n; j += 16) {
