@@ -103,7 +103,7 @@ run() {
 subset='(kernels|gemm|softmax_invariants|decode|gqa_invariants|layer_oracle|overlap|moh|moh_torch_vectors|torch_vectors|collab_oracle|rotary_layers)'
 # at 128 bits also prefill, bf16 compute, int8 caches, NaN, token-major and split decode, and
 # threads on the SVE kernels
-sve_filter=(-R "(${subset:1:-1}|attention_oracle|bf16_attention|bf16_layers|int8|int8_cache|nan|decode_layouts|partial_attention|threads_bitwise)\\.sve\$|dispatch")
+sve_filter=(-R "(${subset}|attention_oracle|bf16_attention|bf16_layers|int8|int8_cache|nan|decode_layouts|partial_attention|threads_bitwise)\\.sve\$|dispatch")
 wide_filter=(-R "${subset}\\.sve\$|dispatch")
 if [[ "${MH_CROSS_SVE_FULL:-0}" == 1 ]]; then # the whole suite in the SVE runs, every scalar entry
   subset='.*'
