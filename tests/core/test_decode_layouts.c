@@ -112,6 +112,10 @@ int main(void) {
             one_case(&r, dts[di], 2, 3, M, 4, 1, 40, 1); /* three rows, MQA, a d tail */
             one_case(&r, dts[di], 1, 2, M, 4, 4, 72, 1); /* two causal rows per head: a last tile they keep differently */
             one_case(&r, dts[di], 1, 2, M, 8, 4, 64, 1); /* four rows per K/V head (two heads, two causal queries) */
+            /* eight and sixteen rows per K/V head (one query): more rows than a direct kernel
+             * takes, in chunks of attn_direct_rows - 1 (core/driver.c, score_tile, accumulate_pv) */
+            one_case(&r, dts[di], 1, 1, M, 16, 2, 64, 1);
+            one_case(&r, dts[di], 2, 1, M, 16, 1, 40, 1); /* two key lengths: a partial last tile */
             /* MHA whose heads' query and score rows (64 x 192 floats, 48 KiB) outgrow the L1's
              * 5/8: the per-head schedule of a token-major cache, where the small heads above take
              * the kernels across heads (core/driver_heads.c) */
