@@ -44,9 +44,12 @@ mh_status run_attention(const mh_context* ctx, const mh_attn_problem* p, const m
 mh_context* test_context(int threads);
 
 /* Emulators: one 4-MFLOP attention call takes at most a millisecond natively (tens of ms for
- * the scalar kernels under ASan), 0.03-0.1 s under qemu-user and ~2 s with its SVE, where a
- * test's full-size shapes would take many minutes. Times such a call on ctx and returns 1 (and
- * says so) when it took more than limit_ms: the test then uses smaller shapes. */
+ * the scalar kernels under ASan), 0.02-0.1 s under qemu-user and ~2 s with its SVE, where a
+ * test's full-size shapes would take many minutes. Returns 1 (and says so) under an emulator
+ * (MH_TEST_EMULATED, set by tests/CMakeLists.txt for a cross build's tests) or when such a
+ * call on ctx took more than limit_ms: the test then uses smaller shapes. The variable makes
+ * the emulated runs' shapes fixed: timed alone, NEON under qemu took 20-30 ms, around the
+ * limit of 20 of test_decode_layouts, which then ran its full shapes in CI (50 s). */
 int slow_machine(const mh_context* ctx, double limit_ms);
 
 #endif
