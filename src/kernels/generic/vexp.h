@@ -15,19 +15,37 @@
 #ifndef MH_GENERIC_VEXP_H
 #define MH_GENERIC_VEXP_H
 
+/* exp of four vectors in lock step: each stage for all four before the next. One vector's exp
+ * is a chain of a dozen dependent operations; four chains side by side give the core
+ * independent work at every step (softmax_tile's exp pass over 6 rows of 512 scores in L1,
+ * Zen 5: 0.92x the time of one vector at a time, the same bits). Pointers, not an array: SVE's
+ * vectors have no size. */
+MH_INLINE void mh_vexp4(mh_vf* x0, mh_vf* x1, mh_vf* x2, mh_vf* x3) {
+    mh_vf* const x[4] = {x0, x1, x2, x3};
+#define MH_VEXP_EACH(stmt) for (int i = 0; i < 4; i++) stmt
+    mh_vf n0, n1, n2, n3, r0, r1, r2, r3, p0, p1, p2, p3;
+    mh_vf* const n[4] = {&n0, &n1, &n2, &n3};
+    mh_vf* const r[4] = {&r0, &r1, &r2, &r3};
+    mh_vf* const p[4] = {&p0, &p1, &p2, &p3};
+    MH_VEXP_EACH(*x[i] = mh_vclamp_lo(*x[i], -104.0f));
+    MH_VEXP_EACH(*n[i] = mh_vround(mh_vmul(*x[i], mh_vset1(0x1.715476p+0f)))); /* x / ln2 */
+    MH_VEXP_EACH(*r[i] = mh_vfma(*n[i], mh_vset1(-0x1.62e430p-1f), *x[i]));    /* - n ln2 (high part) */
+    MH_VEXP_EACH(*r[i] = mh_vfma(*n[i], mh_vset1(0x1.05c610p-29f), *r[i]));    /* - n ln2 (low part) */
+    MH_VEXP_EACH(*p[i] = mh_vfma(mh_vset1(0x1.6a244cp-10f), *r[i], mh_vset1(0x1.1239d4p-7f)));
+    MH_VEXP_EACH(*p[i] = mh_vfma(*p[i], *r[i], mh_vset1(0x1.5558f2p-5f)));
+    MH_VEXP_EACH(*p[i] = mh_vfma(*p[i], *r[i], mh_vset1(0x1.555492p-3f)));
+    MH_VEXP_EACH(*p[i] = mh_vfma(*p[i], *r[i], mh_vset1(0x1.fffffcp-2f)));
+    MH_VEXP_EACH(*p[i] = mh_vfma(*p[i], *r[i], mh_vset1(1.0f)));
+    MH_VEXP_EACH(*p[i] = mh_vfma(*p[i], *r[i], mh_vset1(1.0f)));
+    MH_VEXP_EACH(*x[i] = mh_vscale2n(*p[i], *n[i]));
+#undef MH_VEXP_EACH
+}
+
+/* exp of one vector: the same operations (the three copies are dead and compiled away). */
 MH_INLINE mh_vf mh_vexp(mh_vf x) {
-    x = mh_vclamp_lo(x, -104.0f);
-    const mh_vf n = mh_vround(mh_vmul(x, mh_vset1(0x1.715476p+0f))); /* x / ln2 */
-    mh_vf r = mh_vfma(n, mh_vset1(-0x1.62e430p-1f), x);             /* - n ln2 (high part) */
-    r = mh_vfma(n, mh_vset1(0x1.05c610p-29f), r);                    /* - n ln2 (low part) */
-    mh_vf p = mh_vset1(0x1.6a244cp-10f);
-    p = mh_vfma(p, r, mh_vset1(0x1.1239d4p-7f));
-    p = mh_vfma(p, r, mh_vset1(0x1.5558f2p-5f));
-    p = mh_vfma(p, r, mh_vset1(0x1.555492p-3f));
-    p = mh_vfma(p, r, mh_vset1(0x1.fffffcp-2f));
-    p = mh_vfma(p, r, mh_vset1(1.0f));
-    p = mh_vfma(p, r, mh_vset1(1.0f));
-    return mh_vscale2n(p, n);
+    mh_vf a = x, b = x, c = x;
+    mh_vexp4(&x, &a, &b, &c);
+    return x;
 }
 
 #endif

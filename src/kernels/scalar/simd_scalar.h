@@ -50,6 +50,9 @@ MH_INLINE float mh_vmax(float a, float b) { return b > a ? b : a; }
 MH_INLINE float mh_vhsum(float v) { return v; }
 MH_INLINE float mh_vhmax(float v) { return v; }
 MH_INLINE float mh_vexp(float x) { return expf(x); }
+MH_INLINE void mh_vexp4(float* x0, float* x1, float* x2, float* x3) {
+    *x0 = expf(*x0), *x1 = expf(*x1), *x2 = expf(*x2), *x3 = expf(*x3);
+}
 MH_INLINE int mh_vall_neg_inf(float x) { return x == -INFINITY; }
 MH_INLINE void mh_vcvt_f16(const float* x, uint16_t* y) { *y = mh_f32_to_f16_rne(*x); }
 MH_INLINE void mh_vcvt_bf16(const float* x, uint16_t* y) { *y = mh_f32_to_bf16_rne(*x); }
