@@ -37,6 +37,7 @@ struct Options {
     mh_compute compute = MH_COMPUTE_F32;
     std::string isa = "auto";
     int threads = 1, rounds = 15, copies = 0;  // copies 0: enough to read K/V from memory
+    int heads_kept = 0;                          // MoH routing: heads each query row keeps, 0: all (no gates)
     bool check = false;
     const char* lib[2] = {nullptr, nullptr};
 };
@@ -62,6 +63,8 @@ const char kUsage[] =
     "  --rounds=R             timed pairs of calls (15)\n"
     "  --copies=C             K/V copies the calls rotate through (decode default: enough for\n"
     "                         256 MiB, so each call reads K/V from memory; prefill default: 1)\n"
+    "  --heads-kept=K         MoH routing (head_gates): each query row keeps K of the H heads, a\n"
+    "                         seeded choice, gate 1/K (default: every head, no gates)\n"
     "  --check                call each build once and compare the outputs bitwise instead\n"
     "\n"
     "Exit status: 0 done (--check: outputs bitwise equal), 1 outputs differ, 2 bad usage,\n"
@@ -98,7 +101,7 @@ const IntOption int_options[] = {
     {"--heads", 1, 4096, &Options::heads},      {"--kv-heads", 1, 4096, &Options::kv_heads},
     {"--dim", 1, 4096, &Options::dim},          {"--causal", 0, 1, &Options::causal},
     {"--threads", 1, 1024, &Options::threads},  {"--rounds", 1, 1000000, &Options::rounds},
-    {"--copies", 1, 4096, &Options::copies},
+    {"--copies", 1, 4096, &Options::copies},    {"--heads-kept", 1, 4096, &Options::heads_kept},
 };
 
 // 0: parsed; 2: bad usage (message printed). --help prints the usage and exits 0.
@@ -150,6 +153,10 @@ int parse(int argc, char** argv, Options* o) {
     if (!o->kv_set) o->kv = o->prefill ? MH_DTYPE_F32 : MH_DTYPE_F16;
     if (o->causal < 0) o->causal = o->prefill ? 1 : 0;
     if (o->token_major < 0) o->token_major = o->prefill ? 1 : 0;
+    if (o->heads_kept > o->heads) {
+        std::fprintf(stderr, "mh_ab: --heads-kept must be at most --heads\n");
+        return 2;
+    }
     if (o->heads % o->kv_heads) {
         std::fprintf(stderr, "mh_ab: --heads must be a multiple of --kv-heads\n");
         return 2;
@@ -211,8 +218,9 @@ int load(Build* b) {
     return 0;
 }
 
-// The build's context, options and workspace for problem p. 0, or 3 with a message.
-int prepare(Build* b, const Options& o, const mh_attn_problem& p) {
+// The build's context, options and workspace for problem p (gates: head_gates or NULL). 0, or
+// 3 with a message.
+int prepare(Build* b, const Options& o, const mh_attn_problem& p, const float* gates) {
     mh_context_config c = b->context_config_default();
     c.num_threads = o.threads;
     c.compute = o.compute;
@@ -229,6 +237,7 @@ int prepare(Build* b, const Options& o, const mh_attn_problem& p) {
     if (s == MH_OK) {
         b->opt = b->attn_options_default();
         b->opt.causal = o.causal;
+        b->opt.head_gates = gates;
         s = b->workspace_size(b->ctx, &p, &b->opt, &bytes);
     }
     if (s != MH_OK) {
@@ -246,6 +255,7 @@ int prepare(Build* b, const Options& o, const mh_attn_problem& p) {
 struct Tensors {
     mhb::AlignedBuffer q, o;
     std::vector<mhb::AlignedBuffer> k, v;
+    std::vector<float> gates;  // [N][H] with --heads-kept, else empty
 };
 
 mh_attn_problem make_problem(const Options& o, Tensors* t) {
@@ -269,6 +279,17 @@ mh_attn_problem make_problem(const Options& o, Tensors* t) {
                 mhb::store_token(g, x->back().data(), 0, j, row.data());
             }
         }
+    if (o.heads_kept) {  // each row: heads_kept distinct heads, a partial Fisher-Yates shuffle
+        t->gates.assign(N * H, 0.0f);
+        std::vector<int> order(H);
+        for (size_t i = 0; i < N; i++) {
+            for (size_t h = 0; h < H; h++) order[h] = static_cast<int>(h);
+            for (size_t j = 0; j < static_cast<size_t>(o.heads_kept); j++) {
+                std::swap(order[j], order[j + rng.next_u64() % (H - j)]);
+                t->gates[i * H + static_cast<size_t>(order[j])] = 1.0f / static_cast<float>(o.heads_kept);
+            }
+        }
+    }
     mh_attn_problem p{};
     p.batch = 1, p.n_q = o.n, p.n_kv = o.m, p.n_heads = o.heads, p.n_kv_heads = o.kv_heads;
     p.head_dim_qk = p.head_dim_v = o.dim;
@@ -355,12 +376,13 @@ int run(const Options& o) {
     Tensors t;
     mh_attn_problem p = make_problem(o, &t);
     for (int i = 0; i < 2; i++)
-        if (int rc = prepare(&b[i], o, p)) return rc;
+        if (int rc = prepare(&b[i], o, p, t.gates.empty() ? nullptr : t.gates.data())) return rc;
     std::printf("A  %s (isa %s)\nB  %s (isa %s)\n", b[0].path, b[0].isa_name(b[0].context_isa(b[0].ctx)), b[1].path,
                 b[1].isa_name(b[1].context_isa(b[1].ctx)));
-    std::printf("%s N=%d M=%d H=%d Hkv=%d D=%d kv=%s %s-major causal=%d compute=%s, %d thread(s), %zu K/V cop%s\n",
+    std::printf("%s N=%d M=%d H=%d Hkv=%d D=%d kv=%s %s-major causal=%d compute=%s%s, %d thread(s), %zu K/V cop%s\n",
                 o.prefill ? "prefill" : "decode", o.n, o.m, o.heads, o.kv_heads, o.dim, mhb::dtype_name(o.kv),
-                o.token_major ? "token" : "head", o.causal, o.compute == MH_COMPUTE_BF16 ? "bf16" : "f32", o.threads,
+                o.token_major ? "token" : "head", o.causal, o.compute == MH_COMPUTE_BF16 ? "bf16" : "f32",
+                o.heads_kept ? (", heads kept " + std::to_string(o.heads_kept)).c_str() : "", o.threads,
                 t.k.size(), t.k.size() == 1 ? "y" : "ies");
     if (o.check) return check(b, t, p);
     size_t copy = 0;

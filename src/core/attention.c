@@ -103,7 +103,7 @@ void* mh_core_attention_carve_upto(const mh_kernels* k, int threads, const mh_at
 
 void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* p,
                        const mh_attn_options* opt, int prepack_ok, void* ws) {
-    const mh_core_extra none = {NULL, NULL, NULL, NULL, NULL};
+    const mh_core_extra none = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     mh_core_attention_ex(k, threads, p, opt, prepack_ok, ws, &none);
 }
 
@@ -113,6 +113,7 @@ void mh_core_attention_ex(const mh_kernels* k, int threads, const mh_attn_proble
     const gqa_ctx c = {p, opt, ex};
     mh_drv_stage st = make_stage(k, p, prepack_ok);
     st.ctx = &c, st.opt = opt, st.compute = opt->compute, st.pages = ex->pages;
+    st.next_key = ex->next_k, st.next_value = ex->next_v;
     st.split_count = mh_split_count(mh_drv_query_tiles(&st), opt, p->n_kv);
     st.flops = 2.0 * (double)p->batch * p->n_q * p->n_kv * p->n_heads *
                (p->head_dim_qk + p->head_dim_v); /* upper bound (ignores masks) */

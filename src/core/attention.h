@@ -36,13 +36,17 @@ void mh_core_attention(const mh_kernels* k, int threads, const mh_attn_problem* 
  *   q_row     [B][N] row i reads Q and writes O at token q_row[i] of its sequence (Q and O
  *             strides), instead of at token i: rows gathered in place, without copies.
  *   o_scale   [B][N] every output row is multiplied by it after normalising (gates).
- *   pages     K/V are a cache's blocks: batch b's rows are found through it (core/kv_pages.h). */
+ *   pages     K/V are a cache's blocks: batch b's rows are found through it (core/kv_pages.h).
+ *   next_k, next_v  the K and V (head 0 of batch 0: the views moved to it) of the call that
+ *             follows this one, whose pack the last task requests in prefill as it requests a
+ *             next head's within a call (mh_drv_stage.next_key; gathered heads, one call each). */
 typedef struct mh_core_extra {
     const int64_t* q_pos;
     const unsigned char* kv_active;
     const int32_t* q_row;
     const float* o_scale;
     const mh_kv_pages* pages;
+    const mh_tensor *next_k, *next_v;
 } mh_core_extra;
 
 void mh_core_attention_ex(const mh_kernels* k, int threads, const mh_attn_problem* p,

@@ -107,6 +107,9 @@ struct mh_drv_stage {
                                and V's head h, or V's heads h * hg .. h * hg + hg - 1 */
     mh_dtype k_dtype, v_dtype;
     const mh_kv_pages* pages; /* K/V in a cache's blocks (batch index = block), or NULL */
+    const mh_tensor *next_key, *next_value; /* one-pass, optional: K and V of the call that
+                               follows (its batch 0, head 0), requested for its pack like the
+                               prepack grid's next head (driver_ahead.c); NULL: none */
     int v_per_head;
     mh_tensor_out o;        /* [B][N][H][dv] by query head */
     mh_tensor q;            /* one-pass, optional: the f32 queries [B][N][H][dqk] the stage's

@@ -61,6 +61,20 @@ void mh_gathered_plan(const mh_attn_problem* p, const mh_attn_options* opt, cons
     g->seg[H * B] = e;
 }
 
+/* The K and V views of the first call after item i (items h * B + s) that has rows: 1, or 0 if
+ * none follows. */
+static int next_item(const mh_attn_problem* p, const mh_gathered* g, int i, mh_tensor* k, mh_tensor* v) {
+    const int B = p->batch, group = p->n_heads / p->n_kv_heads;
+    for (int j = i + 1; j < p->n_heads * B; j++) {
+        if (g->seg[j + 1] == g->seg[j]) continue;
+        *k = p->k, *v = p->v;
+        move_to_head(k, p->k_dtype, j % B, (j / B) / group);
+        move_to_head(v, p->v_dtype, j % B, (j / B) / group);
+        return 1;
+    }
+    return 0;
+}
+
 void mh_gathered_attend(const mh_kernels* k, int threads, const mh_attn_problem* p,
                         const mh_attn_options* opt, int prepack_ok, const mh_gathered* g,
                         const float* qg, float* og) {
@@ -90,7 +104,10 @@ void mh_gathered_attend(const mh_kernels* k, int threads, const mh_attn_problem*
             o.mask = NULL, o.probs = NULL, o.head_gates = NULL;
             /* lse [B, H, N] (in place only, from mh_attention): row (s, h), its tokens at q_row */
             o.lse = opt->lse ? opt->lse + ((size_t)s * (size_t)p->n_heads + (size_t)h) * (size_t)p->n_q : NULL;
-            const mh_core_extra ex = {g->pos + e0, NULL, qg ? NULL : g->tok + e0, g->gate + e0, NULL};
+            mh_tensor next_k, next_v; /* for the call's last task to request (mh_core_extra) */
+            const int more = next_item(p, g, h * B + s, &next_k, &next_v);
+            const mh_core_extra ex = {g->pos + e0, NULL, qg ? NULL : g->tok + e0, g->gate + e0, NULL,
+                                      more ? &next_k : NULL, more ? &next_v : NULL};
             mh_core_attention_ex(k, threads, &q, &o, prepack_ok, g->attn, &ex);
         }
 }
