@@ -56,8 +56,9 @@ mh_drv_task mh_drv_make_task(const mh_drv_call* c, size_t ti) {
     t.active = 1;
     st->task(st, &t);
     if (mh_drv_bf16(st)) { /* the direct kernels are f32: exact on bf16 operands only (driver_bf16.h) */
-        t.direct_qk &= st->k_dtype == MH_DTYPE_BF16;
-        t.direct_pv &= st->v_dtype == MH_DTYPE_BF16;
+        const int rounds = st->mode == MH_DRV_ONE_PASS && t.rows <= MH_DRV_BF16_ROUND_ROWS;
+        t.direct_qk &= st->k_dtype == MH_DTYPE_BF16 || rounds;
+        t.direct_pv &= st->v_dtype == MH_DTYPE_BF16 || rounds;
     }
     return t;
 }
@@ -133,8 +134,10 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
     mh_rows ksrc = mh_drv_kv_rows(st, 0, (size_t)t->b, (size_t)t->s, j0);
     if (nx) ksrc.next = mh_drv_kv_rows(st, 0, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
     if (t->direct_qk) { /* chunks the kernel takes; the K tile stays in cache */
+        mh_rows view;
+        const mh_rows* kd = mh_drv_bf16_rows(st, &ksrc, nc, dqk, sc->kt, &view);
         for (size_t r = 0; r < rows; r += k->attn_direct_rows - 1)
-            k->qk_direct(mh_min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk, &ksrc,
+            k->qk_direct(mh_min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk, kd,
                          sc->s + r * tk, tk);
         if (st->bias) st->bias(st, t, j0, nc, sc->s, tk);
         step_rows(st, t, j0, 0, nc, 0, rows, softmax, sc);
@@ -267,7 +270,9 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
         if (nx && n_v == 1)
             vsrc.next = mh_drv_kv_rows(st, 1, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
         if (t->direct_pv) {
-            for (size_t r = r0; r < r1; r += dr) pv_rows(st, t, &vsrc, NULL, 0, r, mh_min_size(dr, r1 - r), 0, dv, j0, nc, inside, sc);
+            mh_rows view;
+            const mh_rows* vd = mh_drv_bf16_rows(st, &vsrc, nc, dv, sc->vt, &view);
+            for (size_t r = r0; r < r1; r += dr) pv_rows(st, t, vd, NULL, 0, r, mh_min_size(dr, r1 - r), 0, dv, j0, nc, inside, sc);
             continue;
         }
         const float* vt = vt_pre ? vt_pre + hv * vt_floats(st) : NULL;
@@ -334,14 +339,18 @@ static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64
         const mh_rows ks = mh_drv_kv_rows(st, 0, (size_t)t->b, (size_t)t->s, j0);
         const mh_rows vs = mh_drv_kv_rows(st, 1, (size_t)t->b, (size_t)t->s, pnc ? pj0 : j0);
         for (size_t c0 = 0; c0 < nc || c0 < pnc; c0 += PIPE_KEYS) {
-            if (c0 < nc) {
+            if (c0 < nc) { /* bf16 compute on other storage: the turn's rows rounded (driver_bf16.h) */
+                const size_t n = mh_min_size(PIPE_KEYS, nc - c0);
                 const mh_rows kc = rows_from(ks, c0);
-                k->qk_direct(rows, mh_min_size(PIPE_KEYS, nc - c0), dqk, sc->q, dqk, &kc, cur.s + c0, tk);
+                mh_rows view;
+                k->qk_direct(rows, n, dqk, sc->q, dqk, mh_drv_bf16_rows(st, &kc, n, dqk, sc->kt, &view), cur.s + c0, tk);
             }
             if (c0 < pnc) {
+                const size_t n = mh_min_size(PIPE_KEYS, pnc - c0);
                 const mh_rows vc = rows_from(vs, c0);
-                k->pv_direct(rows, mh_min_size(PIPE_KEYS, pnc - c0), dv, prev.s + c0, tk, &vc, c0 ? sc->ones : prev.alpha,
-                             sc->o, dv);
+                mh_rows view;
+                k->pv_direct(rows, n, dv, prev.s + c0, tk, mh_drv_bf16_rows(st, &vc, n, dv, sc->vt, &view),
+                             c0 ? sc->ones : prev.alpha, sc->o, dv);
             }
         }
         step_rows(st, t, j0, 0, nc, 0, rows, 1, &cur);

@@ -4,11 +4,14 @@
  * K/V tiles are packed into bf16 k-pair panels (pack_kt_bf16 / pack_v_bf16, in the room of
  * the f32 panels, which is at least twice what they need), and both products run on the
  * table's bf16 GEMMs, accumulating in f32. Scores, softmax, the running statistics and the
- * output stay f32. A decode task (few rows per K/V head) on bf16 storage runs the f32 direct
- * kernels instead, as f32 decode does: their operands are then bf16 values (q and P rounded,
- * then widened back into sc->q / sc->s; K or V as stored), so every product is exact and the
- * sums are f32, the mode's arithmetic in another order of addition, at the speed of f32
- * decode. On f32/f16/int8 storage, whose values the packs round, decode packs as prefill does.
+ * output stay f32. A decode task (few rows per K/V head) runs the f32 direct kernels instead,
+ * as f32 decode does: their operands are then bf16 values (q and P rounded, then widened back
+ * into sc->q / sc->s; K or V as stored when bf16), so every product is exact and the sums are
+ * f32, the mode's arithmetic in another order of addition. On f32, f16 or int8 storage a
+ * one-pass task of at most MH_DRV_BF16_ROUND_ROWS rows does the same on each tile's rows
+ * rounded as the packs round them, into the worker's idle panel buffers (mh_drv_bf16_rows):
+ * the operand values of a cache holding them in bf16, so that cache's bits
+ * (tests/core/test_bf16_attention.c); the other tasks pack, as prefill does.
  * The two-pass stage (DCMHA) uses the same pieces on its own tiles: Q rounded by
  * mh_drv_load_q, its composed probabilities by mh_drv_bf16_round_row, the packs and the
  * scores' GEMM below.
@@ -16,6 +19,13 @@
 #ifndef MH_CORE_DRIVER_BF16_H
 #define MH_CORE_DRIVER_BF16_H
 #include "core/driver.h"
+
+/* The most rows of a one-pass direct task for which other storage's K/V tiles are rounded into
+ * rows for the direct kernels rather than packed: the rounding is a pass of its own over the tile,
+ * which one or two query rows per K/V row (memory-bound) hide and grouped heads (bound by the
+ * core) do not. bf16 decode on an f16 cache, 32K keys, Zen 5, against the packs: MHA 0.61-0.70x
+ * the time, two rows (GQA-16) 0.73x, four (GQA-8) 1.20-1.32x. */
+#define MH_DRV_BF16_ROUND_ROWS 2
 
 /* 1 if the call computes in bf16. */
 static inline int mh_drv_bf16(const mh_drv_stage* st) { return st->compute == MH_COMPUTE_BF16; }
@@ -93,6 +103,19 @@ void mh_drv_load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch*
 
 /* x [n] rounded to bf16 into xb and, with widen (a direct kernel's operand), back into x. */
 void mh_drv_bf16_round_row(const mh_drv_stage* st, int widen, size_t n, float* x, uint16_t* xb);
+
+/* The rows the direct kernels read for n rows of x (width elements each): x itself unless the
+ * call computes in bf16 on other storage; then the rows rounded to bf16 into buf (n * width
+ * elements: a worker's sc->kt or sc->vt, which direct tasks leave idle), described in *view.
+ * (A pointer, not a copy: a copied view cost f32 MHA decode 8% in stalled stack reloads.) */
+static inline const mh_rows* mh_drv_bf16_rows(const mh_drv_stage* st, const mh_rows* x, size_t n, size_t width,
+                                              void* buf, mh_rows* view) {
+    if (!mh_drv_bf16(st) || x->dtype == MH_DTYPE_BF16) return x;
+    st->k->rows_bf16(n, width, x, (uint16_t*)buf);
+    const mh_rows r = {.data = buf, .ld = (ptrdiff_t)width, .dtype = MH_DTYPE_BF16, .prefetch = x->prefetch};
+    *view = r;
+    return view;
+}
 
 /* Probabilities of keys [from, nc) of rows [r0, r1) of sc->s rounded into sc->pb and, for a
  * direct P.V, back into sc->s (write_probs recomputes its exact ones). */

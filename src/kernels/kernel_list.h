@@ -48,6 +48,7 @@
                             const uint16_t* panel, const float* alpha, float* c, size_t ldc, mh_fetch* fetch)) \
     K(pack_kt_bf16, void, (size_t cols, size_t d, const mh_rows* k, uint16_t* dst)) \
     K(pack_v_bf16, void, (size_t cols, size_t dv, const mh_rows* v, uint16_t* dst)) \
-    K(round_bf16, void, (size_t n, const float* x, uint16_t* y))
+    K(round_bf16, void, (size_t n, const float* x, uint16_t* y)) \
+    K(rows_bf16, void, (size_t cols, size_t width, const mh_rows* x, uint16_t* dst))
 
 #endif

@@ -166,8 +166,10 @@ typedef struct mh_rows {
  *   pack_v_bf16:   V tile as pack_v, in bf16 pairs over keys: panel p holds V columns
  *                  [p*NR, p*NR + NR) as [ceil(cols/2)][NR][2]; columns past dv and the pad key
  *                  of an odd cols are zero.
- *   Both packs round the value the storage represents (int8: scale * q in f32) to bf16,
- *   nearest even; bf16 storage is copied as it is.
+ *   rows_bf16:     dst[c * width + e] = row c's element e (c < cols, e < width) in bf16: a K or
+ *                  V tile row-major, for the direct kernels of a bf16 decode (core/driver_bf16.h).
+ *   The packs and rows_bf16 round the value the storage represents (int8: scale * q in f32) to
+ *   bf16, nearest even; bf16 storage is copied as it is.
  *   round_bf16:    y[i] = x[i] rounded to bf16 for Q's and P's rows and projection inputs,
  *                  bitwise f32_to_bf16 (nearest even; a subnormal rounded, never flushed; a
  *                  NaN keeps its top bits with the quiet bit set); a slot of its own because

@@ -5,7 +5,8 @@
  * (exit 77) where the ISA lacks it. Prefill and decode shapes, GQA/MQA, odd head dims and key
  * counts, f32/f16/bf16/int8 K/V, causal, windows, ragged kv_len, sinks; NaN V on keys no
  * row keeps; 1 and 2 threads bitwise equal; and the same call in f32 is bitwise what it was
- * without the mode's field.
+ * without the mode's field; decode of one or two rows per K/V head on f32/f16/int8 storage
+ * bitwise the same decode on a bf16 cache of the rounded values.
  *
  * Tolerance. The oracle rounds Q, K and V as the kernels do, and P as the online softmax
  * holds it (each key tile's exp(s - m) relative to the running max, on the call's grid of
@@ -21,6 +22,7 @@
  * mode's whole error is reported (about 2e-3).
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +94,45 @@ static void run_case(const mh_context* c1, const mh_context* c2, test_rng* r, in
     problem_free(&t);
 }
 
+/* bf16 compute rounds f32, f16 and int8 K/V as the packs do; a decode task of one or two rows
+ * per K/V head then runs the direct kernels on the rounded rows (core/driver_bf16.h), which
+ * must give bitwise what the same call gives on a cache that holds those values in bf16 (u:
+ * the same shape and layout, t's queries, K/V the bf16 roundings of t's values). */
+static void rounded_storage_case(const mh_context* ctx, test_rng* r, int N, int M, int H, int Hkv, int D, mh_dtype dt,
+                                 test_layout layout) {
+    test_problem t, u;
+    problem_make(&t, r, 1, N, M, H, Hkv, D, D, dt, layout, 1.0f);
+    problem_make(&u, r, 1, N, M, H, Hkv, D, D, MH_DTYPE_BF16, layout, 1.0f);
+    u.p.q = t.p.q;
+    for (int kv = 0; kv < 2; kv++) {
+        const mh_tensor *from = kv ? &t.p.v : &t.p.k, *to = kv ? &u.p.v : &u.p.k;
+        uint16_t* dst = kv ? u.v : u.k;
+        for (int j = 0; j < M; j++)
+            for (int h = 0; h < Hkv; h++)
+                for (int d = 0; d < D; d++) {
+                    const float x = oracle_round_bf16((float)oracle_kv(from, dt, 0, j, h, d));
+                    uint32_t bits;
+                    memcpy(&bits, &x, sizeof bits);
+                    dst[j * to->stride_token + h * to->stride_head + d] = (uint16_t)(bits >> 16);
+                }
+    }
+    mh_attn_options opt = mh_attn_options_default();
+    opt.compute = MH_COMPUTE_BF16;
+    const size_t n = (size_t)N * H * D;
+    float* got = malloc(n * sizeof(float));
+    float* want = malloc(n * sizeof(float));
+    char what[160];
+    snprintf(what, sizeof what, "N%d M%d H%d Hkv%d D%d dt%d layout%d: bf16 compute == on the values rounded into a bf16 cache",
+             N, M, H, Hkv, D, (int)dt, (int)layout);
+    check_status(what, run_attention(ctx, &t.p, &opt), MH_OK);
+    problem_gather_o(&t, got);
+    check_status(what, run_attention(ctx, &u.p, &opt), MH_OK);
+    problem_gather_o(&u, want);
+    check_bitwise(what, got, want, n);
+    free(got), free(want);
+    problem_free(&t), problem_free(&u);
+}
+
 /* Causal prefill, queries 0..98 (q_offset 0) against 101 keys whose last two V rows are NaN:
  * no row keeps them, so the output is finite and the oracle's. The last key tile holds 37 keys
  * and row 98 keeps 35 of them: its odd last pair's partner is the NaN key 99, which the bf16
@@ -142,6 +183,12 @@ int main(void) {
     const int tile = (int)mh_dispatch_table(isa)->attn_prefill_kv_tile;
     if (tile > 128) run_case(c1, c2, &r, 2, 160, 2 * tile + 76, 4, 2, 64, 64, MH_DTYPE_F16, 1, 0, 1, 0, 1e-4);
     nan_case(c1, &r);
+    for (int i = 0; i < 4; i++) {
+        if (dts[i] == MH_DTYPE_BF16) continue;
+        rounded_storage_case(c1, &r, 1, 300, 4, 4, 64, dts[i], LAYOUT_HEAD_MAJOR); /* MHA, several tiles */
+        rounded_storage_case(c1, &r, 1, 131, 4, 2, 72, dts[i], LAYOUT_TOKEN_MAJOR); /* two rows per K/V head */
+        rounded_storage_case(c1, &r, 2, 2100, 3, 3, 40, dts[i], LAYOUT_PADDED);     /* two queries, split keys */
+    }
     printf("worst rel-L2: %.2e against the rounded-operand oracle (its tile grid), %.2e against the plain one\n", worst_rounded,
            worst_plain);
     mh_context_destroy(c1);

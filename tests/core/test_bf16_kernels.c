@@ -2,11 +2,11 @@
  * The bf16 compute slots (MH_KERNEL_LIST_BF16) of the active ISA's table (MH_ISA selects it),
  * against naive references; skipped (exit 77) where the ISA has no bf16 kernels or the CPU
  * lacks the instructions.
- *  - pack_kt_bf16 / pack_v_bf16: bitwise the naive k-pair layout of the source's f32 values
- *    (f16 widened, int8 scale * q in f32) rounded to nearest even, bf16 storage copied;
- *    zero pads (keys past cols, an odd d's or cols' pad element, columns past dv); nothing
- *    written past the packed extent; f32 sources hold rounding ties, subnormals, infinities
- *    and NaNs among their values;
+ *  - pack_kt_bf16 / pack_v_bf16 / rows_bf16: bitwise the naive k-pair layout (rows_bf16: the
+ *    rows, row-major) of the source's f32 values (f16 widened, int8 scale * q in f32) rounded
+ *    to nearest even, bf16 storage copied; zero pads (keys past cols, an odd d's or cols' pad
+ *    element, columns past dv); nothing written past the packed extent; f32 sources hold
+ *    rounding ties, subnormals, infinities and NaNs among their values;
  *  - round_bf16: bitwise the scalar round-to-nearest-even (subnormals rounded, NaN quieted)
  *    at every length up to 300, with special values in some vectors and not in others;
  *    nothing written past n;
@@ -73,9 +73,17 @@ static void test_packs(mh_dtype dt, size_t cols, size_t d) {
     float* scale = malloc(cols * sizeof(float));
     void* src = source(dt, cols, ld, exact, scale);
     const mh_rows rows = {.data = src, .ld = (ptrdiff_t)ld, .dtype = dt, .scale = dt == MH_DTYPE_I8 ? scale : NULL, .ld_scale = 1};
-    const size_t nk = panels_k * dpairs * nr * 2, nv = panels_v * cpairs * nr * 2;
-    uint16_t* got = malloc(((nk > nv ? nk : nv) + GUARD) * sizeof(uint16_t));
+    const size_t nk = panels_k * dpairs * nr * 2, nv = panels_v * cpairs * nr * 2, nrows = cols * d;
+    const size_t most = nk > nv ? (nk > nrows ? nk : nrows) : (nv > nrows ? nv : nrows);
+    uint16_t* got = malloc((most + GUARD) * sizeof(uint16_t));
     char what[120];
+    for (size_t i = 0; i < nrows + GUARD; i++) got[i] = POISON;
+    K->rows_bf16(cols, d, &rows, got);
+    int rows_ok = 1;
+    for (size_t i = 0; i < nrows; i++) rows_ok &= got[i] == mh_f32_to_bf16_rne(exact[i / d * ld + i % d]);
+    for (size_t i = nrows; i < nrows + GUARD; i++) rows_ok &= got[i] == POISON;
+    snprintf(what, sizeof what, "rows_bf16 dt%d cols %zu d %zu", (int)dt, cols, d);
+    check_true(what, rows_ok);
     for (int v = 0; v < 2; v++) {
         const size_t n = v ? nv : nk;
         for (size_t i = 0; i < n + GUARD; i++) got[i] = POISON;

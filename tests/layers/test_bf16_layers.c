@@ -18,8 +18,10 @@
  *  - 1 and 2 threads bitwise equal; cross-attention (GQA) as the first two, its K and V
  *    projections on the key and value inputs;
  *  - every variant decodes token by token through a bf16 cache and an f32 cache (below);
- *    their outputs differ only where an exp falls across a bf16 rounding boundary in one
- *    order of addition and not the other, which moves that p by one bf16 ulp: a few tokens'
+ *    where the f32 cache's tiles are packed (more than two rows per K/V head;
+ *    core/driver_bf16.h) their outputs differ only where an exp falls across a bf16
+ *    rounding boundary in one order of addition and not the other, which moves that p by
+ *    one bf16 ulp (with fewer rows both run the direct kernels: the same bits): a few tokens'
  *    rows (a flip at an early token, whose row has few keys, can move it by 1e-3). So at most
  *    a tenth of the tokens may be more than 1e-5 apart, and rel-L2 <= 1e-3 overall; an
  *    operand left unrounded moves nearly every token (a q or P not rounded: 138 of 140);
@@ -41,7 +43,7 @@
  * +-0.25, 9.5e-3 at +-0.5, measured on AVX-512; docs/api.md). The same checks as above: the
  * bounds against the f32 layer on rounded weights and inputs, 1 and 2 threads bitwise, half
  * the weight bytes, decode token by token through a bf16 cache (the direct kernels) and an
- * f32 cache (packed) with the same token count, and decode against the forward, whose
+ * f32 cache (packed, or rounded rows) with the same token count, and decode against the forward, whose
  * two-pass and materialised stages may round P' from exponentials taken relative to other
  * running maxima (key tiles of up to 1024 keys against 64): rel-L2 <= 2e-3, as above.
  */
@@ -150,7 +152,7 @@ static void run_variant(const mh_context* c1, const mh_context* c2, test_rng* r,
     printf("%-10s bf16 vs f32 layer, both on bf16 x and W: rel-L2 %.2e\n", name, e.rel_l2);
     check_true(name, e.rel_l2 > 1e-4 && e.rel_l2 < 1e-2);
     /* every variant: a bf16 cache holds the rounded K/V the packs make of the f32 one: the same
-     * operands, summed in another order by the direct kernels */
+     * operands, summed in another order by the direct kernels where the f32 cache's are packed */
     decode_on(f.layer, MH_DTYPE_F32, 0, x, dec, name);
     decode_on(f.layer, MH_DTYPE_BF16, 0, x, other, name);
     const err_stats bc = err_f32_f32(other, dec, n);

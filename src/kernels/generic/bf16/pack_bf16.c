@@ -1,9 +1,10 @@
 /*
- * Packing K/V tiles of any storage dtype into the bf16 compute mode's panels (contract in
- * kernels.h, "bf16 compute"), written once for the ISAs with bf16 kernels. Each row is turned
- * into bf16 a chunk at a time (bf16 storage copied as it is; the others widened through the
- * ISA's vocabulary, int8 times the row's scale, then rounded to nearest even by the ISA's
- * f32_to_bf16), and scattered into the k-pair layout [pairs][NR][2].
+ * Packing K/V tiles of any storage dtype into the bf16 compute mode's panels, or into bf16
+ * rows (contract in kernels.h, "bf16 compute"), written once for the ISAs with bf16 kernels.
+ * Each row is turned into bf16 a chunk at a time (bf16 storage copied as it is; the others
+ * widened through the ISA's vocabulary, int8 times the row's scale, then rounded to nearest
+ * even by the ISA's f32_to_bf16), and scattered into the k-pair layout [pairs][NR][2] or
+ * stored row-major (rows_bf16).
  */
 #include <string.h>
 
@@ -66,10 +67,21 @@ MH_INLINE void pack_v_bf16(const mh_dtype dtype, size_t cols, size_t dv, const m
         }
 }
 
+/* Rows [0, cols) of x in bf16, row c at dst + c * width. */
+MH_INLINE void rows_bf16(const mh_dtype dtype, size_t cols, size_t width, const mh_rows* x, uint16_t* dst) {
+    for (size_t c = 0; c < cols; c++)
+        for (size_t d0 = 0; d0 < width; d0 += CHUNK)
+            row_bf16(dtype, x, c, d0, width - d0 < CHUNK ? width - d0 : CHUNK, dst + c * width + d0);
+}
+
 void MH_KNAME(pack_kt_bf16)(size_t cols, size_t d, const mh_rows* kr, uint16_t* dst) {
     MH_WITH_DTYPE(kr->dtype, pack_kt_bf16, cols, d, kr, dst)
 }
 
 void MH_KNAME(pack_v_bf16)(size_t cols, size_t dv, const mh_rows* v, uint16_t* dst) {
     MH_WITH_DTYPE(v->dtype, pack_v_bf16, cols, dv, v, dst)
+}
+
+void MH_KNAME(rows_bf16)(size_t cols, size_t width, const mh_rows* x, uint16_t* dst) {
+    MH_WITH_DTYPE(x->dtype, rows_bf16, cols, width, x, dst)
 }

@@ -11,10 +11,9 @@
  * move, ymm shuffles). */
 MH_INLINE void pack_kt16_half(const mh_dtype dtype, size_t c0, size_t nk, size_t d, const mh_rows* kr, float* panel) {
     for (size_t d0 = 0; d0 < d; d0 += 16) {
-        const __mmask16 dm = mh_mask16(d, d0);
         __m256i r[16];
         MH_UNROLL(16) for (size_t i = 0; i < 16; i++)
-            r[i] = i < nk ? _mm256_maskz_loadu_epi16(dm, mh_dtype_at(kr->data, dtype, (ptrdiff_t)(c0 + i) * kr->ld + (ptrdiff_t)d0))
+            r[i] = i < nk ? mh_load16_u16_n(mh_dtype_at(kr->data, dtype, (ptrdiff_t)(c0 + i) * kr->ld + (ptrdiff_t)d0), d - d0)
                           : _mm256_setzero_si256();
         mh_transpose16x16_epi16(r);
         const size_t nd = d - d0 < 16 ? d - d0 : 16;

@@ -1,7 +1,8 @@
 /*
- * Packing K/V tiles of any storage dtype into the bf16 compute mode's panels (contract in
- * kernels.h, "bf16 compute") on AVX512-BF16, bitwise the results of generic/bf16/pack_bf16.c,
- * which this file replaces for this ISA (cmake/kernels.cmake). Rows are widened as the f32
+ * Packing K/V tiles of any storage dtype into the bf16 compute mode's panels, or into bf16
+ * rows (rows_bf16; contract in kernels.h, "bf16 compute") on AVX512-BF16, bitwise the results
+ * of generic/bf16/pack_bf16.c, which this file replaces for this ISA (cmake/kernels.cmake).
+ * Whole vectors load without a mask (simd_avx512.h, mh_load16_n). Rows are widened as the f32
  * packs widen them (int8 times the row's scale in f32), rounded 32 elements at a time
  * (bf16_round_avx512.h; bf16 storage loaded as it is) and laid out in registers:
  *  - K: a key's pair of dims (d, d + 1) is one 32-bit element, so 16 keys x 16 pairs of the
@@ -32,7 +33,7 @@ MH_INLINE void prefetch(const mh_dtype dtype, const void* row, size_t e) {
 
 /* Elements [e, e + 16) of `row` below n (0 past it) in f32, int8 times its scale sc. */
 MH_INLINE __m512 widen16(const mh_dtype dtype, const void* row, size_t e, size_t n, __m512 sc) {
-    const __m512 v = mh_load16(mh_dtype_at(row, dtype, (ptrdiff_t)e), dtype, mh_mask16(n, e));
+    const __m512 v = mh_load16_n(mh_dtype_at(row, dtype, (ptrdiff_t)e), dtype, n > e ? n - e : 0);
     return dtype == MH_DTYPE_I8 ? _mm512_mul_ps(v, sc) : v;
 }
 
@@ -41,9 +42,10 @@ MH_INLINE __m512 widen16(const mh_dtype dtype, const void* row, size_t e, size_t
 MH_INLINE __m512i bf16x32(const mh_dtype dtype, const void* a, size_t ea, size_t na, __m512 sca, const void* b,
                           size_t eb, size_t nb, __m512 scb) {
     if (dtype == MH_DTYPE_BF16)
-        return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi16(mh_mask16(na, ea), mh_dtype_at(a, dtype, (ptrdiff_t)ea))),
-                                  _mm256_maskz_loadu_epi16(mh_mask16(nb, eb), mh_dtype_at(b, dtype, (ptrdiff_t)eb)), 1);
-    return mh_bf16x32(widen16(dtype, a, ea, na, sca), widen16(dtype, b, eb, nb, scb));
+        return _mm512_inserti64x4(_mm512_castsi256_si512(mh_load16_u16_n(mh_dtype_at(a, dtype, (ptrdiff_t)ea), na > ea ? na - ea : 0)),
+                                  mh_load16_u16_n(mh_dtype_at(b, dtype, (ptrdiff_t)eb), nb > eb ? nb - eb : 0), 1);
+    const __m512 lo = widen16(dtype, a, ea, na, sca), hi = widen16(dtype, b, eb, nb, scb);
+    return dtype == MH_DTYPE_F16 ? mh_bf16x32_f16(lo, hi) : mh_bf16x32(lo, hi);
 }
 
 /* Keys [c0, c0 + 16) (those below cols; zero rows past them) into their panel, 16 pairs of
@@ -98,10 +100,34 @@ MH_INLINE void pack_v_bf16(const mh_dtype dtype, size_t cols, size_t dv, const m
     }
 }
 
+/* Rows [0, cols) of x in bf16, row c at dst + c * width: 32 elements per rounding, loaded and
+ * stored without masks but for a row's tail (simd_avx512.h, mh_load16_n; the masked loads'
+ * branch in the loop of whole vectors cost MHA bf16 decode on an f16 cache 1.17x the time). */
+MH_INLINE void rows_bf16(const mh_dtype dtype, size_t cols, size_t width, const mh_rows* x, uint16_t* dst) {
+    for (size_t c = 0; c < cols; c++) {
+        const void* r = row_at(dtype, x, c);
+        const __m512 sc = row_scale(dtype, x, c);
+        size_t e = 0;
+        for (; e + 32 <= width; e += 32) {
+            __m512 lo = mh_vload_dt(mh_dtype_at(r, dtype, (ptrdiff_t)e), dtype);
+            __m512 hi = mh_vload_dt(mh_dtype_at(r, dtype, (ptrdiff_t)e + 16), dtype);
+            if (dtype == MH_DTYPE_I8) lo = _mm512_mul_ps(lo, sc), hi = _mm512_mul_ps(hi, sc);
+            _mm512_storeu_si512(dst + c * width + e, dtype == MH_DTYPE_F16 ? mh_bf16x32_f16(lo, hi) : mh_bf16x32(lo, hi));
+        }
+        if (e < width)
+            _mm512_mask_storeu_epi16(dst + c * width + e, mh_mask32(width, e),
+                                     bf16x32(dtype, r, e, width, sc, r, e + 16, width, sc));
+    }
+}
+
 void MH_KNAME(pack_kt_bf16)(size_t cols, size_t d, const mh_rows* kr, uint16_t* dst) {
     MH_WITH_DTYPE(kr->dtype, pack_kt_bf16, cols, d, kr, dst)
 }
 
 void MH_KNAME(pack_v_bf16)(size_t cols, size_t dv, const mh_rows* v, uint16_t* dst) {
     MH_WITH_DTYPE(v->dtype, pack_v_bf16, cols, dv, v, dst)
+}
+
+void MH_KNAME(rows_bf16)(size_t cols, size_t width, const mh_rows* x, uint16_t* dst) {
+    MH_WITH_DTYPE(x->dtype, rows_bf16, cols, width, x, dst)
 }
