@@ -4,7 +4,7 @@
  * lacks the instructions.
  *  - pack_kt_bf16 / pack_v_bf16 / rows_bf16: bitwise the naive k-pair layout (rows_bf16: the
  *    rows, row-major) of the source's f32 values (f16 widened, int8 scale * q in f32) rounded
- *    to nearest even, bf16 storage copied; zero pads (keys past cols, an odd d's or cols' pad
+ *    to nearest even, bf16 storage copied (a signalling NaN too); zero pads (keys past cols, an odd d's or cols' pad
  *    element, columns past dv); nothing written past the packed extent; f32 sources hold
  *    rounding ties, subnormals, infinities and NaNs among their values;
  *  - round_bf16: bitwise the scalar round-to-nearest-even (subnormals rounded, NaN quieted)
@@ -50,20 +50,30 @@ static float special(size_t i) {
 }
 
 /* rows x ld elements of dtype with their f32 values in exact; int8 scales one per row; every
- * 13th f32 value a special one. */
+ * 13th f32 value a special one, and every 13th bf16 one the top half of one (a signalling NaN
+ * among them, which bf16 storage must keep as it is). */
 static void* source(mh_dtype dt, size_t rows, size_t ld, float* exact, float* scale) {
     void* buf = malloc(rows * ld * 4 + 4);
     for (size_t r = 0; r < rows; r++) scale[r] = rng_uniform(&R, 0.005f, 0.02f);
     for (size_t i = 0; i < rows * ld; i++) {
-        const float x = dt == MH_DTYPE_F32 && i % 13 == 5 ? special(i / 13) : rng_uniform(&R, -2, 2);
+        const int sp = (dt == MH_DTYPE_F32 || dt == MH_DTYPE_BF16) && i % 13 == 5;
+        const float x = sp ? special(i / 13) : rng_uniform(&R, -2, 2);
         switch (dt) {
         case MH_DTYPE_F16: ((uint16_t*)buf)[i] = mh_f32_to_f16_rne(x), exact[i] = mh_f16_to_f32(((uint16_t*)buf)[i]); break;
-        case MH_DTYPE_BF16: ((uint16_t*)buf)[i] = mh_f32_to_bf16_rne(x), exact[i] = mh_bf16_to_f32(((uint16_t*)buf)[i]); break;
+        case MH_DTYPE_BF16:
+            ((uint16_t*)buf)[i] = sp ? (uint16_t)(SPECIAL[i / 13 % N_SPECIAL] >> 16) : mh_f32_to_bf16_rne(x);
+            exact[i] = mh_bf16_to_f32(((uint16_t*)buf)[i]);
+            break;
         case MH_DTYPE_I8: ((int8_t*)buf)[i] = (int8_t)rng_int(&R, -127, 127), exact[i] = scale[i / ld] * (float)((int8_t*)buf)[i]; break;
         default: ((float*)buf)[i] = x, exact[i] = x;
         }
     }
     return buf;
+}
+
+/* Element i of a source as its bf16: bf16 storage as stored, the others' values rounded. */
+static uint16_t want_bf16(mh_dtype dt, const void* src, const float* exact, size_t i) {
+    return dt == MH_DTYPE_BF16 ? ((const uint16_t*)src)[i] : mh_f32_to_bf16_rne(exact[i]);
 }
 
 static void test_packs(mh_dtype dt, size_t cols, size_t d) {
@@ -80,7 +90,7 @@ static void test_packs(mh_dtype dt, size_t cols, size_t d) {
     for (size_t i = 0; i < nrows + GUARD; i++) got[i] = POISON;
     K->rows_bf16(cols, d, &rows, got);
     int rows_ok = 1;
-    for (size_t i = 0; i < nrows; i++) rows_ok &= got[i] == mh_f32_to_bf16_rne(exact[i / d * ld + i % d]);
+    for (size_t i = 0; i < nrows; i++) rows_ok &= got[i] == want_bf16(dt, src, exact, i / d * ld + i % d);
     for (size_t i = nrows; i < nrows + GUARD; i++) rows_ok &= got[i] == POISON;
     snprintf(what, sizeof what, "rows_bf16 dt%d cols %zu d %zu", (int)dt, cols, d);
     check_true(what, rows_ok);
@@ -93,7 +103,7 @@ static void test_packs(mh_dtype dt, size_t cols, size_t d) {
         for (size_t i = 0; i < n; i++) {
             const size_t pair = i / 2 % (nr * (v ? cpairs : dpairs)) / nr, j = i / 2 % nr, p = i / 2 / (nr * (v ? cpairs : dpairs));
             const size_t key = v ? 2 * pair + i % 2 : p * nr + j, dd = v ? p * nr + j : 2 * pair + i % 2;
-            const uint16_t want = key < cols && dd < d ? mh_f32_to_bf16_rne(exact[key * ld + dd]) : 0;
+            const uint16_t want = key < cols && dd < d ? want_bf16(dt, src, exact, key * ld + dd) : 0;
             ok &= got[i] == want;
         }
         for (size_t i = n; i < n + GUARD; i++) ok &= got[i] == POISON;

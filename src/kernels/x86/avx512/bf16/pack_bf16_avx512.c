@@ -9,6 +9,8 @@
  *    panel [pairs][NR][2] are a 16 x 16 32-bit transpose (transpose_avx512.h) of 16 rows;
  *  - V: two keys' 16 columns side by side in one vector, interleaved by one VPERMW.
  */
+#include <string.h>
+
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/bf16/bf16_round_avx512.h"
 #include "kernels/x86/avx512/transpose_avx512.h"
@@ -100,12 +102,17 @@ MH_INLINE void pack_v_bf16(const mh_dtype dtype, size_t cols, size_t dv, const m
     }
 }
 
-/* Rows [0, cols) of x in bf16, row c at dst + c * width: 32 elements per rounding, loaded and
- * stored without masks but for a row's tail (simd_avx512.h, mh_load16_n; the masked loads'
- * branch in the loop of whole vectors cost MHA bf16 decode on an f16 cache 1.17x the time). */
+/* Rows [0, cols) of x in bf16, row c at dst + c * width (bf16 storage copied as it is): 32
+ * elements per rounding, loaded and stored without masks but for a row's tail (simd_avx512.h,
+ * mh_load16_n; the masked loads' branch in the loop of whole vectors cost MHA bf16 decode on
+ * an f16 cache 1.17x the time). */
 MH_INLINE void rows_bf16(const mh_dtype dtype, size_t cols, size_t width, const mh_rows* x, uint16_t* dst) {
     for (size_t c = 0; c < cols; c++) {
         const void* r = row_at(dtype, x, c);
+        if (dtype == MH_DTYPE_BF16) {
+            memcpy(dst + c * width, r, width * sizeof(uint16_t));
+            continue;
+        }
         const __m512 sc = row_scale(dtype, x, c);
         size_t e = 0;
         for (; e + 32 <= width; e += 32) {
