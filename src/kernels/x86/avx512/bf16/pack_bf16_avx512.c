@@ -39,6 +39,12 @@ MH_INLINE __m512 widen16(const mh_dtype dtype, const void* row, size_t e, size_t
     return dtype == MH_DTYPE_I8 ? _mm512_mul_ps(v, sc) : v;
 }
 
+/* lo and hi, widened from storage `dtype`, rounded to bf16 (lo's in the low half): f16's
+ * values skip the subnormal check (bf16_round_avx512.h). */
+MH_INLINE __m512i round32(const mh_dtype dtype, __m512 lo, __m512 hi) {
+    return dtype == MH_DTYPE_F16 ? mh_bf16x32_f16(lo, hi) : mh_bf16x32(lo, hi);
+}
+
 /* Elements [ea, ea + 16) of row a below na, then [eb, eb + 16) of row b below nb, in bf16
  * (0 past na / nb): a's in the low half of the vector. */
 MH_INLINE __m512i bf16x32(const mh_dtype dtype, const void* a, size_t ea, size_t na, __m512 sca, const void* b,
@@ -46,8 +52,7 @@ MH_INLINE __m512i bf16x32(const mh_dtype dtype, const void* a, size_t ea, size_t
     if (dtype == MH_DTYPE_BF16)
         return _mm512_inserti64x4(_mm512_castsi256_si512(mh_load16_u16_n(mh_dtype_at(a, dtype, (ptrdiff_t)ea), na > ea ? na - ea : 0)),
                                   mh_load16_u16_n(mh_dtype_at(b, dtype, (ptrdiff_t)eb), nb > eb ? nb - eb : 0), 1);
-    const __m512 lo = widen16(dtype, a, ea, na, sca), hi = widen16(dtype, b, eb, nb, scb);
-    return dtype == MH_DTYPE_F16 ? mh_bf16x32_f16(lo, hi) : mh_bf16x32(lo, hi);
+    return round32(dtype, widen16(dtype, a, ea, na, sca), widen16(dtype, b, eb, nb, scb));
 }
 
 /* Keys [c0, c0 + 16) (those below cols; zero rows past them) into their panel, 16 pairs of
@@ -119,7 +124,7 @@ MH_INLINE void rows_bf16(const mh_dtype dtype, size_t cols, size_t width, const 
             __m512 lo = mh_vload_dt(mh_dtype_at(r, dtype, (ptrdiff_t)e), dtype);
             __m512 hi = mh_vload_dt(mh_dtype_at(r, dtype, (ptrdiff_t)e + 16), dtype);
             if (dtype == MH_DTYPE_I8) lo = _mm512_mul_ps(lo, sc), hi = _mm512_mul_ps(hi, sc);
-            _mm512_storeu_si512(dst + c * width + e, dtype == MH_DTYPE_F16 ? mh_bf16x32_f16(lo, hi) : mh_bf16x32(lo, hi));
+            _mm512_storeu_si512(dst + c * width + e, round32(dtype, lo, hi));
         }
         if (e < width)
             _mm512_mask_storeu_epi16(dst + c * width + e, mh_mask32(width, e),
