@@ -24,6 +24,7 @@
     K(pv_heads, void, (size_t heads, size_t cols, size_t dv, const float* p, size_t ldp, \
                        const mh_rows* v, const float* alpha, float* o, size_t ldo, float* acc)) \
     K(scale_row, void, (size_t n, const float* x, float a, float* y)) \
+    K(add_row, void, (size_t n, const float* x, float* y)) \
     K(v_nonfinite, int, (size_t c_lo, size_t c_hi, size_t d_lo, size_t d_hi, const mh_rows* v)) \
     K(softmax_tile, void, (size_t rows, size_t cols, float* s, size_t lds, float* m, float* l, \
                            float* alpha)) \

@@ -135,6 +135,9 @@ typedef struct mh_rows {
  * ---- scale_row: y[i] = x[i] * a for i < n (y may be x): the driver's query pre-scale and
  *   output normalisation.
  *
+ * ---- add_row: y[i] = y[i] + x[i] for i < n (x and y do not overlap): MoH's gathered heads'
+ *   output projections added into their tokens' rows.
+ *
  * ---- v_nonfinite: 1 if an element [c][d] of v with c in [c_lo, c_hi), d in [d_lo, d_hi) is
  *   NaN or infinite (int8: if a row's scale is), else 0. The driver's P.V asks it before rows
  *   keeping different key counts share one call (a dropped key's 0 * inf would be NaN).

@@ -17,6 +17,7 @@
  *    double; write nothing outside the m x n corner; with a fetch, the same bits, and the
  *    fetch advanced by one line per MH_FETCH_EVERY values of k (to its end, not past it);
  *  - scale_row: x * a bitwise (one product per element), in place, nothing past n;
+ *  - add_row: y + x bitwise (one sum per element), nothing past n;
  *  - v_nonfinite: 0 on finite blocks; 1 for a NaN, +inf or -inf (int8: in a row's scale) at
  *    every position inside the block, 0 for one just outside it (rows and columns), every dtype;
  *  - softmax_tile: against a double online-softmax step, including -inf entries, all -inf
@@ -577,6 +578,28 @@ static void test_scale_row(void) {
         }
     }
     check_true("scale_row: x * a bitwise, in place too, nothing past n", ok);
+}
+
+/* add_row: y = y + x, bitwise (one f32 sum per element, infinities and NaN included); nothing
+ * written past n. */
+static void test_add_row(void) {
+    enum { MAXN = 300 };
+    float x[MAXN], y0[MAXN], y[MAXN + 1];
+    rng_fill(&R, x, MAXN, -4, 4);
+    rng_fill(&R, y0, MAXN, -4, 4);
+    x[3] = INFINITY, x[5] = NAN, x[7] = -0.0f, y0[7] = -0.0f, y0[11] = -INFINITY;
+    int ok = 1;
+    for (size_t n = 1; n <= MAXN; n += n < 40 ? 1 : 37) {
+        memcpy(y, y0, n * sizeof(float));
+        y[n] = 1234.5f;
+        K->add_row(n, x, y);
+        for (size_t i = 0; i < n; i++) {
+            const float w = y0[i] + x[i];
+            ok &= memcmp(&y[i], &w, sizeof w) == 0 || (w != w && y[i] != y[i]);
+        }
+        ok &= y[n] == 1234.5f;
+    }
+    check_true("add_row: y + x bitwise, nothing past n", ok);
 }
 
 static void test_v_nonfinite(void) { kv_shapes(v_nonfinite_shape, 0); }
