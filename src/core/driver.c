@@ -16,13 +16,25 @@
 #include "util/checked.h"
 #include "util/dtype.h"
 
+/* The index of the prepacked tile holding key j0 of prepack head h of batch b (mh_drv_packed). */
+static size_t packed_tile(const mh_drv_call* c, const mh_drv_scratch* sc, size_t b, size_t h, int64_t j0) {
+    const size_t slot = c->cw.per_worker ? sc->pack_slot : b * (size_t)c->st.pack_heads + h;
+    return slot * n_kv_tiles(&c->st) + (size_t)j0 / c->st.tk;
+}
+
 const float* mh_drv_packed(const mh_drv_stage* st, const mh_drv_scratch* sc, int kv, size_t b, size_t h,
                            int64_t j0) {
     const mh_drv_call* c = (const mh_drv_call*)st;
     if (!c->cw.kt_all) return NULL;
-    const size_t slot = c->cw.per_worker ? sc->pack_slot : b * (size_t)st->pack_heads + h;
-    const size_t tile = slot * n_kv_tiles(st) + (size_t)j0 / st->tk;
+    const size_t tile = packed_tile(c, sc, b, h, j0);
     return kv ? c->cw.vt_all + tile * v_heads(st) * vt_floats(st) : c->cw.kt_all + tile * kt_floats(st);
+}
+
+/* The flags [v_heads] of that tile's packed V (cw.vt_bad), or NULL when the call does not prepack. */
+static const unsigned char* packed_v_bad(const mh_drv_stage* st, const mh_drv_scratch* sc, size_t b, size_t h,
+                                         int64_t j0) {
+    const mh_drv_call* c = (const mh_drv_call*)st;
+    return c->cw.kt_all ? c->cw.vt_bad + packed_tile(c, sc, b, h, j0) * v_heads(st) : NULL;
 }
 
 void mh_drv_block(const mh_drv_stage* st, const mh_attn_options* opt, const int64_t* pos, mh_drv_task* t) {
@@ -208,7 +220,8 @@ static void pv_direct_keys(const mh_drv_stage* st, const mh_rows* vsrc, size_t r
 }
 
 /* P.V into rows [r, r + m), columns [d0, d0 + nw) of o, from one V source: direct (vt NULL,
- * all columns) or the GEMM panel at d0 of a V tile packed for cols keys. Each row uses only
+ * all columns) or the GEMM panel at d0 of a V tile packed for cols keys (finite: known to hold
+ * no NaN or inf, which skips the checks below). Each row uses only
  * the keys it keeps, one interval (its causal or window end, its window start), so a NaN or
  * inf in a dropped key's V adds nothing (its P is 0, but 0 * NaN = NaN). The rows share one
  * call over the keys any of them keeps, which leaves finite results bitwise unchanged (a P = 0
@@ -217,7 +230,7 @@ static void pv_direct_keys(const mh_drv_stage* st, const mh_rows* vsrc, size_t r
  * V is not finite on keys some of the rows drop do they go one by one. (bf16 panels hold key
  * pairs: from an odd first key, the call also takes the key before it, with P = 0.) */
 static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows* vsrc, const float* vt, size_t cols,
-                    size_t r, size_t m, size_t d0, size_t nw, int64_t j0, size_t nc, int inside,
+                    int finite, size_t r, size_t m, size_t d0, size_t nw, int64_t j0, size_t nc, int inside,
                     mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const size_t dv = st->dv;
@@ -236,9 +249,10 @@ static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows*
     if (hi == 0) return; /* every key dropped: P = 0 and alpha = 1 */
     const void* panel = vt ? mh_drv_panel(vt, mh_drv_bf16(st), d0 / k->gemm_nr, cols, k->gemm_nr) : NULL;
     /* the keys some rows drop: all the shared ones when a row keeps none, else the two ends */
-    const int by_row = some_empty ? v_keys_nonfinite(st, panel, vsrc, f_lo, hi, d0, nw)
-                                  : v_keys_nonfinite(st, panel, vsrc, f_lo, f_hi, d0, nw) ||
-                                        v_keys_nonfinite(st, panel, vsrc, lo, hi, d0, nw);
+    const int by_row = finite       ? 0
+                       : some_empty ? v_keys_nonfinite(st, panel, vsrc, f_lo, hi, d0, nw)
+                                    : v_keys_nonfinite(st, panel, vsrc, f_lo, f_hi, d0, nw) ||
+                                          v_keys_nonfinite(st, panel, vsrc, lo, hi, d0, nw);
     for (size_t i = r; i < r + m; i += by_row ? 1 : m) {
         const size_t rows = by_row ? 1 : m;
         const size_t f = by_row ? mh_score_row_first(&t->blk, i, j0, nc) : f_lo;
@@ -255,9 +269,11 @@ static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows*
 }
 
 /* o = alpha * o + P.V for keys [j0, j0 + nc), against the stream's V (all rows) or each
- * head's V (its nq rows). vt_pre, if given, is the tile packed for vt_cols (>= nc) keys from j0. */
-static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const float* vt_pre, size_t vt_cols,
-                          int64_t j0, size_t nc, const next_tile* nx, mh_drv_scratch* sc) {
+ * head's V (its nq rows). vt_pre, if given, is the tile packed for vt_cols (>= nc) keys from j0,
+ * vt_bad its V heads' flags (cw.vt_bad). */
+static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const float* vt_pre,
+                          const unsigned char* vt_bad, size_t vt_cols, int64_t j0, size_t nc, const next_tile* nx,
+                          mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const size_t dv = st->dv, mr = mh_kernels_gemm_mr(k, st->compute), nr = k->gemm_nr, dr = k->attn_direct_rows - 1;
     const size_t n_v = v_heads(st), per = t->rows / n_v;
@@ -272,7 +288,8 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
         if (t->direct_pv) {
             mh_rows view;
             const mh_rows* vd = mh_drv_bf16_rows(st, &vsrc, nc, dv, sc->vt, &view);
-            for (size_t r = r0; r < r1; r += dr) pv_rows(st, t, vd, NULL, 0, r, mh_min_size(dr, r1 - r), 0, dv, j0, nc, inside, sc);
+            for (size_t r = r0; r < r1; r += dr)
+                pv_rows(st, t, vd, NULL, 0, 0, r, mh_min_size(dr, r1 - r), 0, dv, j0, nc, inside, sc);
             continue;
         }
         const float* vt = vt_pre ? vt_pre + hv * vt_floats(st) : NULL;
@@ -285,7 +302,8 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
         for (size_t d0 = 0; d0 < dv; d0 += nr)
             for (size_t r = r0, m; r < r1; r += m) {
                 m = mh_drv_block_len(per, mr, r - r0);
-                pv_rows(st, t, &vsrc, vt, cols, r, m, d0, mh_min_size(nr, dv - d0), j0, nc, inside, sc);
+                pv_rows(st, t, &vsrc, vt, cols, vt_bad && !vt_bad[hv], r, m, d0, mh_min_size(nr, dv - d0), j0, nc,
+                        inside, sc);
             }
         if (vt_pre) sc->ahead_v = sc->fetch;
     }
@@ -298,8 +316,9 @@ static void attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0
     const size_t tk = st->tk;
     const float* kt = mh_drv_packed(st, sc, 0, (size_t)t->b, (size_t)t->s, j0);
     const float* vt = mh_drv_packed(st, sc, 1, (size_t)t->b, (size_t)t->s, j0);
+    const unsigned char* vt_bad = packed_v_bad(st, sc, (size_t)t->b, (size_t)t->s, j0);
     score_tile(st, t, kt, j0, nc, nx, 1, sc);
-    accumulate_pv(st, t, vt, vt ? mh_min_size(tk, (size_t)st->n_kv - (size_t)j0) : 0, j0, nc, nx, sc);
+    accumulate_pv(st, t, vt, vt_bad, vt ? mh_min_size(tk, (size_t)st->n_kv - (size_t)j0) : 0, j0, nc, nx, sc);
 }
 
 /* Keys per turn of a pipelined tile (attend_pipelined). Zen 4: 8 did as well, 32 worse; Zen 5
@@ -333,7 +352,7 @@ static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64
     for (int64_t j0 = j_lo; j0 < j_hi; j0 += (int64_t)tk) {
         const size_t nc = mh_min_size(tk, (size_t)(j_hi - j0));
         if (pnc && mh_score_tile_partial(&t->blk, pj0, pnc)) {
-            accumulate_pv(st, t, NULL, 0, pj0, pnc, NULL, &prev);
+            accumulate_pv(st, t, NULL, NULL, 0, pj0, pnc, NULL, &prev);
             pnc = 0;
         }
         const mh_rows ks = mh_drv_kv_rows(st, 0, (size_t)t->b, (size_t)t->s, j0);
@@ -359,7 +378,7 @@ static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64
         prev.s = s, prev.alpha = alpha;
         pj0 = j0, pnc = nc;
     }
-    if (pnc) accumulate_pv(st, t, NULL, 0, pj0, pnc, NULL, &prev);
+    if (pnc) accumulate_pv(st, t, NULL, NULL, 0, pj0, pnc, NULL, &prev);
 }
 
 /* Online softmax over keys [j_lo, j_hi) of the task into sc->m, sc->l, sc->o (unnormalised).

@@ -93,6 +93,7 @@ void mh_drv_call_layout(const mh_drv_stage* st, int threads, mh_ws* ws, mh_drv_c
         if (!mh_mul_size(slots, n_kv_tiles(st), &tiles) || !mh_mul_size(tiles, v_heads(st), &v_tiles)) ws->overflow = 1;
         out->kt_all = mh_ws_take(ws, tiles, kt_floats(st), sizeof(float));
         out->vt_all = mh_ws_take(ws, v_tiles, vt_floats(st), sizeof(float));
+        out->vt_bad = mh_ws_take(ws, v_tiles, 1, 1);
     }
     if (st->mode == MH_DRV_TWO_PASS) {
         size_t rows_all = 0;

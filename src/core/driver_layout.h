@@ -46,6 +46,8 @@ typedef struct mh_drv_call_ws {
     float* partials;        /* split-KV partial states (one-pass decode shape, two-pass) */
     float* kt_all;          /* [slots][n_kv_tiles] packed K tiles, when prepacking */
     float* vt_all;          /* [slots][n_kv_tiles][v_heads] packed V tiles */
+    unsigned char* vt_bad;  /* [slots][n_kv_tiles][v_heads]: 1 if that packed V tile holds a NaN
+                               or inf (pv_rows then checks the keys its rows drop) */
     int per_worker;         /* slots: one head per worker (mh_drv_pack_per_worker), else every
                                head of the call (B * pack_heads) */
     float* store;           /* [store_floats] pass 1's tiles (two-pass) */

@@ -11,7 +11,19 @@
 #include "core/parallel.h"
 #include "util/checked.h"
 
-/* Packs K/V tile i of head `head` (of B * pack_heads, head-major) into tile i of `slot`. */
+/* 1 if a V tile packed for nc keys holds a NaN or inf: its panels lie one after the other, so
+ * the tile is read as one row of them. */
+static int tile_nonfinite(const mh_drv_stage* st, const float* vt, size_t nc) {
+    const size_t panels = v_panels(st) / st->k->gemm_nr, nr = st->k->gemm_nr;
+    const int bf16 = mh_drv_bf16(st);
+    const mh_rows r = {.data = vt, .dtype = bf16 ? MH_DTYPE_BF16 : MH_DTYPE_F32};
+    return st->k->v_nonfinite(0, 1, 0, panels * nr * (bf16 ? mh_drv_bf16_ldq(nc) : nc), &r);
+}
+
+/* Packs K/V tile i of head `head` (of B * pack_heads, head-major) into tile i of `slot`, and
+ * notes whether each V tile is finite: one pass over the packed tile in cache, where the
+ * keys' checks of pv_rows on every diagonal block of rows took more (the checks removed,
+ * timing only: causal prefill N = M = 128 H8 D64 0.96x the time, Zen 5). */
 static void prepack_tile(const mh_drv_call* c, size_t head, size_t i, size_t slot) {
     const mh_drv_stage* st = &c->st;
     const size_t n_tiles = n_kv_tiles(st), j0 = i * st->tk, at = slot * n_tiles + i;
@@ -21,7 +33,9 @@ static void prepack_tile(const mh_drv_call* c, size_t head, size_t i, size_t slo
     mh_drv_pack_k(st, nc, &kr, c->cw.kt_all + at * kt_floats(st));
     for (size_t hv = 0; hv < v_heads(st); hv++) { /* the stream's V, or each of its query heads' */
         const mh_rows vr = mh_drv_kv_rows(st, 1, b, st->v_per_head ? h * st->hg + hv : h, (int64_t)j0);
-        mh_drv_pack_v(st, nc, &vr, c->cw.vt_all + (at * v_heads(st) + hv) * vt_floats(st));
+        float* vt = c->cw.vt_all + (at * v_heads(st) + hv) * vt_floats(st);
+        mh_drv_pack_v(st, nc, &vr, vt);
+        c->cw.vt_bad[at * v_heads(st) + hv] = (unsigned char)tile_nonfinite(st, vt, nc);
     }
 }
 

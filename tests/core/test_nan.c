@@ -109,12 +109,12 @@ static void all_nan_row(test_rng* r, int M) {
     problem_free(&t);
 }
 
-/* V of key j, head h (D values of dt) in t: zeros (bad = 0), or NaN and inf in turn (a NaN
- * in f16/bf16). */
-static void set_v_row(test_problem* t, int j, int h, int D, mh_dtype dt, int bad) {
+/* V of key j, head h (D values of dt, or only column col >= 0) in t: zeros (bad = 0), or NaN
+ * and inf in turn (a NaN in f16/bf16). */
+static void set_v_row(test_problem* t, int j, int h, int D, int col, mh_dtype dt, int bad) {
     const size_t es = dt == MH_DTYPE_F32 ? 4 : 2;
     unsigned char* row = (unsigned char*)t->v + (j * t->p.v.stride_token + h * t->p.v.stride_head) * (ptrdiff_t)es;
-    for (int d = 0; d < D; d++) {
+    for (int d = col < 0 ? 0 : col; d < (col < 0 ? D : col + 1); d++) {
         if (dt == MH_DTYPE_F32) ((float*)(void*)row)[d] = !bad ? 0.0f : d % 2 ? NAN : INFINITY;
         else ((uint16_t*)(void*)row)[d] = !bad ? 0 : dt == MH_DTYPE_F16 ? 0x7e00u : 0x7fc0u;
     }
@@ -130,10 +130,10 @@ static void nan_v_of_dropped_key(test_rng* r, int N, int M, mh_dtype dt) {
     float *zeroed = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
     mh_attn_options opt = mh_attn_options_default();
     opt.causal = 1;
-    set_v_row(&t, M - 1, 0, D, dt, 0);
+    set_v_row(&t, M - 1, 0, D, -1, dt, 0);
     check_status("nan v: run (zeroed)", run_attention(ctx, &t.p, &opt), MH_OK);
     problem_gather_o(&t, zeroed);
-    set_v_row(&t, M - 1, 0, D, dt, 1);
+    set_v_row(&t, M - 1, 0, D, -1, dt, 1);
     check_status("nan v: run", run_attention(ctx, &t.p, &opt), MH_OK);
     problem_gather_o(&t, got);
     const size_t before = (size_t)(N - 1) * H * D;
@@ -149,13 +149,15 @@ static void nan_v_of_dropped_key(test_rng* r, int N, int M, mh_dtype dt) {
     problem_free(&t);
 }
 
-/* Causal with a sliding window of W keys, N queries at the last N of M positions, H heads on
- * their own K/V (layout: head-major runs decode's direct kernels with P.V one tile late for
- * N <= 2, core/driver.c attend_pipelined; token-major N > 2 the GEMMs): V of key j NaN/inf.
- * The rows that keep key j (j <= p < j + W) are NaN; every other row, whose causal bound or
- * window drops it, is bitwise that of the call with that V zeroed. */
-static void nan_v_window(test_rng* r, int N, int M, int W, int j, mh_dtype dt, test_layout layout) {
-    const int H = 2, D = 20;
+/* Causal with a sliding window of W keys, N queries at the last N of M positions, H heads of
+ * D dims on their own K/V (layout: head-major runs decode's direct kernels with P.V one tile
+ * late for N <= 2, core/driver.c attend_pipelined; token-major N > 2 the GEMMs): V of key j
+ * NaN/inf (in column col only when col >= 0: with D past a GEMM panel, in a later panel than
+ * the first, which the check of a packed tile must still see). The rows that keep key j
+ * (j <= p < j + W) are NaN there; every other row, whose causal bound or window drops it, is
+ * bitwise that of the call with that V zeroed. */
+static void nan_v_window(test_rng* r, int N, int M, int W, int j, int D, int col, mh_dtype dt, test_layout layout) {
+    const int H = 2;
     test_problem t;
     problem_make(&t, r, 1, N, M, H, H, D, D, dt, layout, 1.0f);
     const size_t n = (size_t)N * H * D;
@@ -164,7 +166,7 @@ static void nan_v_window(test_rng* r, int N, int M, int W, int j, mh_dtype dt, t
     opt.causal = 1;
     opt.window = W;
     for (int pass = 0; pass < 2; pass++) {
-        for (int h = 0; h < H; h++) set_v_row(&t, j, h, D, dt, pass);
+        for (int h = 0; h < H; h++) set_v_row(&t, j, h, D, col, dt, pass);
         check_status("window nan v: run", run_attention(ctx, &t.p, &opt), MH_OK);
         problem_gather_o(&t, pass == 0 ? zeroed : got);
     }
@@ -173,12 +175,14 @@ static void nan_v_window(test_rng* r, int N, int M, int W, int j, mh_dtype dt, t
         const int p = M - N + i, keeps = j <= p && p - j < W;
         const float *g = got + (size_t)i * H * D, *z = zeroed + (size_t)i * H * D;
         for (size_t e = 0; e < (size_t)H * D; e++)
-            ok &= keeps ? !isfinite(g[e]) : memcmp(&g[e], &z[e], sizeof(float)) == 0;
+            ok &= !keeps                          ? memcmp(&g[e], &z[e], sizeof(float)) == 0
+                  : col < 0 || (int)(e % (size_t)D) == col ? !isfinite(g[e])
+                                                           : 1;
     }
     char what[128];
     snprintf(what, sizeof what,
-             "NaN/inf V of key %d, window %d (N %d, M %d, dtype %d, layout %d): NaN exactly in the rows keeping it", j, W,
-             N, M, (int)dt, (int)layout);
+             "NaN/inf V of key %d col %d, window %d (N %d, M %d, D %d, dtype %d, layout %d): NaN exactly in the rows keeping it",
+             j, col, W, N, M, D, (int)dt, (int)layout);
     check_true(what, ok);
     free(zeroed), free(got);
     problem_free(&t);
@@ -269,13 +273,15 @@ int main(void) {
     /* decode's two rows: the key the second row's window just drops, inside a tile and at a
      * tile's start (64-key tiles), in a tile before the last; prefill's rows through the GEMMs */
     for (int dt = MH_DTYPE_F32; dt <= MH_DTYPE_F16; dt++) {
-        nan_v_window(&r, 2, 300, 100, 199, (mh_dtype)dt, LAYOUT_HEAD_MAJOR);
-        nan_v_window(&r, 2, 300, 107, 192, (mh_dtype)dt, LAYOUT_HEAD_MAJOR);
-        nan_v_window(&r, 70, 300, 20, 250, (mh_dtype)dt, LAYOUT_TOKEN_MAJOR);
-        nan_v_window(&r, 200, 200, 37, 101, (mh_dtype)dt, LAYOUT_TOKEN_MAJOR);
+        nan_v_window(&r, 2, 300, 100, 199, 20, -1, (mh_dtype)dt, LAYOUT_HEAD_MAJOR);
+        nan_v_window(&r, 2, 300, 107, 192, 20, -1, (mh_dtype)dt, LAYOUT_HEAD_MAJOR);
+        nan_v_window(&r, 70, 300, 20, 250, 20, -1, (mh_dtype)dt, LAYOUT_TOKEN_MAJOR);
+        nan_v_window(&r, 200, 200, 37, 101, 20, -1, (mh_dtype)dt, LAYOUT_TOKEN_MAJOR);
         /* past x86's first 512-key prefill tile, and at the third's first key */
-        nan_v_window(&r, 300, 1100, 64, 820, (mh_dtype)dt, LAYOUT_TOKEN_MAJOR);
-        nan_v_window(&r, 300, 1100, 40, 1024, (mh_dtype)dt, LAYOUT_TOKEN_MAJOR);
+        nan_v_window(&r, 300, 1100, 64, 820, 20, -1, (mh_dtype)dt, LAYOUT_TOKEN_MAJOR);
+        nan_v_window(&r, 300, 1100, 40, 1024, 20, -1, (mh_dtype)dt, LAYOUT_TOKEN_MAJOR);
+        /* the bad value in the last of 259 columns only: a later panel of the packed V tile */
+        nan_v_window(&r, 200, 200, 37, 101, 259, 258, (mh_dtype)dt, LAYOUT_TOKEN_MAJOR);
     }
     layers(&r);
     split_kv_nan(&r);
