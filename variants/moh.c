@@ -170,7 +170,9 @@ typedef struct buffers {
     float* gate_all;          /* [R, full H] the router's gates and selection: gate and sel */
     unsigned char* sel_all;   /* themselves, unless the layer is a shard */
     mh_gathered g;            /* the rows with a nonzero gate, per (head, sequence) */
-    float* xg;                /* [R, d_model]  one head's gathered inputs (learned router) */
+    uint16_t* xr;             /* [R, ldr] x rounded to bf16 once (bf16 compute; project_x) */
+    float* xg;                /* [R, d_model]  one head's gathered inputs (learned router; bf16
+                                 compute: their rounded rows, [R, ldr] of bf16) */
     float* q;                 /* [R, H*D]  dense Q (norm router, and decode) */
     float* q_all;             /* [R, full H*D]  what the norm router routes on: q, unless a shard */
     float* qg;                /* [R*H, D]  gathered Q */
@@ -203,6 +205,9 @@ static mh_attn_problem problem(const mh_layer* L, int B, int N, int M, int heads
     return p;
 }
 
+/* Elements of a row of x rounded to bf16 (b->xr): d_model rounded up to even (k pairs). */
+static size_t rounded_ld(const mh_layer* L) { return ((size_t)L->cfg.d_model + 1) / 2 * 2; }
+
 static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* ws, buffers* b) {
     const mh_layer_config* c = &L->cfg;
     const size_t R = (size_t)B * (size_t)N, H = (size_t)c->n_heads, d = (size_t)c->d_model;
@@ -216,6 +221,7 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
         b->gate_all = mh_ws_take(ws, R, (size_t)L->full.n_heads, sizeof(float));
         b->sel_all = mh_ws_take(ws, R, (size_t)L->full.n_heads, 1);
     }
+    if (L->cfg.compute == MH_COMPUTE_BF16) b->xr = mh_ws_take(ws, R, rounded_ld(L), sizeof(uint16_t));
     if (learned(L)) b->xg = mh_ws_take(ws, R, d, sizeof(float));
     if (!learned(L) || is_decode) b->q = mh_ws_take(ws, R, H * D, sizeof(float));
     b->q_all = !learned(L) && L->shard.count > 1 ? mh_ws_take(ws, R, (size_t)L->full.n_heads * D, sizeof(float)) : b->q;
@@ -237,6 +243,22 @@ static void carve(const mh_layer* L, int B, int N, int M, int is_decode, mh_ws* 
     }
 }
 
+/* In bf16 compute, x [R, d_model] rounded to bf16 once into b->xr, which the GEMMs on x then
+ * read (project_x, gather_q) instead of each rounding x again: the router, K and V (self
+ * attention), and every head's gathered rows (layer d_model 1024, H 16, D 64, N 512, moh50,
+ * Zen 5: the GEMMs' rounding and gathering had taken 13% of the samples). */
+static void round_x(const mh_layer* L, size_t R, const float* x, buffers* b) {
+    if (b->xr) mh_round_rows(L->kernels, R, (size_t)L->cfg.d_model, x, (size_t)L->cfg.d_model, b->xr, rounded_ld(L));
+}
+
+/* y [R, ldy] = x W^T (+ bias) for the R rows of x [R, d_model] (round_x), through b->xr when
+ * x was rounded. */
+static void project_x(const mh_layer* L, size_t R, const float* x, const buffers* b, const mh_packed_matrix* w,
+                      float* y, size_t ldy) {
+    if (b->xr && w->compute == MH_COMPUTE_BF16) mh_gemm_packed_rounded(L->kernels, L->threads, R, b->xr, rounded_ld(L), w, y, ldy);
+    else mh_gemm_packed(L->kernels, L->threads, R, x, (size_t)L->cfg.d_model, w, y, ldy);
+}
+
 /* Gates and selection of every token row over the full head set (a shard routes like the
  * full layer), then a shard's own heads' columns. The norm router reads b->q_all (projected). */
 static void route(const mh_layer* L, size_t R, const float* x, buffers* b) {
@@ -245,7 +267,7 @@ static void route(const mh_layer* L, size_t R, const float* x, buffers* b) {
     if (learned(L)) {
         const moh_state* s = L->ext;
         const size_t nl = (size_t)s->router.n_out;
-        mh_gemm_packed(L->kernels, L->threads, R, x, (size_t)c->d_model, &s->router, b->logits, nl);
+        project_x(L, R, x, b, &s->router, b->logits, nl);
         for (size_t r = 0; r < R; r++) mh_moh_route_learned(c, b->logits + r * nl, b->gate_all + r * H, b->sel_all + r * H);
     } else {
         const size_t hd = H * (size_t)c->head_dim;
@@ -262,9 +284,8 @@ static void route(const mh_layer* L, size_t R, const float* x, buffers* b) {
  * projects every head's Q into b->q_all, which it routes on. */
 static void project_q_norm(const mh_layer* L, size_t R, const float* x, buffers* b) {
     const moh_state* s = L->ext;
-    const size_t d = (size_t)L->cfg.d_model;
-    mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wq, b->q, (size_t)L->wq.n_out);
-    if (b->q_all != b->q) mh_gemm_packed(L->kernels, L->threads, R, x, d, &s->wq_all, b->q_all, (size_t)s->wq_all.n_out);
+    project_x(L, R, x, b, &L->wq, b->q, (size_t)L->wq.n_out);
+    if (b->q_all != b->q) project_x(L, R, x, b, &s->wq_all, b->q_all, (size_t)s->wq_all.n_out);
 }
 
 /* Gathered Q of every head: learned router, x rows through that head's W_Q rows only; norm
@@ -281,6 +302,13 @@ static void gather_q(const mh_layer* L, int B, const float* x, buffers* b) {
             continue;
         }
         if (n == 0) continue;
+        if (b->xr && s->wq_head[h].compute == MH_COMPUTE_BF16) { /* the rounded rows: half the bytes, no rounding */
+            const size_t ldr = rounded_ld(L);
+            uint16_t* xgr = (uint16_t*)(void*)b->xg;
+            for (int64_t i = 0; i < n; i++) memcpy(xgr + i * ldr, b->xr + (size_t)b->g.row[e0 + i] * ldr, ldr * sizeof(uint16_t));
+            mh_gemm_packed_rounded(L->kernels, L->threads, (size_t)n, xgr, ldr, &s->wq_head[h], qg, D);
+            continue;
+        }
         for (int64_t i = 0; i < n; i++) memcpy(b->xg + i * d, x + (size_t)b->g.row[e0 + i] * d, d * sizeof(float));
         mh_gemm_packed(L->kernels, L->threads, (size_t)n, b->xg, d, &s->wq_head[h], qg, D);
     }
@@ -388,14 +416,20 @@ static void forward(const mh_layer* L, const mh_forward_args* a, void* workspace
     buffers b;
     carve(L, B, N, M, 0, &ws, &b);
     const size_t R = (size_t)B * (size_t)N, rows_kv = (size_t)B * (size_t)M;
+    round_x(L, R, a->query, &b);
     if (!learned(L)) project_q_norm(L, R, a->query, &b);
     route(L, R, a->query, &b);
     mh_attn_problem p = problem(L, B, N, M, c->n_heads);
     p.k.data = b.k, p.v.data = b.v;
     const mh_attn_options opt = mh_variant_options(L, a->opt);
     mh_gathered_plan(&p, &opt, b.gate, &b.g);
-    mh_gemm_packed(L->kernels, L->threads, rows_kv, self ? a->query : a->key, (size_t)c->kdim, &L->wk, b.k, (size_t)L->wk.n_out);
-    mh_gemm_packed(L->kernels, L->threads, rows_kv, self ? a->query : a->value, (size_t)c->vdim, &L->wv, b.v, (size_t)L->wv.n_out);
+    if (self) {
+        project_x(L, R, a->query, &b, &L->wk, b.k, (size_t)L->wk.n_out);
+        project_x(L, R, a->query, &b, &L->wv, b.v, (size_t)L->wv.n_out);
+    } else {
+        mh_gemm_packed(L->kernels, L->threads, rows_kv, a->key, (size_t)c->kdim, &L->wk, b.k, (size_t)L->wk.n_out);
+        mh_gemm_packed(L->kernels, L->threads, rows_kv, a->value, (size_t)c->vdim, &L->wv, b.v, (size_t)L->wv.n_out);
+    }
     if (mh_positions_on(L)) { /* after routing: the norm router reads the plain projection */
         mh_positions_from(0, B, M, b.k_pos);
         mh_positions_apply(L, 1, rows_kv, (size_t)c->n_kv_heads, b.k_pos, b.k, (size_t)L->wk.n_out);
@@ -427,7 +461,7 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     const mh_layer_config* c = &L->cfg;
     const int B = a->batch, n = a->n_new;
     const size_t H = (size_t)c->n_heads, D = (size_t)c->head_dim, Dv = (size_t)c->head_dim_v;
-    const size_t R = (size_t)B * (size_t)n, d = (size_t)c->d_model;
+    const size_t R = (size_t)B * (size_t)n;
     const mh_kv_seqs s = mh_variant_decode_seqs(a);
     mh_ws ws = mh_ws_begin(workspace);
     buffers b;
@@ -436,8 +470,9 @@ static void decode(const mh_layer* L, struct mh_kv_cache* cache, const mh_decode
     mh_variant_decode_carve(L, B, n, &ws, &db);
     const float* x = mh_variant_rows_in(L, &s, a->x, &db);
     const int n_kv = mh_variant_decode_positions(cache, &s, &db); /* db.q_pos: each row's cache position */
-    mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wk, b.k, (size_t)L->wk.n_out);
-    mh_gemm_packed(L->kernels, L->threads, R, x, d, &L->wv, b.v, (size_t)L->wv.n_out);
+    round_x(L, R, x, &b);
+    project_x(L, R, x, &b, &L->wk, b.k, (size_t)L->wk.n_out);
+    project_x(L, R, x, &b, &L->wv, b.v, (size_t)L->wv.n_out);
     if (mh_positions_on(L)) /* before k enters the cache; db.q_pos: each row's cache position */
         mh_positions_apply(L, 1, R, (size_t)c->n_kv_heads, db.q_pos, b.k, (size_t)L->wk.n_out);
     mh_kv_cache_write(cache, L->kernels, &s, b.k, b.v);

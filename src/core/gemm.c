@@ -81,6 +81,8 @@ typedef struct gemm_call {
     size_t rows;
     const float* x;
     size_t ldx;
+    const uint16_t* xr; /* x already rounded (mh_gemm_packed_rounded), else NULL */
+    size_t ldxr;
     const mh_packed_matrix* w;
     float* y;
     size_t ldy;
@@ -100,10 +102,11 @@ typedef struct gemm_call {
 _Static_assert(SUB_ROWS_BF16 >= MH_GEMM_MR_MAX, "a bf16 sub-block holds at least one micro-tile of rows");
 
 /* The micro-tiles of rows [r0, r1) of a task against panel p, reduction block [k0, k0 + kc):
- * f32 reads x in place; bf16 reads xb, those rows rounded ([r1 - r0][GEMM_KC]). `first`: the
- * first block of a plain (not acc) call, which sets C (with the bias, if any) instead of
- * adding to it; bf16 sets the bias first and adds the products. */
-static void strips(const gemm_call* g, size_t r0, size_t r1, size_t k0, size_t kc, size_t p, const uint16_t* xb) {
+ * f32 reads x in place; bf16 reads xb, those rows rounded (row r0's block, rows ldb apart).
+ * `first`: the first block of a plain (not acc) call, which sets C (with the bias, if any)
+ * instead of adding to it; bf16 sets the bias first and adds the products. */
+static void strips(const gemm_call* g, size_t r0, size_t r1, size_t k0, size_t kc, size_t p, const uint16_t* xb,
+                   size_t ldb) {
     const mh_kernels* k = g->k;
     const mh_packed_matrix* w = g->w;
     const size_t nr = w->nr, c0 = p * nr, nc = mh_min_size(nr, (size_t)w->n_out - c0);
@@ -116,10 +119,10 @@ static void strips(const gemm_call* g, size_t r0, size_t r1, size_t k0, size_t k
         if (w->compute == MH_COMPUTE_BF16) {
             /* k0 is a multiple of GEMM_KC (even): its pairs start k0 / 2 pair rows in */
             const uint16_t* panel = (const uint16_t*)w->panels + p * w->panel_elems;
-            const uint16_t* a = xb + (r - r0) * GEMM_KC;
+            const uint16_t* a = xb + (r - r0) * ldb;
             for (size_t i = 0; bias && i < m; i++) memcpy(c + i * g->ldy, bias, nc * sizeof(float));
-            if (first && !bias) k->gemm_bf16(m, nc, kc, a, GEMM_KC, panel, c, g->ldy, NULL);
-            else k->gemm_acc_bf16(m, nc, kc, a, GEMM_KC, panel + k0 * nr, k_ones, c, g->ldy, NULL);
+            if (first && !bias) k->gemm_bf16(m, nc, kc, a, ldb, panel, c, g->ldy, NULL);
+            else k->gemm_acc_bf16(m, nc, kc, a, ldb, panel + k0 * nr, k_ones, c, g->ldy, NULL);
         } else {
             const float* panel = (const float*)w->panels + p * w->panel_elems;
             const float* a = g->x + r * g->ldx + k0;
@@ -147,11 +150,12 @@ static void gemm_worker(void* arg, int tid, int nth) {
             const size_t kc = mh_min_size(GEMM_KC, kin - k0);
             for (size_t r0 = rb * GEMM_ROW_BLOCK; r0 < r_end; r0 += g->sub_rows) {
                 const size_t r1 = mh_min_size(r0 + g->sub_rows, r_end);
-                for (size_t r = r0; g->w->compute == MH_COMPUTE_BF16 && r < r1; r++) {
-                    g->k->round_bf16(kc, g->x + r * g->ldx + k0, xb + (r - r0) * GEMM_KC);
-                    if (kc % 2) xb[(r - r0) * GEMM_KC + kc] = 0;
+                if (g->xr) {
+                    for (size_t p = p0; p < p1; p++) strips(g, r0, r1, k0, kc, p, g->xr + r0 * g->ldxr + k0, g->ldxr);
+                    continue;
                 }
-                for (size_t p = p0; p < p1; p++) strips(g, r0, r1, k0, kc, p, xb);
+                if (g->w->compute == MH_COMPUTE_BF16) mh_round_rows(g->k, r1 - r0, kc, g->x + r0 * g->ldx + k0, g->ldx, xb, GEMM_KC);
+                for (size_t p = p0; p < p1; p++) strips(g, r0, r1, k0, kc, p, xb, GEMM_KC);
             }
         }
     }
@@ -159,8 +163,8 @@ static void gemm_worker(void* arg, int tid, int nth) {
 
 /* Each output element is one reduction, in a fixed order (blocks of GEMM_KC ascending), by
  * one task: thread-count independent. */
-static void run_gemm(const mh_kernels* k, int threads, size_t rows, const float* x, size_t ldx,
-                     const mh_packed_matrix* w, float* y, size_t ldy, int acc) {
+static void run_gemm(const mh_kernels* k, int threads, size_t rows, const float* x, size_t ldx, const uint16_t* xr,
+                     size_t ldxr, const mh_packed_matrix* w, float* y, size_t ldy, int acc) {
     const int bf16 = w->compute == MH_COMPUTE_BF16;
     const size_t n_panels = ((size_t)w->n_out + w->nr - 1) / w->nr, group = bf16 ? GROUP_BF16 : 1;
     const size_t n_row_blocks = (rows + GEMM_ROW_BLOCK - 1) / GEMM_ROW_BLOCK;
@@ -171,17 +175,31 @@ static void run_gemm(const mh_kernels* k, int threads, size_t rows, const float*
     size_t n_super = (size_t)(x_bytes / (double)GEMM_X_BUDGET);
     if (n_super == 0 || (double)n_super * (double)GEMM_X_BUDGET < x_bytes) n_super++;
     const size_t super_blocks = (n_row_blocks + n_super - 1) / n_super;
-    gemm_call g = {k, rows, x, ldx, w, y, ldy, n_panels, group, sub_rows, n_row_blocks, n_tasks, super_blocks, acc};
+    gemm_call g = {k,        rows,     x,         ldx,          xr,      ldxr,         w, y, ldy,
+                   n_panels, group,    sub_rows,  n_row_blocks, n_tasks, super_blocks, acc};
     const double flops = 2.0 * (double)rows * (double)w->k_in * w->n_out;
     mh_parallel(mh_workers(threads, g.n_tasks, flops), gemm_worker, &g);
 }
 
 void mh_gemm_packed(const mh_kernels* k, int threads, size_t rows, const float* x, size_t ldx,
                     const mh_packed_matrix* w, float* y, size_t ldy) {
-    run_gemm(k, threads, rows, x, ldx, w, y, ldy, 0);
+    run_gemm(k, threads, rows, x, ldx, NULL, 0, w, y, ldy, 0);
 }
 
 void mh_gemm_packed_acc(const mh_kernels* k, int threads, size_t rows, const float* x, size_t ldx,
                         const mh_packed_matrix* w, float* y, size_t ldy) {
-    run_gemm(k, threads, rows, x, ldx, w, y, ldy, 1);
+    run_gemm(k, threads, rows, x, ldx, NULL, 0, w, y, ldy, 1);
+}
+
+void mh_round_rows(const mh_kernels* k, size_t rows, size_t k_in, const float* x, size_t ldx, uint16_t* xr,
+                   size_t ldxr) {
+    for (size_t r = 0; r < rows; r++) {
+        k->round_bf16(k_in, x + r * ldx, xr + r * ldxr);
+        if (k_in % 2) xr[r * ldxr + k_in] = 0;
+    }
+}
+
+void mh_gemm_packed_rounded(const mh_kernels* k, int threads, size_t rows, const uint16_t* xr, size_t ldxr,
+                            const mh_packed_matrix* w, float* y, size_t ldy) {
+    run_gemm(k, threads, rows, NULL, 0, xr, ldxr, w, y, ldy, 0);
 }

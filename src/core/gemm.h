@@ -33,4 +33,15 @@ void mh_gemm_packed(const mh_kernels* k, int threads, size_t rows, const float* 
 void mh_gemm_packed_acc(const mh_kernels* k, int threads, size_t rows, const float* x, size_t ldx,
                         const mh_packed_matrix* w, float* y, size_t ldy);
 
+/* x [rows][ldx] rounded to bf16 as the bf16 GEMMs round it, into xr [rows][ldxr] (ldxr even,
+ * >= k_in rounded up to even; an odd k_in's pad set to zero): for a caller that feeds the same
+ * rows to several bf16 GEMMs, or gathers them, through mh_gemm_packed_rounded. */
+void mh_round_rows(const mh_kernels* k, size_t rows, size_t k_in, const float* x, size_t ldx, uint16_t* xr,
+                   size_t ldxr);
+
+/* mh_gemm_packed of a bf16 matrix on rows rounded by mh_round_rows: the same results as on the
+ * f32 rows they came from, without rounding them again. */
+void mh_gemm_packed_rounded(const mh_kernels* k, int threads, size_t rows, const uint16_t* xr, size_t ldxr,
+                            const mh_packed_matrix* w, float* y, size_t ldy);
+
 #endif

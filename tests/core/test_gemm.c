@@ -7,7 +7,8 @@
  * leading dimension padded; 1 and 2 threads. In f32 and, where the ISA has bf16 kernels, on
  * weights packed in bf16: the oracle then takes x and W rounded to bf16 (their products are
  * exact in f32 and accumulate in f32, so the bound below holds; a GEMM that skipped either
- * rounding would be about 2^-9 relative off). Tolerance: the standard dot-product bound,
+ * rounding would be about 2^-9 relative off), and there also on rows rounded once
+ * (mh_round_rows, mh_gemm_packed_rounded), bitwise the plain call. Tolerance: the standard dot-product bound,
  * |err| <= k * eps32 * max|x| * max|w| per output (inputs in [-1, 1]), times 2. A relative (rel-L2) bound is not used: a single output whose
  * terms cancel has a large relative error that says nothing about the kernel.
  */
@@ -15,6 +16,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bf16_gemm_choice.h"
 #include "check.h"
@@ -22,6 +24,26 @@
 #include "dispatch/dispatch.h"
 #include "oracle.h"
 #include "rng.h"
+
+/* The same GEMM on x rounded once by mh_round_rows (rows ldxr apart, past each row's values
+ * and its odd pad a bf16 NaN the GEMM must not read): y_plain's bits, nothing past n_out. */
+static void rounded_rows(const mh_kernels* k, int threads, const float* x, size_t ldx, size_t rows, size_t kin,
+                         const mh_packed_matrix* pm, const float* y_plain, size_t ldy) {
+    const size_t ldxr = (kin + 1) / 2 * 2 + 4;
+    uint16_t* xr = malloc(sizeof(uint16_t) * rows * ldxr);
+    float* y = malloc(sizeof(float) * rows * ldy);
+    for (size_t i = 0; i < rows * ldxr; i++) xr[i] = 0x7fc0u;
+    for (size_t i = 0; i < rows * ldy; i++) y[i] = 777.0f;
+    mh_round_rows(k, rows, kin, x, ldx, xr, ldxr);
+    mh_gemm_packed_rounded(k, threads, rows, xr, ldxr, pm, y, ldy);
+    int same = 1;
+    for (size_t i = 0; i < rows * ldy; i++) same &= memcmp(&y[i], &y_plain[i], sizeof(float)) == 0;
+    char what[128];
+    snprintf(what, sizeof what, "gemm on rounded rows %zu k %zu threads %d: the bits of the f32 rows' call", rows, kin,
+             threads);
+    check_true(what, same);
+    free(xr), free(y);
+}
 
 static void one(const mh_kernels* k, mh_compute compute, test_rng* r, size_t rows, size_t n_out, size_t kin,
                 int bias, int threads) {
@@ -57,6 +79,7 @@ static void one(const mh_kernels* k, mh_compute compute, test_rng* r, size_t row
         }
         check_close(what, got, want, rows * n_out, 2 * FLT_EPSILON * (double)(kin + 1), INFINITY);
         check_true("gemm writes nothing past n_out", pad_ok);
+        if (compute == MH_COMPUTE_BF16) rounded_rows(k, threads, x, ldx, rows, kin, &pm, y, ldy);
         mh_packed_matrix_free(&pm);
     }
     free(x), free(xd), free(w), free(b), free(y), free(want), free(got);
