@@ -21,9 +21,10 @@ static int tile_nonfinite(const mh_drv_stage* st, const float* vt, size_t nc) {
 }
 
 /* Packs K/V tile i of head `head` (of B * pack_heads, head-major) into tile i of `slot`, and
- * notes whether each V tile is finite: one pass over the packed tile in cache, where the
- * keys' checks of pv_rows on every diagonal block of rows took more (the checks removed,
- * timing only: causal prefill N = M = 128 H8 D64 0.96x the time, Zen 5). */
+ * notes whether each V tile holds a NaN or inf (cw.vt_bad): one pass over the packed tile
+ * in cache costs less than pv_rows' checks of a few keys on every diagonal block of rows,
+ * which it skips on a finite tile (causal prefill N = M = 128 H8 D64, Zen 5: 0.96-0.99x the
+ * time; docs/kernels.md, v_nonfinite). */
 static void prepack_tile(const mh_drv_call* c, size_t head, size_t i, size_t slot) {
     const mh_drv_stage* st = &c->st;
     const size_t n_tiles = n_kv_tiles(st), j0 = i * st->tk, at = slot * n_tiles + i;
