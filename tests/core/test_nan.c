@@ -179,7 +179,7 @@ static void nan_v_window(test_rng* r, int N, int M, int W, int j, int D, int col
                   : col < 0 || (int)(e % (size_t)D) == col ? !isfinite(g[e])
                                                            : 1;
     }
-    char what[128];
+    char what[192];
     snprintf(what, sizeof what,
              "NaN/inf V of key %d col %d, window %d (N %d, M %d, D %d, dtype %d, layout %d): NaN exactly in the rows keeping it",
              j, col, W, N, M, D, (int)dt, (int)layout);
