@@ -170,7 +170,8 @@ typedef struct buffers {
     float* gate_all;          /* [R, full H] the router's gates and selection: gate and sel */
     unsigned char* sel_all;   /* themselves, unless the layer is a shard */
     mh_gathered g;            /* the rows with a nonzero gate, per (head, sequence) */
-    uint16_t* xr;             /* [R, ldr] x rounded to bf16 once (bf16 compute; project_x) */
+    uint16_t* xr;             /* [R, ldr] x rounded to bf16 once (bf16 compute, where every packed
+                                 matrix is bf16; project_x) */
     float* xg;                /* [R, d_model]  one head's gathered inputs (learned router; bf16
                                  compute: their rounded rows, [R, ldr] of bf16) */
     float* q;                 /* [R, H*D]  dense Q (norm router, and decode) */
@@ -255,7 +256,7 @@ static void round_x(const mh_layer* L, size_t R, const float* x, buffers* b) {
  * x was rounded. */
 static void project_x(const mh_layer* L, size_t R, const float* x, const buffers* b, const mh_packed_matrix* w,
                       float* y, size_t ldy) {
-    if (b->xr && w->compute == MH_COMPUTE_BF16) mh_gemm_packed_rounded(L->kernels, L->threads, R, b->xr, rounded_ld(L), w, y, ldy);
+    if (b->xr) mh_gemm_packed_rounded(L->kernels, L->threads, R, b->xr, rounded_ld(L), w, y, ldy);
     else mh_gemm_packed(L->kernels, L->threads, R, x, (size_t)L->cfg.d_model, w, y, ldy);
 }
 
@@ -302,7 +303,7 @@ static void gather_q(const mh_layer* L, int B, const float* x, buffers* b) {
             continue;
         }
         if (n == 0) continue;
-        if (b->xr && s->wq_head[h].compute == MH_COMPUTE_BF16) { /* the rounded rows: half the bytes, no rounding */
+        if (b->xr) { /* the rounded rows: half the bytes, no rounding */
             const size_t ldr = rounded_ld(L);
             uint16_t* xgr = (uint16_t*)(void*)b->xg;
             for (int64_t i = 0; i < n; i++) memcpy(xgr + i * ldr, b->xr + (size_t)b->g.row[e0 + i] * ldr, ldr * sizeof(uint16_t));
