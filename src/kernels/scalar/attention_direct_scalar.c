@@ -3,7 +3,6 @@
  * scales through kernels/i8_rows.h. */
 #include "kernels/i8_rows.h"
 #include "kernels/kernel_protos.h"
-#include "kernels/qk_heads_each.h"
 #include "kernels/scalar/simd_scalar.h"
 
 #define CHUNK 64
@@ -32,8 +31,8 @@ void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, siz
 
 /* o = alpha * o + P.V, the sum in groups of MH_PV_GROUP keys (kernels.h), a chunk of columns
  * and up to PV_ROWS rows at a time: each group's sums from -0 in acc, then added to o. */
-static void pv_rows(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const void* v, ptrdiff_t ldv,
-                    mh_dtype dtype, const float* alpha, float* o, size_t ldo) {
+static void pv_any(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const void* v, ptrdiff_t ldv,
+                   mh_dtype dtype, const float* alpha, float* o, size_t ldo) {
     float buf[CHUNK], acc[PV_ROWS][CHUNK];
     for (size_t r0 = 0; r0 < rows; r0 += PV_ROWS) {
         const size_t nr = rows - r0 < PV_ROWS ? rows - r0 : PV_ROWS;
@@ -62,13 +61,4 @@ static void pv_rows(size_t rows, size_t cols, size_t dv, const float* p, size_t 
     }
 }
 
-void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
-                         const float* alpha, float* o, size_t ldo) {
-    if (v->dtype == MH_DTYPE_I8) mh_i8_pv(pv_rows, rows, cols, dv, p, ldp, v, alpha, o, ldo);
-    else pv_rows(rows, cols, dv, p, ldp, v->data, v->ld, v->dtype, alpha, o, ldo);
-}
-
-void MH_KNAME(qk_heads)(size_t heads, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k, float* s,
-                        size_t lds) {
-    mh_qk_heads_each(MH_KNAME(qk_direct), heads, cols, d, q, ldq, k, s, lds);
-}
+#include "kernels/direct_entries_each.h"

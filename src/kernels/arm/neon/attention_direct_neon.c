@@ -9,7 +9,6 @@
  */
 #include "kernels/i8_rows.h"
 #include "kernels/kernel_protos.h"
-#include "kernels/qk_heads_each.h"
 #include "kernels/arm/neon/simd_neon.h"
 
 #define MAXR 5 /* rows < attn_direct_rows = 6 */
@@ -115,13 +114,4 @@ static void pv_any(size_t rows, size_t cols, size_t dv, const float* p, size_t l
     MH_WITH_ROWS(rows, pv_rows, cols, dv, p, ldp, v, ldv, dtype, alpha, o, ldo)
 }
 
-void MH_KNAME(pv_direct)(size_t rows, size_t cols, size_t dv, const float* p, size_t ldp, const mh_rows* v,
-                         const float* alpha, float* o, size_t ldo) {
-    if (v->dtype == MH_DTYPE_I8) mh_i8_pv(pv_any, rows, cols, dv, p, ldp, v, alpha, o, ldo);
-    else pv_any(rows, cols, dv, p, ldp, v->data, v->ld, v->dtype, alpha, o, ldo);
-}
-
-void MH_KNAME(qk_heads)(size_t heads, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k, float* s,
-                        size_t lds) {
-    mh_qk_heads_each(MH_KNAME(qk_direct), heads, cols, d, q, ldq, k, s, lds);
-}
+#include "kernels/direct_entries_each.h"
