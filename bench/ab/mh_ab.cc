@@ -6,7 +6,8 @@
 // see the same one, and the ratio of each adjacent pair (ABBA order, so neither build always
 // runs first) is what the tool reports. Each build is loaded with dlmopen into a link-map
 // namespace of its own, so both define the same symbols without clashing; the problem and its
-// inputs are built once and handed to both through the core API (mh_attention).
+// inputs are built once and handed to both through the core API (mh_attention), or, in the
+// layer mode, as the same weights and input to an MHA/GQA layer of each (mh_layer_forward).
 #include <dlfcn.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -28,8 +29,9 @@ namespace {
 // ------------------------------------------------------------------ options
 
 struct Options {
-    bool prefill = false;
+    bool prefill = false, layer = false;                     // layer: prefill through mh_layer_forward
     int n = 0, m = 0, heads = 32, kv_heads = 0, dim = 128;  // n, m, kv_heads: 0 = the mode's default
+    int d_model = 0;                                         // layer: 0 = heads * dim
     int causal = -1;                                         // -1: prefill 1, decode 0
     mh_dtype kv = MH_DTYPE_F32;
     bool kv_set = false;
@@ -45,13 +47,18 @@ struct Options {
 const char kUsage[] =
     "usage: mh_ab [options] LIB_A LIB_B\n"
     "\n"
-    "Times one attention call (mh_attention, the core API) on two builds of libmultihead, the\n"
-    "builds alternated call by call (ABBA), and prints each build's median and the median ratio\n"
-    "B/A of the adjacent pairs. LIB_A and LIB_B are paths to libmultihead.so of the same version.\n"
+    "Times one attention call (mh_attention, the core API, or a layer's mh_layer_forward) on two\n"
+    "builds of libmultihead, the builds alternated call by call (ABBA), and prints each build's\n"
+    "median and the median ratio B/A of the adjacent pairs. LIB_A and LIB_B are paths to\n"
+    "libmultihead.so of the same version.\n"
     "\n"
-    "  --mode=decode|prefill  decode: one query after M keys (default); prefill: N = M queries\n"
-    "  --n=N --m=M            queries and keys (decode: N 1, M 32768; prefill: N = M = 2048)\n"
+    "  --mode=decode|prefill|layer  decode: one query after M keys (default); prefill: N = M\n"
+    "                         queries; layer: causal self-attention of N tokens through an MHA\n"
+    "                         layer (GQA with --kv-heads), its four projections included\n"
+    "  --n=N --m=M            queries and keys (decode: N 1, M 32768; prefill: N = M = 2048;\n"
+    "                         layer: N 512, M = N)\n"
     "  --heads=H --kv-heads=HKV --dim=D   query heads (32), K/V heads (H), head dim (128)\n"
+    "  --d-model=DM           layer: its width (H * D); seeded weights, uniform in +-1/sqrt(DM)\n"
     "  --kv=f32|f16|bf16|i8   K/V storage (decode: f16; prefill: f32); i8 with a scale per row\n"
     "  --layout=head|token    K/V head-major [HKV][M][D], heads 32 elements apart past M * D as in\n"
     "                         the library's cache (decode default), or token-major [M][HKV][D] as\n"
@@ -66,6 +73,7 @@ const char kUsage[] =
     "  --heads-kept=K         MoH routing (head_gates): each query row keeps K of the H heads, a\n"
     "                         seeded choice, gate 1/K (default: every head, no gates)\n"
     "  --check                call each build once and compare the outputs bitwise instead\n"
+    "The layer mode takes --n, the shape, --compute, --isa, --threads, --rounds and --check.\n"
     "\n"
     "Exit status: 0 done (--check: outputs bitwise equal), 1 outputs differ, 2 bad usage,\n"
     "3 a build could not be loaded or a call failed.\n";
@@ -102,6 +110,7 @@ const IntOption int_options[] = {
     {"--dim", 1, 4096, &Options::dim},          {"--causal", 0, 1, &Options::causal},
     {"--threads", 1, 1024, &Options::threads},  {"--rounds", 1, 1000000, &Options::rounds},
     {"--copies", 1, 4096, &Options::copies},    {"--heads-kept", 1, 4096, &Options::heads_kept},
+    {"--d-model", 1, 1 << 16, &Options::d_model},
 };
 
 // 0: parsed; 2: bad usage (message printed). --help prints the usage and exits 0.
@@ -121,8 +130,9 @@ int parse(int argc, char** argv, Options* o) {
         } else if (std::strcmp(a, "--check") == 0) {
             o->check = true;
         } else if ((v = value_of(a, "--mode"))) {
-            ok = std::strcmp(v, "decode") == 0 || std::strcmp(v, "prefill") == 0;
-            o->prefill = std::strcmp(v, "prefill") == 0;
+            o->layer = std::strcmp(v, "layer") == 0;
+            o->prefill = o->layer || std::strcmp(v, "prefill") == 0;
+            ok = o->prefill || std::strcmp(v, "decode") == 0;
         } else if ((v = value_of(a, "--kv"))) {
             ok = parse_dtype(v, &o->kv), o->kv_set = true;
         } else if ((v = value_of(a, "--layout"))) {
@@ -147,7 +157,16 @@ int parse(int argc, char** argv, Options* o) {
         std::fprintf(stderr, "mh_ab: two library paths expected (mh_ab --help)\n");
         return 2;
     }
-    if (o->n == 0) o->n = o->prefill ? (o->m ? o->m : 2048) : 1;
+    if (o->layer && (o->m || o->kv_set || o->token_major >= 0 || o->copies || o->heads_kept || o->causal >= 0)) {
+        std::fprintf(stderr, "mh_ab: --mode=layer takes no --m, --kv, --layout, --copies, --heads-kept or --causal\n");
+        return 2;
+    }
+    if (o->d_model && !o->layer) {
+        std::fprintf(stderr, "mh_ab: --d-model is for --mode=layer\n");
+        return 2;
+    }
+    if (o->d_model == 0) o->d_model = o->heads * o->dim;
+    if (o->n == 0) o->n = o->layer ? 512 : o->prefill ? (o->m ? o->m : 2048) : 1;
     if (o->m == 0) o->m = o->prefill ? o->n : 32768;
     if (o->kv_heads == 0) o->kv_heads = o->heads;
     if (!o->kv_set) o->kv = o->prefill ? MH_DTYPE_F32 : MH_DTYPE_F16;
@@ -179,10 +198,18 @@ struct Build {
     mh_attn_options (*attn_options_default)(void) = nullptr;
     mh_status (*workspace_size)(const mh_context*, const mh_attn_problem*, const mh_attn_options*, size_t*) = nullptr;
     mh_status (*attention)(const mh_context*, const mh_attn_problem*, const mh_attn_options*, void*, size_t) = nullptr;
+    mh_layer_config (*layer_config_default)(void) = nullptr;
+    mh_status (*layer_create)(const mh_context*, const mh_layer_config*, const mh_layer_weights*, mh_layer**) = nullptr;
+    void (*layer_destroy)(mh_layer*) = nullptr;
+    mh_status (*layer_workspace_size)(const mh_layer*, int, int, int, size_t*) = nullptr;
+    mh_status (*layer_forward)(const mh_layer*, const mh_forward_args*, void*, size_t) = nullptr;
     mh_context* ctx = nullptr;
+    mh_layer* layer = nullptr;  // the layer mode's
     mh_attn_options opt{};
+    mh_forward_args args{};     // the layer mode's call (args.opt = &opt)
     mhb::AlignedBuffer ws;
     ~Build() {
+        if (layer) layer_destroy(layer);
         if (ctx) context_destroy(ctx);
     }
 };
@@ -206,7 +233,11 @@ int load(Build* b) {
         !sym(h, "mh_isa_name", &b->isa_name) || !sym(h, "mh_context_config_default", &b->context_config_default) ||
         !sym(h, "mh_context_create", &b->context_create) || !sym(h, "mh_context_destroy", &b->context_destroy) ||
         !sym(h, "mh_context_isa", &b->context_isa) || !sym(h, "mh_attn_options_default", &b->attn_options_default) ||
-        !sym(h, "mh_attention_workspace_size", &b->workspace_size) || !sym(h, "mh_attention", &b->attention)) {
+        !sym(h, "mh_attention_workspace_size", &b->workspace_size) || !sym(h, "mh_attention", &b->attention) ||
+        !sym(h, "mh_layer_config_default", &b->layer_config_default) || !sym(h, "mh_layer_create", &b->layer_create) ||
+        !sym(h, "mh_layer_destroy", &b->layer_destroy) ||
+        !sym(h, "mh_layer_forward_workspace_size", &b->layer_workspace_size) ||
+        !sym(h, "mh_layer_forward", &b->layer_forward)) {
         std::fprintf(stderr, "mh_ab: %s is not a multihead library (%s)\n", b->path, dlerror());
         return 3;
     }
@@ -218,9 +249,19 @@ int load(Build* b) {
     return 0;
 }
 
-// The build's context, options and workspace for problem p (gates: head_gates or NULL). 0, or
-// 3 with a message.
-int prepare(Build* b, const Options& o, const mh_attn_problem& p, const float* gates) {
+// Q, O and copies of K and V (each buffer the values, then the int8 scales: bench/core_kv.h),
+// filled once from a seeded generator. The layer mode: q is the input x [N][d_model], o the
+// output [N][d_model], w the weights.
+struct Tensors {
+    mhb::AlignedBuffer q, o;
+    std::vector<mhb::AlignedBuffer> k, v;
+    std::vector<float> gates;  // [N][H] with --heads-kept, else empty
+    std::vector<float> w;      // layer: w_q [H*D][DM], w_k and w_v [Hkv*D][DM], w_o [DM][H*D]
+};
+
+// The build's context, options and workspace for problem p (the layer mode: its layer on t's
+// weights, and the call's arguments). 0, or 3 with a message.
+int prepare(Build* b, const Options& o, const mh_attn_problem& p, const Tensors& t) {
     mh_context_config c = b->context_config_default();
     c.num_threads = o.threads;
     c.compute = o.compute;
@@ -237,7 +278,21 @@ int prepare(Build* b, const Options& o, const mh_attn_problem& p, const float* g
     if (s == MH_OK) {
         b->opt = b->attn_options_default();
         b->opt.causal = o.causal;
-        b->opt.head_gates = gates;
+        b->opt.head_gates = t.gates.empty() ? nullptr : t.gates.data();
+    }
+    if (s == MH_OK && o.layer) {
+        mh_layer_config lc = b->layer_config_default();
+        lc.variant = o.kv_heads == o.heads ? MH_VARIANT_MHA : MH_VARIANT_GQA;
+        lc.d_model = o.d_model, lc.n_heads = o.heads, lc.n_kv_heads = o.kv_heads, lc.head_dim = o.dim;
+        const size_t qw = static_cast<size_t>(o.heads) * o.dim * o.d_model;
+        const size_t kw = static_cast<size_t>(o.kv_heads) * o.dim * o.d_model;
+        mh_layer_weights w{};
+        w.w_q = t.w.data(), w.w_k = w.w_q + qw, w.w_v = w.w_k + kw, w.w_o = w.w_v + kw;
+        s = b->layer_create(b->ctx, &lc, &w, &b->layer);
+        b->args.batch = 1, b->args.n_q = b->args.n_kv = o.n;
+        b->args.query = t.q.as<float>(), b->args.out = t.o.as<float>(), b->args.opt = &b->opt;
+        if (s == MH_OK) s = b->layer_workspace_size(b->layer, 1, o.n, o.n, &bytes);
+    } else if (s == MH_OK) {
         s = b->workspace_size(b->ctx, &p, &b->opt, &bytes);
     }
     if (s != MH_OK) {
@@ -250,13 +305,18 @@ int prepare(Build* b, const Options& o, const mh_attn_problem& p, const float* g
 
 // ------------------------------------------------------------------ the problem
 
-// Q, O and copies of K and V (each buffer the values, then the int8 scales: bench/core_kv.h),
-// filled once from a seeded generator.
-struct Tensors {
-    mhb::AlignedBuffer q, o;
-    std::vector<mhb::AlignedBuffer> k, v;
-    std::vector<float> gates;  // [N][H] with --heads-kept, else empty
-};
+// The layer mode's input, output and weights (uniform in +-1/sqrt(d_model), as nn.Linear's).
+void make_layer_inputs(const Options& o, Tensors* t) {
+    const size_t N = static_cast<size_t>(o.n), DM = static_cast<size_t>(o.d_model);
+    const size_t HD = static_cast<size_t>(o.heads) * o.dim, KD = static_cast<size_t>(o.kv_heads) * o.dim;
+    mhb::Rng rng(1);
+    t->q = mhb::AlignedBuffer(N * DM * sizeof(float));
+    rng.fill(t->q.as<float>(), N * DM);
+    t->o = mhb::AlignedBuffer(N * DM * sizeof(float));
+    std::memset(t->o.data(), 0, t->o.size());
+    t->w.resize(2 * HD * DM + 2 * KD * DM);
+    rng.fill(t->w.data(), t->w.size(), 1.0f / std::sqrt(static_cast<float>(DM)));
+}
 
 mh_attn_problem make_problem(const Options& o, Tensors* t) {
     const size_t D = static_cast<size_t>(o.dim), H = static_cast<size_t>(o.heads), N = static_cast<size_t>(o.n);
@@ -321,13 +381,16 @@ double now() {
     return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// Seconds of one call, or a negative value after printing its error.
+// Seconds of one call (the layer mode: the layer's forward), or a negative value after printing
+// its error.
 double timed_call(const Build& b, const mh_attn_problem& p) {
     const double t0 = now();
-    const mh_status s = b.attention(b.ctx, &p, &b.opt, b.ws.data(), b.ws.size());
+    const mh_status s = b.layer ? b.layer_forward(b.layer, &b.args, b.ws.data(), b.ws.size())
+                                : b.attention(b.ctx, &p, &b.opt, b.ws.data(), b.ws.size());
     const double t = now() - t0;
     if (s != MH_OK) {
-        std::fprintf(stderr, "mh_ab: %s: mh_attention: %s\n", b.path, b.status_string(s));
+        std::fprintf(stderr, "mh_ab: %s: %s: %s\n", b.path, b.layer ? "mh_layer_forward" : "mh_attention",
+                     b.status_string(s));
         return -1.0;
     }
     return t;
@@ -374,21 +437,29 @@ int run(const Options& o) {
         if (int rc = load(&b[i])) return rc;
     }
     Tensors t;
-    mh_attn_problem p = make_problem(o, &t);
+    mh_attn_problem p{};
+    if (o.layer) make_layer_inputs(o, &t);
+    else p = make_problem(o, &t);
     for (int i = 0; i < 2; i++)
-        if (int rc = prepare(&b[i], o, p, t.gates.empty() ? nullptr : t.gates.data())) return rc;
+        if (int rc = prepare(&b[i], o, p, t)) return rc;
     std::printf("A  %s (isa %s)\nB  %s (isa %s)\n", b[0].path, b[0].isa_name(b[0].context_isa(b[0].ctx)), b[1].path,
                 b[1].isa_name(b[1].context_isa(b[1].ctx)));
-    std::printf("%s N=%d M=%d H=%d Hkv=%d D=%d kv=%s %s-major causal=%d compute=%s%s, %d thread(s), %zu K/V cop%s\n",
-                o.prefill ? "prefill" : "decode", o.n, o.m, o.heads, o.kv_heads, o.dim, mhb::dtype_name(o.kv),
-                o.token_major ? "token" : "head", o.causal, o.compute == MH_COMPUTE_BF16 ? "bf16" : "f32",
-                o.heads_kept ? (", heads kept " + std::to_string(o.heads_kept)).c_str() : "", o.threads,
-                t.k.size(), t.k.size() == 1 ? "y" : "ies");
+    if (o.layer)
+        std::printf("layer N=%d d_model=%d H=%d Hkv=%d D=%d causal=1 compute=%s, %d thread(s)\n", o.n, o.d_model,
+                    o.heads, o.kv_heads, o.dim, o.compute == MH_COMPUTE_BF16 ? "bf16" : "f32", o.threads);
+    else
+        std::printf("%s N=%d M=%d H=%d Hkv=%d D=%d kv=%s %s-major causal=%d compute=%s%s, %d thread(s), %zu K/V cop%s\n",
+                    o.prefill ? "prefill" : "decode", o.n, o.m, o.heads, o.kv_heads, o.dim, mhb::dtype_name(o.kv),
+                    o.token_major ? "token" : "head", o.causal, o.compute == MH_COMPUTE_BF16 ? "bf16" : "f32",
+                    o.heads_kept ? (", heads kept " + std::to_string(o.heads_kept)).c_str() : "", o.threads,
+                    t.k.size(), t.k.size() == 1 ? "y" : "ies");
     if (o.check) return check(b, t, p);
     size_t copy = 0;
     auto next_call = [&](const Build& x) {
-        use_copy(t, copy, &p);
-        copy = (copy + 1) % t.k.size();
+        if (!o.layer) {
+            use_copy(t, copy, &p);
+            copy = (copy + 1) % t.k.size();
+        }
         return timed_call(x, p);
     };
     for (int i = 0; i < 2; i++)  // a first call each: page faults, thread start-up
