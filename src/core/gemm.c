@@ -9,7 +9,9 @@
 /* Blocking (BLIS-style): a task is GEMM_ROW_BLOCK rows x one panel (bf16: GROUP_BF16 panels,
  * below); the reduction runs in blocks of GEMM_KC so the panel slice [KC][NR] stays in L2
  * while every row strip of the task reuses it. Blocks after the first accumulate onto C in a
- * fixed order. */
+ * fixed order. A block is one FMA chain per output, so its length sets the rounding error as
+ * well as the calls' overhead: blocks of 1024 took 0.96-0.98x the time of MHA layers (Zen 5,
+ * d_model 1024-4096) but doubled their error against the double oracle (4.3e-7 -> 8.3e-7). */
 #define GEMM_ROW_BLOCK 240
 #define GEMM_KC 256
 
