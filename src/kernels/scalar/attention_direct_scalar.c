@@ -7,6 +7,13 @@
 
 #define CHUNK 64
 
+/* n elements of a K or V row as f32: an f32 row in place, any other dtype widened into buf. */
+static inline const float* row_f32(const void* row, mh_dtype dtype, size_t n, float* buf) {
+    if (dtype == MH_DTYPE_F32) return row;
+    mh_load_row_f32__scalar(row, dtype, n, buf);
+    return buf;
+}
+
 void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k,
                          float* s, size_t lds) {
     float buf[CHUNK];
@@ -16,10 +23,10 @@ void MH_KNAME(qk_direct)(size_t rows, size_t cols, size_t d, const float* q, siz
         for (size_t r = 0; r < rows; r++) s[r * lds + c] = 0.0f;
         for (size_t d0 = 0; d0 < d; d0 += CHUNK) {
             const size_t n = d - d0 < CHUNK ? d - d0 : CHUNK;
-            mh_load_row_f32__scalar(mh_dtype_at(krow, dtype, (ptrdiff_t)d0), dtype, n, buf);
+            const float* x = row_f32(mh_dtype_at(krow, dtype, (ptrdiff_t)d0), dtype, n, buf);
             for (size_t r = 0; r < rows; r++) {
                 float acc = 0.0f;
-                for (size_t i = 0; i < n; i++) acc += q[r * ldq + d0 + i] * buf[i];
+                for (size_t i = 0; i < n; i++) acc += q[r * ldq + d0 + i] * x[i];
                 s[r * lds + c] += acc;
             }
         }
@@ -45,10 +52,10 @@ static void pv_any(size_t rows, size_t cols, size_t dv, const float* p, size_t l
                 for (size_t r = 0; r < nr; r++)
                     for (size_t i = 0; i < n; i++) acc[r][i] = -0.0f;
                 for (; c < end; c++) {
-                    mh_load_row_f32__scalar(mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0), dtype, n, buf);
+                    const float* x = row_f32(mh_dtype_at(v, dtype, (ptrdiff_t)c * ldv + (ptrdiff_t)d0), dtype, n, buf);
                     for (size_t r = 0; r < nr; r++) {
                         const float pc = p[(r0 + r) * ldp + c];
-                        for (size_t i = 0; i < n; i++) acc[r][i] += pc * buf[i];
+                        for (size_t i = 0; i < n; i++) acc[r][i] += pc * x[i];
                     }
                 }
                 for (size_t r = 0; r < nr; r++) {
