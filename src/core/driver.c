@@ -105,9 +105,14 @@ typedef struct next_tile {
  * GEMM rows); on Zen 5 even the slices held the core (8% of MQA's samples), and the
  * micro-kernels' trickle took MQA decode at 32K keys to 0.93-0.97x the time of the slices with
  * f16, 0.89-0.92x with f32, 0.98x with int8. Into L2, or into L1 under the table's L1 rule (Zen 5,
- * whose prefetches into L2 stall on the miss buffers; kernels/decode_prefetch.h). The fetch
- * of kv = 0 (K) or 1 (V) for the tile after the one at j0, or none. */
-static mh_fetch next_tile_fetch(const mh_drv_stage* st, const mh_drv_task* t, int kv, int64_t j0) {
+ * whose prefetches into L2 stall on the miss buffers; kernels/decode_prefetch.h). Where the
+ * next tile has more lines than the tile's GEMMs request at that rate (f32 rows on AVX-512: 512
+ * lines of K against 6 blocks x 64 requests for MQA's 32 rows), they request one at every step
+ * (MH_FETCH_DENSE, mh_fetch_spread), so the whole tile arrives (Zen 5, MQA f32 decode at 32K
+ * keys: 0.88-0.91x the time of the usual rate, which left a quarter of each tile to the pack).
+ * `steps`: the values of k the tile's GEMM calls run through. The fetch of kv = 0 (K) or 1 (V) for the tile after
+ * the one at j0, or none. */
+static mh_fetch next_tile_fetch(const mh_drv_stage* st, const mh_drv_task* t, int kv, int64_t j0, size_t steps) {
     mh_fetch f = mh_fetch_begin(NULL);
     const int64_t j1 = j0 + (int64_t)st->tk;
     if (j1 >= t->j_end || mh_drv_query_tiles(st) != 1) return f;
@@ -117,7 +122,8 @@ static mh_fetch next_tile_fetch(const mh_drv_stage* st, const mh_drv_task* t, in
     f.row_bytes = (kv ? st->dv : st->dqk) * mh_dtype_size(dt);
     f.stride = x.ld * (ptrdiff_t)mh_dtype_size(dt);
     f.rows = mh_min_size(st->tk, (size_t)(t->j_end - j1));
-    f.l2 = x.prefetch != MH_PREFETCH_L1;
+    f.how = x.prefetch != MH_PREFETCH_L1 ? MH_FETCH_L2 : 0;
+    if (!mh_drv_bf16(st)) mh_fetch_spread(&f, steps); /* the bf16 kernels keep their rate (fetch.h) */
     return f;
 }
 
@@ -166,7 +172,8 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
      * at the panel holding the first (a window's lower edge): its GEMMs, score step and softmax
      * skip the rest, which P.V never reads (it takes each row's kept keys: pv_rows). */
     const int trim = softmax && by_block && mh_score_only_drops(&t->blk) && mh_score_tile_partial(&t->blk, j0, nc);
-    sc->fetch = kt_pre ? sc->ahead_k : next_tile_fetch(st, t, 0, j0);
+    sc->fetch = kt_pre ? sc->ahead_k
+                       : next_tile_fetch(st, t, 0, j0, (rows + mr - 1) / mr * ((nc + nr - 1) / nr) * dqk);
     for (size_t r = 0, m; r < rows; r += m) {
         m = mh_drv_block_len(rows, mr, r);
         const int dropped = !trim && mh_score_rows_dropped(&t->blk, r, m, j0); /* before the diagonal: all -inf */
@@ -298,7 +305,9 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
             mh_drv_pack_v(st, nc, &vsrc, sc->vt);
             vt = sc->vt, cols = nc;
         }
-        sc->fetch = vt_pre ? sc->ahead_v : n_v > 1 ? mh_fetch_begin(NULL) : next_tile_fetch(st, t, 1, j0);
+        sc->fetch = vt_pre  ? sc->ahead_v
+                    : n_v > 1 ? mh_fetch_begin(NULL)
+                              : next_tile_fetch(st, t, 1, j0, (per + mr - 1) / mr * ((dv + nr - 1) / nr) * nc);
         for (size_t d0 = 0; d0 < dv; d0 += nr)
             for (size_t r = r0, m; r < r1; r += m) {
                 m = mh_drv_block_len(per, mr, r - r0);

@@ -15,7 +15,7 @@
 /* `rows` rows of row_bytes bytes, stride bytes apart from first, as a fetch into L2 (rows the
  * worker writes too: a line it holds alone takes a write without another request). */
 static mh_fetch fetch_run(const void* first, size_t rows, size_t row_bytes, ptrdiff_t stride) {
-    const mh_fetch f = {.p = first, .row_bytes = row_bytes, .stride = stride, .rows = rows, .l2 = 1};
+    const mh_fetch f = {.p = first, .row_bytes = row_bytes, .stride = stride, .rows = rows, .how = MH_FETCH_L2};
     return f;
 }
 

@@ -100,9 +100,9 @@ typedef struct mh_rows {
  * the kernels may read all NR columns of a panel row but write only n <= NR. m <= MR.
  *   gemm:     c[r * ldc + j] = sum_kk a[r * lda + kk] * panel[kk * NR + j] + (bias ? bias[j] : 0)
  *   gemm_acc: c[r * ldc + j] = alpha[r] * c[r * ldc + j] + sum_kk a[r * lda + kk] * panel[kk * NR + j]
- *   fetch (NULL: none): lines the kernel requests (prefetches) for its caller as it goes, one
- *   every MH_FETCH_EVERY values of kk (the bf16 kernels: one per k-pair), advancing *fetch
- *   (kernels/fetch.h); the results do not depend on it.
+ *   fetch (NULL: none): lines the kernel requests (prefetches) for its caller as it goes,
+ *   one every MH_FETCH_EVERY values of kk (every value under MH_FETCH_DENSE; the bf16 kernels:
+ *   one per k-pair, dense or not), advancing *fetch (kernels/fetch.h); the results do not depend on it.
  *
  * ---- packing K/V tiles (mh_rows of any storage dtype) into f32 panels of gemm_nr columns;
  * values are widened exactly, int8 ones then multiplied by their row's scale (scale * q).

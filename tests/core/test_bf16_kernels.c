@@ -170,10 +170,11 @@ static void test_gemm(size_t m, size_t n, size_t k, int acc) {
     memcpy(c2, c, sizeof c);
     if (acc) K->gemm_acc_bf16(m, n, k, a, lda, panel, alpha, c, ldc, NULL);
     else K->gemm_bf16(m, n, k, a, lda, panel, c, ldc, NULL);
-    /* with a fetch: the same bits, and the fetch one line on per k-pair */
+    /* with a fetch: the same bits, and the fetch one line on per k-pair (dense or not) */
     static char lines[64 * FETCH_STRIDE];
     const size_t rows = k > 40 ? 4 : 64;
     mh_fetch f = test_fetch(lines, rows);
+    f.how |= k % 2 ? MH_FETCH_DENSE : 0;
     if (acc) K->gemm_acc_bf16(m, n, k, a, lda, panel, alpha, c2, ldc, &f);
     else K->gemm_bf16(m, n, k, a, lda, panel, c2, ldc, &f);
     const int fetch_ok = memcmp(c, c2, sizeof c) == 0 && fetch_advanced(&f, lines, rows, (k + 1) / 2);

@@ -15,7 +15,8 @@
  *    contents that must not matter, nothing written past cols / dv;
  *  - gemm / gemm_acc: with and without a bias / the rescale-and-accumulate epilogue, against
  *    double; write nothing outside the m x n corner; with a fetch, the same bits, and the
- *    fetch advanced by one line per MH_FETCH_EVERY values of k (to its end, not past it);
+ *    fetch advanced by one line per MH_FETCH_EVERY values of k, or per value of k with
+ *    MH_FETCH_DENSE (to its end, not past it);
  *  - scale_row: x * a bitwise (one product per element), in place, nothing past n;
  *  - add_row: y + x bitwise (one sum per element), nothing past n;
  *  - v_nonfinite: 0 on finite blocks; 1 for a NaN, +inf or -inf (int8: in a row's scale) at
@@ -289,16 +290,23 @@ static void gemm_case(int acc_mode, int with_bias, size_t m, size_t n, size_t k)
     snprintf(what, sizeof what, "%s m %zu n %zu k %zu bias %d", acc_mode ? "gemm_acc" : "gemm", m, n, k, with_bias);
     check_close(what, c, want, m * ldc, 4 * FLT_EPSILON * (double)(k + 2), INFINITY);
     /* with a fetch (of fewer lines than the call requests, when k is large): the same bits,
-     * and the fetch one line on per MH_FETCH_EVERY values of kk */
+     * and the fetch one line on per MH_FETCH_EVERY values of kk, or per value when dense */
     static char lines[64 * FETCH_STRIDE];
     const size_t rows = k > 40 ? 4 : 64;
-    mh_fetch f = test_fetch(lines, rows);
-    if (acc_mode) K->gemm_acc(m, n, k, a, lda, panel, alpha, c2, ldc, &f);
-    else K->gemm(m, n, k, a, lda, panel, with_bias ? bias : NULL, c2, ldc, &f);
-    snprintf(what, sizeof what, "%s m %zu n %zu k %zu bias %d: a fetch changes no bit and advances by k / %d",
-             acc_mode ? "gemm_acc" : "gemm", m, n, k, with_bias, MH_FETCH_EVERY);
-    check_true(what, memcmp(c, c2, sizeof(float) * m * ldc) == 0 &&
-                         fetch_advanced(&f, lines, rows, (k + MH_FETCH_EVERY - 1) / MH_FETCH_EVERY));
+    for (int dense = 0; dense < 2; dense++) {
+        float* c3 = malloc(sizeof(float) * m * ldc);
+        memcpy(c3, c2, sizeof(float) * m * ldc);
+        mh_fetch f = test_fetch(lines, rows);
+        if (dense) f.how |= MH_FETCH_DENSE;
+        if (acc_mode) K->gemm_acc(m, n, k, a, lda, panel, alpha, c3, ldc, &f);
+        else K->gemm(m, n, k, a, lda, panel, with_bias ? bias : NULL, c3, ldc, &f);
+        const size_t every = dense ? 1 : MH_FETCH_EVERY;
+        snprintf(what, sizeof what, "%s m %zu n %zu k %zu bias %d: a fetch changes no bit and advances by k / %zu",
+                 acc_mode ? "gemm_acc" : "gemm", m, n, k, with_bias, every);
+        check_true(what, memcmp(c, c3, sizeof(float) * m * ldc) == 0 &&
+                             fetch_advanced(&f, lines, rows, (k + every - 1) / every));
+        free(c3);
+    }
     free(a), free(panel), free(c), free(c2), free(bias), free(want);
 }
 

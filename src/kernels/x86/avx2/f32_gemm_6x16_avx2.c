@@ -32,12 +32,17 @@ MH_INLINE void kernel(const int M, const int ACC, size_t n, size_t k, const floa
         c##r##0 = _mm256_fmadd_ps(ar, b0, c##r##0);                        \
         c##r##1 = _mm256_fmadd_ps(ar, b1, c##r##1);                        \
     }
-    mh_fetch f = mh_fetch_begin(fetch);
-    for (size_t kk = 0; kk < k; kk++) {
-        mh_fetch_step(&f, kk);
-        const __m256 b0 = _mm256_loadu_ps(panel + kk * NR), b1 = _mm256_loadu_ps(panel + kk * NR + 8);
-        MH_ROW_FMA(0) MH_ROW_FMA(1) MH_ROW_FMA(2) MH_ROW_FMA(3) MH_ROW_FMA(4) MH_ROW_FMA(5)
+    /* the reduction, a line of the fetch every `every` steps: one copy per rate (fetch.h) */
+#define MH_REDUCE(every)                                                                                   \
+    for (size_t kk = 0; kk < k; kk++) {                                                                    \
+        mh_fetch_step_every(&f, kk, every);                                                                \
+        const __m256 b0 = _mm256_loadu_ps(panel + kk * NR), b1 = _mm256_loadu_ps(panel + kk * NR + 8);     \
+        MH_ROW_FMA(0) MH_ROW_FMA(1) MH_ROW_FMA(2) MH_ROW_FMA(3) MH_ROW_FMA(4) MH_ROW_FMA(5)                \
     }
+    mh_fetch f = mh_fetch_begin(fetch);
+    if (mh_fetch_dense(&f)) MH_REDUCE(1)
+    else MH_REDUCE(MH_FETCH_EVERY)
+#undef MH_REDUCE
 #undef MH_ROW_FMA
     mh_fetch_end(fetch, &f);
 

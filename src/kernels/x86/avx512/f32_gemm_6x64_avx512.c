@@ -8,13 +8,11 @@
 #include "kernels/kernel_protos.h"
 #include "kernels/x86/avx512/gemm_store_avx512.h"
 
-MH_INLINE void accumulate(const int M, const int W, size_t k, const float* a, size_t lda, const float* panel,
-                          mh_fetch* fetch, __m512 acc[MR][NV]) {
-    MH_UNROLL(MR) for (int r = 0; r < M; r++)
-        MH_UNROLL(NV) for (int v = 0; v < W; v++) acc[r][v] = _mm512_setzero_ps();
-    mh_fetch f = mh_fetch_begin(fetch);
+/* The reduction with a line of the fetch requested every `every` steps (a constant). */
+MH_INLINE void reduce(const int M, const int W, const size_t every, size_t k, const float* a, size_t lda,
+                      const float* panel, mh_fetch* f, __m512 acc[MR][NV]) {
     for (size_t kk = 0; kk < k; kk++) {
-        mh_fetch_step(&f, kk);
+        mh_fetch_step_every(f, kk, every);
         const float* b = panel + kk * NR;
         __m512 bv[NV];
         MH_UNROLL(NV) for (int v = 0; v < W; v++) bv[v] = _mm512_loadu_ps(b + v * 16);
@@ -23,6 +21,15 @@ MH_INLINE void accumulate(const int M, const int W, size_t k, const float* a, si
             MH_UNROLL(NV) for (int v = 0; v < W; v++) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
         }
     }
+}
+
+MH_INLINE void accumulate(const int M, const int W, size_t k, const float* a, size_t lda, const float* panel,
+                          mh_fetch* fetch, __m512 acc[MR][NV]) {
+    MH_UNROLL(MR) for (int r = 0; r < M; r++)
+        MH_UNROLL(NV) for (int v = 0; v < W; v++) acc[r][v] = _mm512_setzero_ps();
+    mh_fetch f = mh_fetch_begin(fetch);
+    if (mh_fetch_dense(&f)) reduce(M, W, 1, k, a, lda, panel, &f, acc);
+    else reduce(M, W, MH_FETCH_EVERY, k, a, lda, panel, &f, acc);
     mh_fetch_end(fetch, &f);
 }
 
