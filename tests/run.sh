@@ -106,11 +106,11 @@ mkdir -p build
 run_suite gcc "" -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
 if ((!fast)); then
   run_suite clang "" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
-  # Not the cases under the other decode prefetch rules (NAME.<isa>_pfl1, _pfall): the rules
+  # Not the cases under the other decode prefetch rules (NAME.<isa>_pfl1, _pfall, _pfturn): the rules
   # differ only in prefetch instructions, which the sanitizers do not see, so those runs would
   # repeat the default rule's accesses (40 s of this stage's test time); the gcc and clang
   # stages run every rule.
-  run_suite asan-ubsan '_pf(l1|all)$' -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
+  run_suite asan-ubsan '_pf(l1|all|turn)$' -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
     "-DCMAKE_C_FLAGS=-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
     "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" \
     "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined"

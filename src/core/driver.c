@@ -342,6 +342,14 @@ static int pipelined(const mh_drv_stage* st, const mh_drv_task* t) {
     return t->direct_qk && t->direct_pv && !st->bias && !st->v_per_head && t->rows < st->k->attn_direct_rows;
 }
 
+/* Whether a pipelined decode's turns prefetch each other's rows (MH_PREFETCH_TURN,
+ * kernels/decode_prefetch.h): K and V rows alike (dtype, ld, width) and a turn of K rows
+ * spanning MH_TURN_PREFETCH_BYTES or more. */
+static int turns_prefetch(const mh_drv_stage* st, const mh_rows* ks, const mh_rows* vs) {
+    return ks->prefetch == MH_PREFETCH_TURN && ks->dtype == vs->dtype && ks->ld == vs->ld && st->dqk == st->dv &&
+           PIPE_KEYS * st->dqk * mh_dtype_size(ks->dtype) >= MH_TURN_PREFETCH_BYTES;
+}
+
 /* attend on the direct kernels (decode): each tile's P.V runs one tile late, in turns of
  * PIPE_KEYS keys with the next tile's Q.K^T, so K and V stream from memory together instead
  * of in alternate phases of a whole tile each (f16 decode at 32K keys, Zen 4: MHA, the kernels
@@ -349,7 +357,8 @@ static int pipelined(const mh_drv_stage* st, const mh_drv_task* t) {
  * phases, 7.0 ms in turns; docs/kernels.md, "Decode kernels"). A tile whose
  * rows keep different key counts (mh_score_tile_partial) gets its whole P.V from
  * accumulate_pv before the next tile. The arithmetic is the unpipelined one's: a tile's first
- * turn of P.V rescales o by its alpha, the later turns by 1, which is exact. */
+ * turn of P.V rescales o by its alpha, the later turns by 1, which is exact. Under
+ * MH_PREFETCH_TURN each turn's kernel names the other stream's next turn in mh_rows.next. */
 static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64_t j_lo, int64_t j_hi,
                              mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
@@ -366,16 +375,19 @@ static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64
         }
         const mh_rows ks = mh_drv_kv_rows(st, 0, (size_t)t->b, (size_t)t->s, j0);
         const mh_rows vs = mh_drv_kv_rows(st, 1, (size_t)t->b, (size_t)t->s, pnc ? pj0 : j0);
+        const int across = turns_prefetch(st, &ks, &vs);
         for (size_t c0 = 0; c0 < nc || c0 < pnc; c0 += PIPE_KEYS) {
             if (c0 < nc) { /* bf16 compute on other storage: the turn's rows rounded (driver_bf16.h) */
                 const size_t n = mh_min_size(PIPE_KEYS, nc - c0);
-                const mh_rows kc = rows_from(ks, c0);
+                mh_rows kc = rows_from(ks, c0);
+                if (across && c0 < pnc) kc.next = rows_from(vs, c0).data; /* this turn's P.V */
                 mh_rows view;
                 k->qk_direct(rows, n, dqk, sc->q, dqk, mh_drv_bf16_rows(st, &kc, n, dqk, sc->kt, &view), cur.s + c0, tk);
             }
             if (c0 < pnc) {
                 const size_t n = mh_min_size(PIPE_KEYS, pnc - c0);
-                const mh_rows vc = rows_from(vs, c0);
+                mh_rows vc = rows_from(vs, c0);
+                if (across && c0 + PIPE_KEYS < nc) vc.next = rows_from(ks, c0 + PIPE_KEYS).data; /* the next Q.K^T */
                 mh_rows view;
                 k->pv_direct(rows, n, dv, prev.s + c0, tk, mh_drv_bf16_rows(st, &vc, n, dv, sc->vt, &view),
                              c0 ? sc->ones : prev.alpha, sc->o, dv);

@@ -172,8 +172,11 @@ mh_prefetch_rule mh_cpu_decode_prefetch(void) {
     if (env && strcasecmp(env, "l2") == 0) return MH_PREFETCH_L2;
     if (env && strcasecmp(env, "l1") == 0) return MH_PREFETCH_L1;
     if (env && strcasecmp(env, "all") == 0) return MH_PREFETCH_ALL;
+    if (env && strcasecmp(env, "turn") == 0) return MH_PREFETCH_TURN;
     if (x86_is_intel()) return MH_PREFETCH_ALL;
-    return x86_is_amd_from(0x1a) ? MH_PREFETCH_L1 : MH_PREFETCH_L2;
+    if (x86_is_amd_from(0x1a)) return MH_PREFETCH_L1;
+    /* family 0x19 is Zen 3 and Zen 4; Zen 4 has AVX-512, Zen 3 not */
+    return x86_is_amd_from(0x19) && !cpu_has_avx512() ? MH_PREFETCH_TURN : MH_PREFETCH_L2;
 }
 
 size_t mh_cpu_l1d_bytes(void) {

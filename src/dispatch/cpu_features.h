@@ -28,8 +28,9 @@ mh_bf16_gemm mh_cpu_bf16_gemm(void);
 
 /* How the decode kernels prefetch near K/V rows on this CPU (kernels.h, mh_prefetch_rule;
  * the measurements behind each: kernels/decode_prefetch.h): the environment's
- * MH_DECODE_PREFETCH ("l2", "l1" or "all"; otherwise the CPU's choice), else ALL on Intel,
- * L1 on AMD from Zen 5 (family 0x1A) and L2 elsewhere. Read once, at table init. */
+ * MH_DECODE_PREFETCH ("l2", "l1", "all" or "turn"; otherwise the CPU's choice), else ALL on
+ * Intel, L1 on AMD from Zen 5 (family 0x1A), TURN on Zen 3 (family 0x19 without AVX-512) and
+ * L2 elsewhere. Read once, at table init. */
 mh_prefetch_rule mh_cpu_decode_prefetch(void);
 
 /* The L1 data cache of a core in bytes (sysconf; MH_CPU_L1D_DEFAULT where it says nothing, as

@@ -18,6 +18,16 @@
  *    one), and GQA-8 at 32K keys, 1 thread, alternated over 3 rounds, took 0.70x the time of
  *    the L2 rule with f16 K/V, 0.76x f32, 0.89x int8, 0.71x with three rows per K/V head (an
  *    earlier comparison of 8, 16, 24 and 32 keys ahead into L1: 0.85/0.80/0.88/1.02x, f16);
+ *  - AMD Zen 3 (TURN: the L2 rule, and on top) takes turns of K and V badly: two streams
+ *    read in alternate runs of 4 KiB or more at 13-15 GB/s against 19-21 GB/s in runs of
+ *    1 KiB (a widen-and-FMA loop over f16, 1 thread): its hardware prefetchers follow only
+ *    the stream being read. In a pipelined decode (core/driver.c, turns of PIPE_KEYS keys)
+ *    whose turns span MH_TURN_PREFETCH_BYTES or more of K, each kernel prefetches the other
+ *    stream's next turn (Q.K^T the V rows P.V reads next, P.V the next turn's K rows) into
+ *    L2, row c with its own row c, for every row count, instead of its own stream ahead: f16
+ *    decode at 32K keys, 128 dims, MHA 0.83-0.84x the time, two or four query rows per K/V
+ *    row 0.74-0.77x, f32 0.75-0.95x; on turns of 2 KiB (64 dims) the same prefetch cost
+ *    GQA-8 1.06x, hence the threshold (docs/kernels.md, "Decode kernels");
  *  - row sets read in turn tile by tile (mh_rows.interleaved: CollabHead's 16 per-head V
  *    streams) outnumber the streams the hardware follows: near rows are prefetched into L2 as
  *    grouped heads' are on Zen 4, on every CPU;
@@ -43,6 +53,7 @@
 #define MH_NEAR_PREFETCH_KEYS_L1 16 /* the L1 rule's distance (Zen 5) */
 #define MH_NEAR_PREFETCH_ROWS 3    /* query rows from which near rows are prefetched */
 #define MH_HEADS_PREFETCH_BYTES 8192 /* the kernels across heads' distance, in address order */
+#define MH_TURN_PREFETCH_BYTES 4096 /* the least turn of K rows the TURN rule prefetches across */
 
 /* Every cache line of bytes [0, bytes) from p into L2, the level of the rules above (also the
  * driver's prefetch of a packed decode's next tile). */
@@ -62,7 +73,7 @@ static inline __attribute__((always_inline)) void mh_prefetch_l1(const void* p, 
 static inline __attribute__((always_inline)) void mh_decode_prefetch(const mh_rows* x, mh_dtype dtype, size_t c,
                                                                      size_t row_elems, size_t rows) {
     const size_t bytes = row_elems * mh_dtype_size(dtype);
-    if (x->ld != (ptrdiff_t)row_elems) { /* far rows */
+    if (x->next || x->ld != (ptrdiff_t)row_elems) { /* far rows, or TURN's other stream */
         mh_prefetch_l2(x->next ? mh_dtype_at(x->next, dtype, (ptrdiff_t)c * x->ld)
                                : mh_dtype_at(x->data, dtype, (ptrdiff_t)(c + MH_FAR_PREFETCH_KEYS) * x->ld),
                        bytes);

@@ -68,8 +68,11 @@ typedef enum mh_prefetch_rule {
     MH_PREFETCH_L2 = 0, /* grouped heads' rows (3+ query rows per K/V row), 48 keys ahead into
                            L2: AMD Zen 4 and CPUs the library does not know */
     MH_PREFETCH_L1 = 1, /* grouped heads' rows 16 keys ahead into L1: AMD Zen 5 */
-    MH_PREFETCH_ALL = 2 /* every stream's, lone ones too, 48 keys ahead into L2: Intel, whose
-                           L2 streamer stops at every 4 KiB page */
+    MH_PREFETCH_ALL = 2, /* every stream's, lone ones too, 48 keys ahead into L2: Intel, whose
+                            L2 streamer stops at every 4 KiB page */
+    MH_PREFETCH_TURN = 3 /* as L2, except in a pipelined decode's turns of MH_TURN_PREFETCH_BYTES
+                            or more: each kernel then prefetches the other stream's next turn
+                            (mh_rows.next), every stream's, into L2: AMD Zen 3 */
 } mh_prefetch_rule;
 
 /* Rows of a K or V tile as the kernels read them: row c (0 <= c < cols) holds its elements
@@ -84,10 +87,12 @@ typedef struct mh_rows {
     int interleaved;     /* 1: one of several row sets the caller reads in turn, tile by tile
                             (CollabHead's per-head V): the decode kernels prefetch it
                             (kernels/decode_prefetch.h); 0: read alone */
-    const void* next;    /* far-apart rows only: the first row of a set the caller reads
-                            later (same ld and dtype; in a token-major decode, the tile
-                            MH_FAR_PREFETCH_STREAMS heads on), whose row c the kernels prefetch
-                            while reading row c here; NULL: row c + one key tile of this set */
+    const void* next;    /* the first row of a set the caller reads later (same ld, dtype and
+                            row length), whose row c the kernels prefetch while reading row c
+                            here. Far-apart rows: in a token-major decode, the tile
+                            MH_FAR_PREFETCH_STREAMS heads on (NULL: row c + one key tile of
+                            this set). Near rows: under MH_PREFETCH_TURN, the other stream's
+                            next turn in a pipelined decode (NULL: the rule's usual prefetch) */
     mh_prefetch_rule prefetch; /* the table's decode_prefetch, set by the driver */
 } mh_rows;
 
