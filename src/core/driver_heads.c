@@ -15,15 +15,20 @@
 #include "core/driver_bf16.h"
 #include "util/checked.h"
 
-/* Every stream's query row (Q.K^T) or output sums (P.V) and its row of the tile's scores,
- * which the kernels across heads cycle through beside the stream of K or V rows, fit in 5/8
- * of the L1; past that the stream evicts them and the order loses to per-head tiles. MHA f16
+/* Whether the CPU's rule takes the kernels across heads for this stage's heads. The kernels
+ * cycle through every stream's query row (Q.K^T) or output sums (P.V) and its row of the
+ * tile's scores beside the stream of K or V rows. Under MH_HEADS_L1 they must fit in 5/8 of
+ * the L1, past which the stream evicts them and the order loses to per-head tiles: MHA f16
  * decode token-major at 32K keys, 128 dims, Zen 5 (48 KiB L1), the order against per-head
  * tiles: 32 heads (24 KiB of rows, 1/2 of the L1) 0.71x the time, 40 (5/8) 0.90x, 48 (3/4)
  * 1.00x, 64 (1) 1.17x; on Zen 4 (32 KiB), 32 heads are 3/4 of it, and a prototype of the order
  * streamed at 13-17 GB/s over them, 31 GB/s over 16 heads' (docs/kernels.md, "Decode
- * kernels"). */
-static int heads_fit_l1(const mh_drv_stage* st) {
+ * kernels"). Zen 3 (32 KiB L1) takes them at any head count (MH_HEADS_ANY): there the per-head
+ * tiles read far rows so slowly (MHA f16 at 32K keys: 1.8x the head-major time) that the order
+ * across heads, past the L1 or not, took 0.65x their time at 32 heads of 128 dims (24 KiB of
+ * rows, 3/4 of the L1), 0.72x at 40 and 48, 0.69x at 64 and 128 (96 KiB) heads. */
+static int heads_take(const mh_drv_stage* st) {
+    if (st->k->decode_heads == MH_HEADS_ANY) return 1;
     size_t row = 0, bytes = 0;
     return mh_add_size(st->dqk > st->dv ? st->dqk : st->dv, st->tk, &row) &&
            mh_mul3_size((size_t)st->streams, row, sizeof(float), &bytes) && bytes <= st->k->l1d_bytes / 8 * 5;
@@ -32,7 +37,7 @@ static int heads_fit_l1(const mh_drv_stage* st) {
 int mh_drv_heads_ready(const mh_drv_call* c, const mh_drv_scratch* sc) {
     const mh_drv_stage* st = &c->st;
     const size_t n_s = (size_t)st->streams;
-    if (!sc->q_heads || st->bias || st->v_per_head || mh_drv_bf16(st) || !heads_fit_l1(st)) return 0;
+    if (!sc->q_heads || st->bias || st->v_per_head || mh_drv_bf16(st) || !heads_take(st)) return 0;
     for (size_t s = 0; s < n_s; s++) {
         const struct mh_drv_lane* ln = &sc->lanes[s];
         if (!ln->t.active || ln->t.rows != 1 || !ln->t.direct_qk || !ln->t.direct_pv || ln->lo != sc->lanes[0].lo ||

@@ -179,6 +179,13 @@ mh_prefetch_rule mh_cpu_decode_prefetch(void) {
     return x86_is_amd_from(0x19) && !cpu_has_avx512() ? MH_PREFETCH_TURN : MH_PREFETCH_L2;
 }
 
+mh_heads_rule mh_cpu_decode_heads(void) {
+    const char* env = getenv("MH_DECODE_HEADS");
+    if (env && strcasecmp(env, "l1") == 0) return MH_HEADS_L1;
+    if (env && strcasecmp(env, "any") == 0) return MH_HEADS_ANY;
+    return x86_is_amd_from(0x19) && !cpu_has_avx512() ? MH_HEADS_ANY : MH_HEADS_L1;
+}
+
 size_t mh_cpu_l1d_bytes(void) {
     const long bytes = sysconf(_SC_LEVEL1_DCACHE_SIZE);
     return bytes > 0 ? (size_t)bytes : MH_CPU_L1D_DEFAULT;

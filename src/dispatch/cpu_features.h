@@ -33,6 +33,12 @@ mh_bf16_gemm mh_cpu_bf16_gemm(void);
  * L2 elsewhere. Read once, at table init. */
 mh_prefetch_rule mh_cpu_decode_prefetch(void);
 
+/* Which MHA decodes on far-apart rows run on the kernels across heads (kernels.h,
+ * mh_heads_rule; the measurements behind each: core/driver_heads.c): the environment's
+ * MH_DECODE_HEADS ("l1" or "any"; otherwise the CPU's choice), else ANY on Zen 3 (AMD family
+ * 0x19 without AVX-512) and L1 elsewhere. Read once, at table init. */
+mh_heads_rule mh_cpu_decode_heads(void);
+
 /* The L1 data cache of a core in bytes (sysconf; MH_CPU_L1D_DEFAULT where it says nothing, as
  * under qemu-user). */
 #define MH_CPU_L1D_DEFAULT ((size_t)32 << 10)

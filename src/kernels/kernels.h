@@ -75,6 +75,16 @@ typedef enum mh_prefetch_rule {
                             (mh_rows.next), every stream's, into L2: AMD Zen 3 */
 } mh_prefetch_rule;
 
+/* Which MHA decodes on far-apart K/V rows (an engine's token-major cache) run on the kernels
+ * across heads, key by key through every head, rather than on per-head tiles
+ * (core/driver_heads.c), a property of the CPU's prefetchers (mh_cpu_decode_heads): */
+typedef enum mh_heads_rule {
+    MH_HEADS_L1 = 0, /* those whose heads' query and score rows fit 5/8 of the L1: AMD Zen 5,
+                        and the CPUs where the rule is not measured */
+    MH_HEADS_ANY = 1 /* every one: AMD Zen 3, whose per-head tiles read far rows slower than
+                        the kernels across heads at any head count measured (16 to 128) */
+} mh_heads_rule;
+
 /* Rows of a K or V tile as the kernels read them: row c (0 <= c < cols) holds its elements
  * at data + c * ld (elements of dtype); an MH_DTYPE_I8 row's values are
  * scale[c * ld_scale] * (int8_t)q. */
@@ -215,9 +225,11 @@ typedef struct mh_kernels {
     /* The x86 decode kernels' prefetch of near rows on this CPU (mh_rows.prefetch,
      * mh_cpu_decode_prefetch); the other ISAs' kernels issue none. */
     mh_prefetch_rule decode_prefetch;
-    /* The CPU's L1 data cache in bytes (mh_cpu_l1d_bytes): whether a decode's query and
-     * score rows stay in it beside a stream decides its order (core/driver_heads.c). */
+    /* The CPU's L1 data cache in bytes (mh_cpu_l1d_bytes) and its rule for the decode's
+     * order on far rows (mh_cpu_decode_heads): under MH_HEADS_L1, whether the decode's query
+     * and score rows stay in the L1 beside a stream decides that order (core/driver_heads.c). */
     size_t l1d_bytes;
+    mh_heads_rule decode_heads;
 } mh_kernels;
 
 /* Rows of the GEMM blocks a caller computing in `compute` hands the table's GEMMs. */

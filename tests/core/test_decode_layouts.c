@@ -7,9 +7,10 @@
  * is the same either way, so the outputs must be bitwise equal, for every K/V dtype, MHA and
  * GQA groupings, split-KV lengths, causal masks with per-sequence key lengths, and 1 or 2
  * threads; MHA with few heads (the driver's kernels across heads on a token-major cache) and
- * with 64 of 128 dims (its per-head tiles there, past the L1 rule). The head-major result is
- * also checked against the double oracle (the bound of test_attention_oracle), so the
- * equality is not that of two equally wrong answers.
+ * with 64 of 128 dims (its per-head tiles there under the L1 rule, MH_DECODE_HEADS=l1; the
+ * kernels across heads under Zen 3's, any: tests/CMakeLists.txt runs both). The head-major
+ * result is also checked against the double oracle (the bound of test_attention_oracle), so
+ * the equality is not that of two equally wrong answers.
  */
 #include <float.h>
 #include <stdint.h>
@@ -117,8 +118,9 @@ int main(void) {
             one_case(&r, dts[di], 1, 1, M, 16, 2, 64, 1);
             one_case(&r, dts[di], 2, 1, M, 16, 1, 40, 1); /* two key lengths: a partial last tile */
             /* MHA whose heads' query and score rows (64 x 192 floats, 48 KiB) outgrow the L1's
-             * 5/8: the per-head schedule of a token-major cache, where the small heads above take
-             * the kernels across heads (core/driver_heads.c) */
+             * 5/8: under the L1 rule the per-head schedule of a token-major cache, where the
+             * small heads above take the kernels across heads (core/driver_heads.c); under the
+             * rule any, those kernels too */
             if (li == 0) one_case(&r, dts[di], 1, 1, M, 64, 64, 128, 0);
         }
     mh_context_destroy(ctx1);
