@@ -82,7 +82,7 @@ typedef enum mh_heads_rule {
     MH_HEADS_L1 = 0, /* those whose heads' query and score rows fit 5/8 of the L1: AMD Zen 5,
                         and the CPUs where the rule is not measured */
     MH_HEADS_ANY = 1 /* every one: AMD Zen 3, whose per-head tiles read far rows slower than
-                        the kernels across heads at any head count measured (16 to 128) */
+                        the kernels across heads at any head count measured (32 to 128) */
 } mh_heads_rule;
 
 /* Rows of a K or V tile as the kernels read them: row c (0 <= c < cols) holds its elements
