@@ -167,6 +167,10 @@ int mh_cpu_has_bf16(mh_isa isa) {
     return g_has_bf16[isa];
 }
 
+/* AMD Zen 3, whose decode rules are its own: family 0x19 (Zen 3 and Zen 4) without AVX-512,
+ * which Zen 4 has. */
+static int amd_is_zen3(void) { return x86_is_amd_from(0x19) && !x86_is_amd_from(0x1a) && !cpu_has_avx512(); }
+
 mh_prefetch_rule mh_cpu_decode_prefetch(void) {
     const char* env = getenv("MH_DECODE_PREFETCH");
     if (env && strcasecmp(env, "l2") == 0) return MH_PREFETCH_L2;
@@ -175,15 +179,14 @@ mh_prefetch_rule mh_cpu_decode_prefetch(void) {
     if (env && strcasecmp(env, "turn") == 0) return MH_PREFETCH_TURN;
     if (x86_is_intel()) return MH_PREFETCH_ALL;
     if (x86_is_amd_from(0x1a)) return MH_PREFETCH_L1;
-    /* family 0x19 is Zen 3 and Zen 4; Zen 4 has AVX-512, Zen 3 not */
-    return x86_is_amd_from(0x19) && !cpu_has_avx512() ? MH_PREFETCH_TURN : MH_PREFETCH_L2;
+    return amd_is_zen3() ? MH_PREFETCH_TURN : MH_PREFETCH_L2;
 }
 
 mh_heads_rule mh_cpu_decode_heads(void) {
     const char* env = getenv("MH_DECODE_HEADS");
     if (env && strcasecmp(env, "l1") == 0) return MH_HEADS_L1;
     if (env && strcasecmp(env, "any") == 0) return MH_HEADS_ANY;
-    return x86_is_amd_from(0x19) && !cpu_has_avx512() ? MH_HEADS_ANY : MH_HEADS_L1;
+    return amd_is_zen3() ? MH_HEADS_ANY : MH_HEADS_L1;
 }
 
 size_t mh_cpu_l1d_bytes(void) {
