@@ -88,11 +88,12 @@ void mh_drv_start_rows(const mh_drv_stage* st, const mh_drv_task* t, size_t rows
 
 /* ---- one-pass mode ---- */
 
-/* A stream tile a decode across streams reads after the current one: the target of the
- * direct kernels' far-row prefetch (mh_rows.next). */
+/* What the direct kernels of a decode across streams prefetch while they read a stream's tile
+ * (mh_rows.next and next_ld, far rows: kernels/decode_prefetch.h): K's and V's rows, NULL for
+ * none. */
 typedef struct next_tile {
-    const mh_drv_task* t;
-    int64_t j0;
+    const void *k, *v;
+    ptrdiff_t k_ld, v_ld; /* 0: the rows' own ld */
 } next_tile;
 
 /* A decode-shaped task that packs its tiles (many query rows on one K/V head: MQA) is bound
@@ -150,7 +151,7 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
     const mh_kernels* k = st->k;
     const size_t dqk = st->dqk, tk = st->tk, mr = mh_kernels_gemm_mr(k, st->compute), nr = k->gemm_nr, rows = t->rows;
     mh_rows ksrc = mh_drv_kv_rows(st, 0, (size_t)t->b, (size_t)t->s, j0);
-    if (nx) ksrc.next = mh_drv_kv_rows(st, 0, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
+    if (nx) ksrc.next = nx->k, ksrc.next_ld = nx->k_ld;
     if (t->direct_qk) { /* chunks the kernel takes; the K tile stays in cache */
         mh_rows view;
         const mh_rows* kd = mh_drv_bf16_rows(st, &ksrc, nc, dqk, sc->kt, &view);
@@ -290,8 +291,7 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
         const size_t head = st->v_per_head ? t->h0 + hv : (size_t)t->s;
         mh_rows vsrc = mh_drv_kv_rows(st, 1, (size_t)t->b, head, j0);
         vsrc.interleaved = n_v > 1;
-        if (nx && n_v == 1)
-            vsrc.next = mh_drv_kv_rows(st, 1, (size_t)nx->t->b, (size_t)nx->t->s, nx->j0).data;
+        if (nx && n_v == 1) vsrc.next = nx->v, vsrc.next_ld = nx->v_ld;
         if (t->direct_pv) {
             mh_rows view;
             const mh_rows* vd = mh_drv_bf16_rows(st, &vsrc, nc, dv, sc->vt, &view);
@@ -419,17 +419,59 @@ static void attend(const mh_drv_call* c, const mh_drv_task* t, int64_t j_lo, int
 
 /* The tile attend_across reads MH_FAR_PREFETCH_STREAMS tiles after stream s's at offset off
  * (streams in turn at off, then at off + tk, ...), or NULL past the last one. */
-static const next_tile* tile_ahead(const struct mh_drv_lane* lanes, size_t n_s, size_t s, int64_t off, size_t tk,
-                                   next_tile* nx) {
+static const next_tile* tile_ahead(const mh_drv_stage* st, const struct mh_drv_lane* lanes, size_t n_s, size_t s,
+                                   int64_t off, size_t tk, next_tile* nx) {
     size_t left = MH_FAR_PREFETCH_STREAMS;
     for (size_t i = s + 1; i < s + 1 + 2 * n_s; i++) { /* at most two rounds hold it */
         const struct mh_drv_lane* ln = &lanes[i % n_s];
         const int64_t j0 = ln->lo + off + (int64_t)(i / n_s) * (int64_t)tk;
         if (!ln->t.active || j0 >= ln->hi || --left) continue;
-        *nx = (next_tile){.t = &ln->t, .j0 = j0};
+        *nx = (next_tile){.k = mh_drv_kv_rows(st, 0, (size_t)ln->t.b, (size_t)ln->t.s, j0).data,
+                          .v = mh_drv_kv_rows(st, 1, (size_t)ln->t.b, (size_t)ln->t.s, j0).data};
         return nx;
     }
     return NULL;
+}
+
+/* Whether a decode across streams prefetches by region_ahead: K and V dense token-major (each
+ * token's row holds every stream's row, stream s at s rows in, as an engine's [token][KV
+ * heads][D] cache), every stream reading the same keys, and a key tile of all streams' K and V
+ * within twice the L2 (AMD's L3 keeps what the L2 evicts). Zen 3 (512 KiB L2), MHA f16 on the
+ * per-head tiles (MH_DECODE_HEADS=l1), 32K keys, against tile_ahead: tiles of 1 MiB 0.86x the
+ * time, 2 MiB 0.94x, 4 MiB 1.05x. */
+static int region_prefetch(const mh_drv_stage* st, const struct mh_drv_lane* lanes, size_t n_s) {
+    const ptrdiff_t dqk = (ptrdiff_t)st->dqk, dv = (ptrdiff_t)st->dv, n = (ptrdiff_t)n_s;
+    size_t bytes = 0;
+    if (st->v_per_head || st->key.stride_head != dqk || st->key.stride_token != n * dqk ||
+        st->value.stride_head != dv || st->value.stride_token != n * dv ||
+        !mh_mul3_size(st->tk, n_s, st->dqk * mh_dtype_size(st->k_dtype) + st->dv * mh_dtype_size(st->v_dtype), &bytes) ||
+        bytes / 2 > st->k->l2_bytes)
+        return 0;
+    for (size_t s = 0; s < n_s; s++)
+        if (!lanes[s].t.active || lanes[s].lo != lanes[0].lo || lanes[s].hi != lanes[0].hi) return 0;
+    return 1;
+}
+
+/* Under region_prefetch: the next key tile's K (and V) rows of every stream are one run of
+ * bytes, which stream s's kernels prefetch the s-th part of while they read its tile at offset
+ * off, as rows of their own length, one with each of theirs; the parts in turn cover the run in
+ * address order, and each is read a tile after its request. NULL past the last tile, or past
+ * the run's end. tile_ahead asks for rows of a few hundred bytes kilobytes apart instead; this
+ * order took 0.76x its time on the kernels alone and 0.87-0.89x through the core API (GQA-8 f16
+ * at 32K keys, Zen 3; docs/kernels.md, "Token-major caches: the next tile in address order"). */
+static const next_tile* region_ahead(const mh_drv_stage* st, const struct mh_drv_lane* ln, size_t n_s, size_t s,
+                                     int64_t off, size_t tk, next_tile* nx) {
+    const int64_t j = ln->lo + off + (int64_t)tk; /* the next tile's first key */
+    if (j >= ln->hi) return NULL;
+    const size_t nc = tk, next_nc = mh_min_size(tk, (size_t)(ln->hi - j)); /* this tile is whole */
+    if (s * nc >= next_nc * n_s) return NULL;
+    const size_t at = s * nc; /* rows of a stream's length before part s */
+    *nx = (next_tile){
+        .k = mh_dtype_at(mh_drv_kv_rows(st, 0, (size_t)ln->t.b, 0, j).data, st->k_dtype, (ptrdiff_t)(at * st->dqk)),
+        .v = mh_dtype_at(mh_drv_kv_rows(st, 1, (size_t)ln->t.b, 0, j).data, st->v_dtype, (ptrdiff_t)(at * st->dv)),
+        .k_ld = (ptrdiff_t)st->dqk,
+        .v_ld = (ptrdiff_t)st->dv};
+    return nx;
 }
 
 /* Decode on K/V rows far apart (an engine's token-major cache): chunk ci of every stream of
@@ -450,6 +492,7 @@ void mh_drv_attend_across(const mh_drv_call* c, size_t b, size_t ci, mh_drv_scra
         empty_rows(st, ln->t.rows, part, part + ln->t.rows, part + 2 * ln->t.rows);
     }
     const int heads = mh_drv_heads_ready(c, sc); /* one row per stream: key by key across them */
+    const int region = region_prefetch(st, sc->lanes, n_s);
     if (heads) mh_drv_heads_start(c, sc);
     mh_drv_scratch v = *sc;
     for (int64_t off = 0, more = 1; more; off += (int64_t)tk) {
@@ -469,7 +512,9 @@ void mh_drv_attend_across(const mh_drv_call* c, size_t b, size_t ci, mh_drv_scra
             if (heads) v.q = sc->q_heads + s * st->dqk, v.m = sc->m_heads + s, v.l = sc->l_heads + s;
             else mh_drv_load_q(st, &ln->t, &v);
             next_tile nx;
-            attend_tile(st, &ln->t, j0, mh_min_size(tk, (size_t)(ln->hi - j0)), tile_ahead(sc->lanes, n_s, s, off, tk, &nx), &v);
+            const next_tile* ahead = region ? region_ahead(st, &sc->lanes[0], n_s, s, off, tk, &nx)
+                                            : tile_ahead(st, sc->lanes, n_s, s, off, tk, &nx);
+            attend_tile(st, &ln->t, j0, mh_min_size(tk, (size_t)(ln->hi - j0)), ahead, &v);
         }
     }
     if (heads) mh_drv_heads_end(c, b, ci, sc);

@@ -194,6 +194,11 @@ size_t mh_cpu_l1d_bytes(void) {
     return bytes > 0 ? (size_t)bytes : MH_CPU_L1D_DEFAULT;
 }
 
+size_t mh_cpu_l2_bytes(void) {
+    const long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return bytes > 0 ? (size_t)bytes : MH_CPU_L2_DEFAULT;
+}
+
 mh_bf16_gemm mh_cpu_bf16_gemm(void) {
     const char* env = getenv("MH_BF16_GEMM");
     if (env && strcasecmp(env, "fma") == 0) return MH_BF16_GEMM_FMA;

@@ -48,6 +48,7 @@ static void init_tables(void) {
             g_init[i](&g_tables[i]);
             if (!g_tables[i].gemm_mr_bf16) g_tables[i].gemm_mr_bf16 = g_tables[i].gemm_mr;
             g_tables[i].l1d_bytes = mh_cpu_l1d_bytes();
+            g_tables[i].l2_bytes = mh_cpu_l2_bytes();
             g_tables[i].decode_heads = mh_cpu_decode_heads();
         }
 }

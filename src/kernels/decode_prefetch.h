@@ -34,11 +34,13 @@
  *  - rows kilobytes apart (an engine's token-major cache) get no hardware prefetch across
  *    pages. The driver then reads every head's tile in turn and names, in x->next, the tile
  *    MH_FAR_PREFETCH_STREAMS heads later, whose row c is fetched into L2 with row c here
- *    (some 100 KiB of traffic ahead); without x->next, the row MH_FAR_PREFETCH_KEYS keys
- *    ahead. The same head's next tile would be read only after every other head's: a
- *    megabyte later with 32 heads of 128 f16 dims, the size of Zen 4's L2 (MHA f16 at 4K keys,
- *    token-major, Zen 4: 3.7 ms with it, 3.1 ms four heads ahead; the next head's tile, whose
- *    lines sit next to the ones being read, 4.5 ms).
+ *    (some 100 KiB of traffic ahead), or on a dense cache a run of the next key tile's bytes
+ *    (x->next_ld: rows of this row's length), so that every head's rows of that tile are
+ *    requested in address order (core/driver.c, region_ahead); without x->next, the row
+ *    MH_FAR_PREFETCH_KEYS keys ahead. The same head's next tile would be read only after
+ *    every other head's: a megabyte later with 32 heads of 128 f16 dims, the size of Zen 4's
+ *    L2 (MHA f16 at 4K keys, token-major, Zen 4: 3.7 ms with it, 3.1 ms four heads ahead; the
+ *    next head's tile, whose lines sit next to the ones being read, 4.5 ms).
  * Plain C (a GCC/Clang builtin): included by ISA-flagged kernel sources. A prefetch never
  * faults, so rows past the tile or the tensor are harmless.
  */
@@ -74,7 +76,7 @@ static inline __attribute__((always_inline)) void mh_decode_prefetch(const mh_ro
                                                                      size_t row_elems, size_t rows) {
     const size_t bytes = row_elems * mh_dtype_size(dtype);
     if (x->next || x->ld != (ptrdiff_t)row_elems) { /* far rows, or TURN's other stream */
-        mh_prefetch_l2(x->next ? mh_dtype_at(x->next, dtype, (ptrdiff_t)c * x->ld)
+        mh_prefetch_l2(x->next ? mh_dtype_at(x->next, dtype, (ptrdiff_t)c * (x->next_ld ? x->next_ld : x->ld))
                                : mh_dtype_at(x->data, dtype, (ptrdiff_t)(c + MH_FAR_PREFETCH_KEYS) * x->ld),
                        bytes);
         return;

@@ -97,12 +97,14 @@ typedef struct mh_rows {
     int interleaved;     /* 1: one of several row sets the caller reads in turn, tile by tile
                             (CollabHead's per-head V): the decode kernels prefetch it
                             (kernels/decode_prefetch.h); 0: read alone */
-    const void* next;    /* the first row of a set the caller reads later (same ld, dtype and
-                            row length), whose row c the kernels prefetch while reading row c
-                            here. Far-apart rows: in a token-major decode, the tile
-                            MH_FAR_PREFETCH_STREAMS heads on (NULL: row c + one key tile of
-                            this set). Near rows: under MH_PREFETCH_TURN, the other stream's
-                            next turn in a pipelined decode (NULL: the rule's usual prefetch) */
+    const void* next;    /* the first row of a set the caller reads later (same dtype and
+                            row length, next_ld apart), whose row c the kernels prefetch while
+                            reading row c here. Far-apart rows: in a token-major decode, the
+                            tile MH_FAR_PREFETCH_STREAMS heads on, or on a dense cache a run of
+                            the next key tile's bytes (NULL: row c + one key tile of this set).
+                            Near rows: under MH_PREFETCH_TURN, the other stream's next turn in
+                            a pipelined decode (NULL: the rule's usual prefetch) */
+    ptrdiff_t next_ld;   /* elements between next's rows; 0: ld */
     mh_prefetch_rule prefetch; /* the table's decode_prefetch, set by the driver */
 } mh_rows;
 
@@ -230,6 +232,9 @@ typedef struct mh_kernels {
      * and score rows stay in the L1 beside a stream decides that order (core/driver_heads.c). */
     size_t l1d_bytes;
     mh_heads_rule decode_heads;
+    /* A core's L2 in bytes (mh_cpu_l2_bytes): what a decode across streams may prefetch a key
+     * tile ahead (core/driver.c, "region_ahead"). */
+    size_t l2_bytes;
 } mh_kernels;
 
 /* Rows of the GEMM blocks a caller computing in `compute` hands the table's GEMMs. */

@@ -3,7 +3,9 @@
  * a head-major cache (rows of a head next to each other: the driver runs one head at a time,
  * with up to five query rows per K/V head each tile's P.V in turns with the next tile's Q.K^T)
  * and a token-major or padded one (rows kilobytes apart: the driver runs every head's key
- * tile in turn, docs/architecture.md "Decode on far-apart rows"). The arithmetic of each head
+ * tile in turn, docs/architecture.md "Decode on far-apart rows"; the token-major cache is
+ * dense, whose next tile the kernels prefetch as one run of bytes, the padded one is not,
+ * whose kernels prefetch the tile four heads on). The arithmetic of each head
  * is the same either way, so the outputs must be bitwise equal, for every K/V dtype, MHA and
  * GQA groupings, split-KV lengths, causal masks with per-sequence key lengths, and 1 or 2
  * threads; MHA with few heads (the driver's kernels across heads on a token-major cache) and
