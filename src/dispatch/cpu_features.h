@@ -44,8 +44,8 @@ mh_heads_rule mh_cpu_decode_heads(void);
 #define MH_CPU_L1D_DEFAULT ((size_t)32 << 10)
 size_t mh_cpu_l1d_bytes(void);
 
-/* A core's L2 in bytes, the same way (MH_CPU_L2_DEFAULT: AMD Zen 3's, the smallest of the x86
- * CPUs the rules above know). */
+/* A core's L2 in bytes, the same way (MH_CPU_L2_DEFAULT where sysconf says nothing: AMD Zen 3's,
+ * a small one among today's server cores). */
 #define MH_CPU_L2_DEFAULT ((size_t)512 << 10)
 size_t mh_cpu_l2_bytes(void);
 
