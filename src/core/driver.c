@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "core/driver_bf16.h"
-#include "core/driver_heads.h"
 #include "kernels/decode_prefetch.h"
 #include "util/checked.h"
 #include "util/dtype.h"
@@ -75,26 +74,17 @@ mh_drv_task mh_drv_make_task(const mh_drv_call* c, size_t ti) {
     return t;
 }
 
-/* The stage's queries, then empty softmax states and accumulators for every row of a task. */
-static void empty_rows(const mh_drv_stage* st, size_t rows, float* m, float* l, float* o) {
+void mh_drv_empty_rows(const mh_drv_stage* st, size_t rows, float* m, float* l, float* o) {
     for (size_t r = 0; r < rows; r++) m[r] = -INFINITY, l[r] = 0.0f;
     memset(o, 0, rows * st->dv * sizeof(float));
 }
 
 void mh_drv_start_rows(const mh_drv_stage* st, const mh_drv_task* t, size_t rows, mh_drv_scratch* sc) {
     mh_drv_load_q(st, t, sc);
-    empty_rows(st, rows, sc->m, sc->l, sc->o);
+    mh_drv_empty_rows(st, rows, sc->m, sc->l, sc->o);
 }
 
 /* ---- one-pass mode ---- */
-
-/* What the direct kernels of a decode across streams prefetch while they read a stream's tile
- * (mh_rows.next and next_ld, far rows: kernels/decode_prefetch.h): K's and V's rows, NULL for
- * none. */
-typedef struct next_tile {
-    const void *k, *v;
-    ptrdiff_t k_ld, v_ld; /* 0: the rows' own ld */
-} next_tile;
 
 /* A decode-shaped task that packs its tiles (many query rows on one K/V head: MQA) is bound
  * by the core, not memory: the rows of its next tile (keys [j0 + tk, ...) of K or V, below the
@@ -147,7 +137,7 @@ static void step_rows(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, 
  * a block of MR rows at a time, each block through the score and softmax steps right after
  * its GEMMs, while it is in L1 (unless the stage's bias hook needs the whole tile first). */
 static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float* kt_pre, int64_t j0,
-                       size_t nc, const next_tile* nx, int softmax, mh_drv_scratch* sc) {
+                       size_t nc, const mh_drv_next_tile* nx, int softmax, mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const size_t dqk = st->dqk, tk = st->tk, mr = mh_kernels_gemm_mr(k, st->compute), nr = k->gemm_nr, rows = t->rows;
     mh_rows ksrc = mh_drv_kv_rows(st, 0, (size_t)t->b, (size_t)t->s, j0);
@@ -280,7 +270,8 @@ static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows*
  * head's V (its nq rows). vt_pre, if given, is the tile packed for vt_cols (>= nc) keys from j0,
  * vt_bad its V heads' flags (cw.vt_bad). */
 static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const float* vt_pre,
-                          const unsigned char* vt_bad, size_t vt_cols, int64_t j0, size_t nc, const next_tile* nx,
+                          const unsigned char* vt_bad, size_t vt_cols, int64_t j0, size_t nc,
+                          const mh_drv_next_tile* nx,
                           mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
     const size_t dv = st->dv, mr = mh_kernels_gemm_mr(k, st->compute), nr = k->gemm_nr, dr = k->attn_direct_rows - 1;
@@ -318,10 +309,8 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
     }
 }
 
-/* One key tile [j0, j0 + nc) of the online softmax: scores, softmax step, P.V. nx: the tile to
- * prefetch in a decode across streams, or NULL. */
-static void attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, const next_tile* nx,
-                        mh_drv_scratch* sc) {
+void mh_drv_attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc,
+                        const mh_drv_next_tile* nx, mh_drv_scratch* sc) {
     const size_t tk = st->tk;
     const float* kt = mh_drv_packed(st, sc, 0, (size_t)t->b, (size_t)t->s, j0);
     const float* vt = mh_drv_packed(st, sc, 1, (size_t)t->b, (size_t)t->s, j0);
@@ -414,110 +403,8 @@ static void attend(const mh_drv_call* c, const mh_drv_task* t, int64_t j_lo, int
         return;
     }
     if (c->cw.kt_all && j_lo > 0) j_lo -= j_lo % (int64_t)tk;
-    for (int64_t j0 = j_lo; j0 < j_hi; j0 += (int64_t)tk) attend_tile(st, t, j0, mh_min_size(tk, (size_t)(j_hi - j0)), NULL, sc);
-}
-
-/* The tile attend_across reads MH_FAR_PREFETCH_STREAMS tiles after stream s's at offset off
- * (streams in turn at off, then at off + tk, ...), or NULL past the last one. */
-static const next_tile* tile_ahead(const mh_drv_stage* st, const struct mh_drv_lane* lanes, size_t n_s, size_t s,
-                                   int64_t off, size_t tk, next_tile* nx) {
-    size_t left = MH_FAR_PREFETCH_STREAMS;
-    for (size_t i = s + 1; i < s + 1 + 2 * n_s; i++) { /* at most two rounds hold it */
-        const struct mh_drv_lane* ln = &lanes[i % n_s];
-        const int64_t j0 = ln->lo + off + (int64_t)(i / n_s) * (int64_t)tk;
-        if (!ln->t.active || j0 >= ln->hi || --left) continue;
-        *nx = (next_tile){.k = mh_drv_kv_rows(st, 0, (size_t)ln->t.b, (size_t)ln->t.s, j0).data,
-                          .v = mh_drv_kv_rows(st, 1, (size_t)ln->t.b, (size_t)ln->t.s, j0).data};
-        return nx;
-    }
-    return NULL;
-}
-
-/* Whether a decode across streams prefetches by region_ahead: K and V dense token-major (each
- * token's row holds every stream's row, stream s at s rows in, as an engine's [token][KV
- * heads][D] cache), every stream reading the same keys, and a key tile of all streams' K and V
- * within twice the L2 (AMD's L3 keeps what the L2 evicts). Zen 3 (512 KiB L2), MHA f16 on the
- * per-head tiles (MH_DECODE_HEADS=l1), 32K keys, against tile_ahead: tiles of 1 MiB 0.86x the
- * time, 2 MiB 0.94x, 4 MiB 1.05x. */
-static int region_prefetch(const mh_drv_stage* st, const struct mh_drv_lane* lanes, size_t n_s) {
-    const ptrdiff_t dqk = (ptrdiff_t)st->dqk, dv = (ptrdiff_t)st->dv, n = (ptrdiff_t)n_s;
-    size_t bytes = 0;
-    if (st->v_per_head || st->key.stride_head != dqk || st->key.stride_token != n * dqk ||
-        st->value.stride_head != dv || st->value.stride_token != n * dv ||
-        !mh_mul3_size(st->tk, n_s, st->dqk * mh_dtype_size(st->k_dtype) + st->dv * mh_dtype_size(st->v_dtype), &bytes) ||
-        bytes / 2 > st->k->l2_bytes)
-        return 0;
-    for (size_t s = 0; s < n_s; s++)
-        if (!lanes[s].t.active || lanes[s].lo != lanes[0].lo || lanes[s].hi != lanes[0].hi) return 0;
-    return 1;
-}
-
-/* Under region_prefetch: the next key tile's K (and V) rows of every stream are one run of
- * bytes, which stream s's kernels prefetch the s-th part of while they read its tile at offset
- * off, as rows of their own length, one with each of theirs; the parts in turn cover the run in
- * address order, and each is read a tile after its request. NULL past the last tile, or past
- * the run's end. tile_ahead asks for rows of a few hundred bytes kilobytes apart instead; this
- * order took 0.76x its time on the kernels alone and 0.87-0.89x through the core API (GQA-8 f16
- * at 32K keys, Zen 3; docs/kernels.md, "Token-major caches: the next tile in address order"). */
-static const next_tile* region_ahead(const mh_drv_stage* st, const struct mh_drv_lane* ln, size_t n_s, size_t s,
-                                     int64_t off, size_t tk, next_tile* nx) {
-    const int64_t j = ln->lo + off + (int64_t)tk; /* the next tile's first key */
-    if (j >= ln->hi) return NULL;
-    const size_t nc = tk, next_nc = mh_min_size(tk, (size_t)(ln->hi - j)); /* this tile is whole */
-    if (s * nc >= next_nc * n_s) return NULL;
-    const size_t at = s * nc; /* rows of a stream's length before part s */
-    *nx = (next_tile){
-        .k = mh_dtype_at(mh_drv_kv_rows(st, 0, (size_t)ln->t.b, 0, j).data, st->k_dtype, (ptrdiff_t)(at * st->dqk)),
-        .v = mh_dtype_at(mh_drv_kv_rows(st, 1, (size_t)ln->t.b, 0, j).data, st->v_dtype, (ptrdiff_t)(at * st->dv)),
-        .k_ld = (ptrdiff_t)st->dqk,
-        .v_ld = (ptrdiff_t)st->dv};
-    return nx;
-}
-
-/* Decode on K/V rows far apart (an engine's token-major cache): chunk ci of every stream of
- * batch b, key tile by key tile, each tile for all streams in turn, so the rows of a tile
- * (all heads of its keys, near each other) are read together instead of one head's rows at
- * a time across the whole cache. With one query row per stream (MHA), a tile runs on the
- * kernels across heads, key by key (core/driver_heads.c), unless the score step drops some of
- * its keys; otherwise stream by stream. Each stream's tiles, state and arithmetic are those
- * of one_pass_item; its m, l, o live in its split partial. */
-void mh_drv_attend_across(const mh_drv_call* c, size_t b, size_t ci, mh_drv_scratch* sc) {
-    const mh_drv_stage* st = &c->st;
-    const size_t n_s = (size_t)st->streams, tk = st->tk;
-    for (size_t s = 0; s < n_s; s++) {
-        struct mh_drv_lane* ln = &sc->lanes[s];
-        ln->t = mh_drv_make_task(c, b * n_s + s);
-        mh_split_chunk(&c->split, ci, ln->t.j_begin, ln->t.j_end, tk, &ln->lo, &ln->hi);
-        float* part = mh_split_partial(&c->split, b * n_s + s, ci);
-        empty_rows(st, ln->t.rows, part, part + ln->t.rows, part + 2 * ln->t.rows);
-    }
-    const int heads = mh_drv_heads_ready(c, sc); /* one row per stream: key by key across them */
-    const int region = region_prefetch(st, sc->lanes, n_s);
-    if (heads) mh_drv_heads_start(c, sc);
-    mh_drv_scratch v = *sc;
-    for (int64_t off = 0, more = 1; more; off += (int64_t)tk) {
-        more = 0;
-        if (heads && sc->lanes[0].lo + off < sc->lanes[0].hi) {
-            const int64_t j0 = sc->lanes[0].lo + off;
-            more = 1;
-            if (mh_drv_heads_tile(c, b, ci, j0, mh_min_size(tk, (size_t)(sc->lanes[0].hi - j0)), sc)) continue;
-        }
-        for (size_t s = 0; s < n_s; s++) {
-            const struct mh_drv_lane* ln = &sc->lanes[s];
-            const int64_t j0 = ln->lo + off;
-            if (!ln->t.active || j0 >= ln->hi) continue;
-            more = 1;
-            float* part = mh_split_partial(&c->split, b * n_s + s, ci);
-            v.m = part, v.l = part + ln->t.rows, v.o = part + 2 * ln->t.rows;
-            if (heads) v.q = sc->q_heads + s * st->dqk, v.m = sc->m_heads + s, v.l = sc->l_heads + s;
-            else mh_drv_load_q(st, &ln->t, &v);
-            next_tile nx;
-            const next_tile* ahead = region ? region_ahead(st, &sc->lanes[0], n_s, s, off, tk, &nx)
-                                            : tile_ahead(st, sc->lanes, n_s, s, off, tk, &nx);
-            attend_tile(st, &ln->t, j0, mh_min_size(tk, (size_t)(ln->hi - j0)), ahead, &v);
-        }
-    }
-    if (heads) mh_drv_heads_end(c, b, ci, sc);
+    for (int64_t j0 = j_lo; j0 < j_hi; j0 += (int64_t)tk)
+        mh_drv_attend_tile(st, t, j0, mh_min_size(tk, (size_t)(j_hi - j0)), NULL, sc);
 }
 
 float* mh_drv_out_row(const mh_drv_stage* st, const mh_drv_task* t, size_t hh, size_t ii) {

@@ -29,6 +29,9 @@ static inline mh_rows mh_drv_kv_rows(const mh_drv_stage* st, int v, size_t b, si
 /* Task ti: the driver's geometry, then the stage's. */
 mh_drv_task mh_drv_make_task(const mh_drv_call* c, size_t ti);
 
+/* Empty softmax states (m = -inf, l = 0) and accumulators o for `rows` rows. */
+void mh_drv_empty_rows(const mh_drv_stage* st, size_t rows, float* m, float* l, float* o);
+
 /* The stage's queries, then empty softmax states and accumulators for `rows` rows. */
 void mh_drv_start_rows(const mh_drv_stage* st, const mh_drv_task* t, size_t rows, mh_drv_scratch* sc);
 
@@ -48,8 +51,21 @@ void mh_drv_fetch_ahead(const mh_drv_call* c, size_t ti, size_t next, mh_drv_scr
 /* Item `item` of a one-pass call: task item / n_split, key chunk item % n_split. */
 void mh_drv_one_pass_item(const mh_drv_call* c, size_t item, mh_drv_scratch* sc);
 
-/* Decode on far-apart K/V rows (c->across): key chunk ci of every stream of batch row b, key
- * tile by key tile, each tile for all streams in turn. */
+/* What the direct kernels of a decode across streams prefetch while they read a stream's tile
+ * (mh_rows.next and next_ld, far rows: kernels/decode_prefetch.h): K's and V's rows, NULL for
+ * none. */
+typedef struct mh_drv_next_tile {
+    const void *k, *v;
+    ptrdiff_t k_ld, v_ld; /* 0: the rows' own ld */
+} mh_drv_next_tile;
+
+/* One key tile [j0, j0 + nc) of task t's online softmax: scores, softmax step, P.V into sc's
+ * m, l and o; nx: what the kernels prefetch meanwhile (a decode across streams), or NULL. */
+void mh_drv_attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc,
+                        const mh_drv_next_tile* nx, mh_drv_scratch* sc);
+
+/* Decode on far-apart K/V rows (c->across; core/driver_across.c): key chunk ci of every stream
+ * of batch row b, key tile by key tile, each tile for all streams in turn. */
 void mh_drv_attend_across(const mh_drv_call* c, size_t b, size_t ci, mh_drv_scratch* sc);
 
 /* The worker's share of split tasks (tasks tid, tid + nth, ...): merged in order, then

@@ -5,7 +5,7 @@
  * apart there, and a tile of them read head after head is as many short streams as keys,
  * more than the hardware prefetchers follow; software prefetch does not make up for it on AMD,
  * whose miss buffers it fills (docs/kernels.md, "Decode kernels"). The arithmetic of every
- * head is the one-pass tile's (core/driver.c, attend_tile, on the direct kernels), so the
+ * head is the one-pass tile's (mh_drv_attend_tile, on the direct kernels), so the
  * bits are those of a head-major cache.
  */
 #include "core/driver_heads.h"

@@ -189,15 +189,15 @@ mh_heads_rule mh_cpu_decode_heads(void) {
     return amd_is_zen3() ? MH_HEADS_ANY : MH_HEADS_L1;
 }
 
-size_t mh_cpu_l1d_bytes(void) {
-    const long bytes = sysconf(_SC_LEVEL1_DCACHE_SIZE);
-    return bytes > 0 ? (size_t)bytes : MH_CPU_L1D_DEFAULT;
+/* sysconf's size of a cache (name: _SC_LEVEL..._SIZE), or fallback where it says nothing. */
+static size_t cache_bytes(int name, size_t fallback) {
+    const long bytes = sysconf(name);
+    return bytes > 0 ? (size_t)bytes : fallback;
 }
 
-size_t mh_cpu_l2_bytes(void) {
-    const long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return bytes > 0 ? (size_t)bytes : MH_CPU_L2_DEFAULT;
-}
+size_t mh_cpu_l1d_bytes(void) { return cache_bytes(_SC_LEVEL1_DCACHE_SIZE, MH_CPU_L1D_DEFAULT); }
+
+size_t mh_cpu_l2_bytes(void) { return cache_bytes(_SC_LEVEL2_CACHE_SIZE, MH_CPU_L2_DEFAULT); }
 
 mh_bf16_gemm mh_cpu_bf16_gemm(void) {
     const char* env = getenv("MH_BF16_GEMM");

@@ -36,7 +36,7 @@
  *    MH_FAR_PREFETCH_STREAMS heads later, whose row c is fetched into L2 with row c here
  *    (some 100 KiB of traffic ahead), or on a dense cache a run of the next key tile's bytes
  *    (x->next_ld: rows of this row's length), so that every head's rows of that tile are
- *    requested in address order (core/driver.c, region_ahead); without x->next, the row
+ *    requested in address order (core/driver_across.c, region_ahead); without x->next, the row
  *    MH_FAR_PREFETCH_KEYS keys ahead. The same head's next tile would be read only after
  *    every other head's: a megabyte later with 32 heads of 128 f16 dims, the size of Zen 4's
  *    L2 (MHA f16 at 4K keys, token-major, Zen 4: 3.7 ms with it, 3.1 ms four heads ahead; the

@@ -233,7 +233,7 @@ typedef struct mh_kernels {
     size_t l1d_bytes;
     mh_heads_rule decode_heads;
     /* A core's L2 in bytes (mh_cpu_l2_bytes): what a decode across streams may prefetch a key
-     * tile ahead (core/driver.c, "region_ahead"). */
+     * tile ahead (core/driver_across.c, "region_ahead"). */
     size_t l2_bytes;
 } mh_kernels;
 
