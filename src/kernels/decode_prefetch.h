@@ -26,8 +26,9 @@
  *    stream's next turn (Q.K^T the V rows P.V reads next, P.V the next turn's K rows) into
  *    L2, row c with its own row c, for every row count, instead of its own stream ahead: f16
  *    decode at 32K keys, 128 dims, MHA 0.83-0.84x the time, two or four query rows per K/V
- *    row 0.74-0.77x, f32 0.75-0.95x; on turns of 2 KiB (64 dims) the same prefetch cost
- *    GQA-8 1.06x, hence the threshold (docs/kernels.md, "Decode kernels");
+ *    row 0.74-0.77x, f32 0.75-0.95x; on turns of 1-2 KiB (int8 rows, 64 f16 dims) MHA
+ *    int8 0.78-0.95x, f16 at 64 dims 0.92x, GQA-8 0.97-1.0x; turns under 1 KiB are not
+ *    measured, hence the threshold (docs/kernels.md, "Decode kernels");
  *  - row sets read in turn tile by tile (mh_rows.interleaved: CollabHead's 16 per-head V
  *    streams) outnumber the streams the hardware follows: near rows are prefetched into L2 as
  *    grouped heads' are on Zen 4, on every CPU;
@@ -55,7 +56,7 @@
 #define MH_NEAR_PREFETCH_KEYS_L1 16 /* the L1 rule's distance (Zen 5) */
 #define MH_NEAR_PREFETCH_ROWS 3    /* query rows from which near rows are prefetched */
 #define MH_HEADS_PREFETCH_BYTES 8192 /* the kernels across heads' distance, in address order */
-#define MH_TURN_PREFETCH_BYTES 4096 /* the least turn of K rows the TURN rule prefetches across */
+#define MH_TURN_PREFETCH_BYTES 1024 /* the least turn of K rows the TURN rule prefetches across */
 
 /* Every cache line of bytes [0, bytes) from p into L2, the level of the rules above (also the
  * driver's prefetch of a packed decode's next tile). */
