@@ -8,6 +8,10 @@
 # configure time by its probe (cmake/probes/<name>.c, none for scalar).
 include(CheckCSourceCompiles)
 
+# Options for the kernel objects alone, after the global flags (tests/fuzz/run.sh: the fuzzing
+# build leaves UBSan out of the kernels, whose UB checks the asan-ubsan test stage runs).
+set(MH_KERNEL_FLAGS "" CACHE STRING "Extra compile options for the ISA kernel objects only")
+
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SLEEF REQUIRED IMPORTED_TARGET sleef)
 
@@ -133,7 +137,7 @@ function(mh_add_isa enum name folder flags)
   file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/kernels/${folder}/*.c)
   mh_isa_bf16_sources(${name} ${folder} "${flags}" bf16_sources)
   add_library(mh_kernels_${name} OBJECT ${sources} ${MH_GENERIC_KERNEL_SOURCES} ${bf16_sources})
-  target_compile_options(mh_kernels_${name} PRIVATE ${flags} ${MH_WARNINGS})
+  target_compile_options(mh_kernels_${name} PRIVATE ${flags} ${MH_WARNINGS} ${MH_KERNEL_FLAGS})
   target_compile_definitions(mh_kernels_${name} PRIVATE MH_ISA_SUFFIX=${name} MH_ISA_ENUM=${enum}
     "MH_SIMD_HEADER=\"kernels/${folder}/simd_${name}.h\"")
   if(bf16_sources)

@@ -1,6 +1,7 @@
 #include "check.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int g_failures;
@@ -87,6 +88,12 @@ int all_bytes(const void* buf, size_t n, unsigned char byte) {
 }
 
 int test_failures(void) { return g_failures; }
+
+int test_emulated(void) {
+    if (!getenv("MH_TEST_EMULATED")) return 0;
+    printf("emulator (MH_TEST_EMULATED): reduced shapes\n");
+    return 1;
+}
 
 int test_exit_code(const char* test_name) {
     printf("%s: %d checks, %d failed\n", test_name, g_checks, g_failures);

@@ -24,6 +24,10 @@ int check_status(const char* what, int got, int want);
 /* 1 if every byte of buf equals `byte`. */
 int all_bytes(const void* buf, size_t n, unsigned char byte);
 
+/* 1 (and says so) under an emulator: MH_TEST_EMULATED, which tests/CMakeLists.txt sets for a
+ * cross build's tests; the tests then run smaller shapes (problem.h, slow_machine). */
+int test_emulated(void);
+
 int test_failures(void);
 /* Prints a one-line summary and returns 0 (all passed) or 1. */
 int test_exit_code(const char* test_name);

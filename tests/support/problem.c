@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "check.h"
+
 /* Storage rounding for test inputs. Exactness does not matter here: the oracle decodes the
  * stored bits, so both sides see the same rounded values. Tiny values flush to zero. */
 static uint32_t bits(float f) {
@@ -160,10 +162,7 @@ void random_score_options(test_rng* r, int H, mh_attn_options* o, float* slopes,
 }
 
 int slow_machine(const mh_context* ctx, double limit_ms) {
-    if (getenv("MH_TEST_EMULATED")) {
-        printf("emulator (MH_TEST_EMULATED): reduced shapes\n");
-        return 1;
-    }
+    if (test_emulated()) return 1;
     test_rng r;
     rng_seed(&r, 1);
     test_problem t;
