@@ -13,10 +13,12 @@
  *  - decode (token by token, in chunks, a long chunk whose pass 2 recomputes the scores, and a
  *    long split-KV decode whose pass 2 reads them back) == the forward; f16/bf16
  *    caches with exactly representable K/V give the f32 cache's bits;
- *  - 1 and 2 threads give the same bits (forward and split decode).
+ *  - 1 and 2 threads give the same bits (forward and split decode; natively only: under an
+ *    emulator the 1-thread runs over 2600 tokens took half of the test's 62 s).
  */
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -315,12 +317,16 @@ static void decode_matches(const mh_context* ctx, const mh_context* ctx1, test_r
     float *xl = random_input(r, nl), *yl = malloc(nl * sizeof(float)), *yd = malloc(nl * sizeof(float));
     float* yd1 = malloc(nl * sizeof(float));
     forward(f.layer, 1, L, xl, 1, yl);
+    const int threads1 = !test_emulated();
+    if (!threads1) printf("emulator: the 1 vs 2 threads comparisons run natively only\n");
     mh_layer* one = NULL;
-    check_status("1-thread layer", mh_layer_create(ctx1, &f.cfg, &f.w, &one), MH_OK);
-    forward(one, 1, L, xl, 1, yd1);
-    check_bitwise("forward: 1 thread == 2 threads", yd1, yl, nl);
+    if (threads1) {
+        check_status("1-thread layer", mh_layer_create(ctx1, &f.cfg, &f.w, &one), MH_OK);
+        forward(one, 1, L, xl, 1, yd1);
+        check_bitwise("forward: 1 thread == 2 threads", yd1, yl, nl);
+    }
     static const int long_chunks[] = {2597, 1, 1, 1};
-    for (int th = 0; th < 2; th++) {
+    for (int th = 0; th < 1 + threads1; th++) {
         const mh_layer* lay = th ? one : f.layer;
         check_status("cache", mh_kv_cache_create(lay, 1, L, MH_DTYPE_F32, &cache), MH_OK);
         decode_all(lay, cache, 1, L, d, xl, th ? yd1 : yd, long_chunks, 4);
@@ -330,7 +336,7 @@ static void decode_matches(const mh_context* ctx, const mh_context* ctx1, test_r
     check_close_f32("long chunked decode (recomputing pass 2) == forward", yd, yl, nl - 3 * (size_t)d, tolerance(&c, L));
     check_close_f32("split-KV decode (stored scores) == forward", yd + nl - 3 * d, yl + nl - 3 * d, 3 * (size_t)d,
                     tolerance(&c, L));
-    check_bitwise("decode: 1 thread == 2 threads", yd1, yd, nl);
+    if (threads1) check_bitwise("decode: 1 thread == 2 threads", yd1, yd, nl);
     mh_layer_destroy(one);
     free(xl), free(yl), free(yd), free(yd1);
     dcmha_fixture_free(&f);

@@ -12,7 +12,8 @@
  *    blocks, out, the other sequences' later results); the same call succeeds once blocks
  *    are freed (its copies counted exactly);
  *  - split-KV: a sequence of 2060 keys (decode split into key chunks) next to a short one:
- *    paged == contiguous bitwise, both equal to the forward, and 1 vs 2 threads bitwise.
+ *    paged == contiguous bitwise, both equal to the forward, and 1 vs 2 threads bitwise
+ *    (natively only: under an emulator the 2-thread run crawls).
  */
 #include <float.h>
 #include <stdio.h>
@@ -212,15 +213,18 @@ static void split_kv(const mh_context* ctx2, const layer_fixture* f, test_rng* r
     mh_kv_cache* cc = seq_cache(L1, 2, 2100, MH_DTYPE_F32, 0, 0);
     mh_kv_cache* cp = seq_cache(L1, 2, 2100, MH_DTYPE_F32, 128, 0);
     mh_kv_cache* c2 = seq_cache(L2, 2, 2100, MH_DTYPE_F32, 128, 0);
+    const int threads2 = !test_emulated();
+    if (!threads2) printf("emulator: the 1 vs 2 threads comparison runs natively only\n");
     long_run(L1, cc, &s, upto, yc);
     long_run(L1, cp, &s, upto, yp);
-    long_run(L2, c2, &s, upto, y2);
+    if (threads2) long_run(L2, c2, &s, upto, y2);
     for (int i = 0; i < 2; i++) {
         check_rows(i ? "short sequence == its forward" : "2060-key sequence (split-KV) == its forward", yc[i], ref[i], 0, lens[i]);
         check_bitwise(i ? "short sequence: paged == contiguous" : "2060-key sequence: paged == contiguous", yp[i], yc[i],
                       (size_t)lens[i] * DM);
-        check_bitwise(i ? "short sequence: 2 threads == 1" : "2060-key sequence: 2 threads == 1", y2[i], yp[i],
-                      (size_t)lens[i] * DM);
+        if (threads2)
+            check_bitwise(i ? "short sequence: 2 threads == 1" : "2060-key sequence: 2 threads == 1", y2[i], yp[i],
+                          (size_t)lens[i] * DM);
     }
     mh_kv_cache_destroy(cc), mh_kv_cache_destroy(cp), mh_kv_cache_destroy(c2);
     mh_layer_destroy(L2);
