@@ -109,7 +109,7 @@ int main(void) {
         }
         const size_t mr = mh_kernels_gemm_mr(k, modes[c]);
         const size_t rows[] = {1, mr - 1, mr, mr + 1, 2 * mr + 1, 49, 97, 250};
-        for (size_t i = 0; i < (emulated ? 6 : sizeof rows / sizeof *rows); i++)
+        for (size_t i = 0; i < (emulated ? 6 : sizeof rows / sizeof *rows); i++) /* emulated: up to 49 */
             for (size_t j = 0; j < sizeof outs / sizeof *outs; j++)
                 for (size_t l = 0; l < sizeof ks / sizeof *ks; l++)
                     if (rows[i] > 0)

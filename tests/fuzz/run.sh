@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer target tests/fuzz/fuzz_api.c with clang (-fsanitize=fuzzer,address,
 # undefined; the library itself with address,undefined and coverage, its kernels without
-# undefined) into build/fuzz, runs
-# every committed input of tests/fuzz/corpus once, then fuzzes for a bounded time, and ends
+# undefined) into build/fuzz, runs every committed input of tests/fuzz/corpus once, then
+# fuzzes for a bounded time, and ends
 # with one line "fuzz: N passed, N failed, 0 skipped" (the corpus replay and the timed run are
 # one item each). Exits non-zero on a crash, a property violation, a timeout or a leak; the
 # input that did it is saved under build/fuzz/artifacts/.
