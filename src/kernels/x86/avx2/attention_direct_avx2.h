@@ -6,10 +6,13 @@
  * AVX-512 kernels' (attention_direct_avx512.h): rows front to back and in order, software
  * prefetch by kernels/decode_prefetch.h's rule.
  *
- * qk: J keys at a time (R = 1, 2: J = 4; R = 3: J = 2; R = 4, 5: J = 1), each key's row read
+ * qk: J keys at a time (R = 1, 2: J = 4; R = 3, 4, 5: J = 1), each key's row read
  * whole with two FMA chains per query row, then the R * J sums reduced together, eight at a
  * time. From four rows a second key's 2R chains beside the first key's R sums outgrow the 16
- * registers (GQA-8 f16 decode, Zen 4: 0.84-0.95x the time with one key). Every score
+ * registers (GQA-8 f16 decode, Zen 4: 0.84-0.95x the time with one key); three rows fit two
+ * keys, but one key at a time took 0.89-0.94x the time of two (Zen 3, 24 query heads on 8 K/V
+ * heads at 32K keys: f16, int8 and f32; eight rows per K/V head, in chunks of 5 and 3,
+ * 0.96-0.98x; the same bits). Every score
  * goes through the same FMA order and the same reduction tree (mh_hsum8x8 and mh_hsum4x8 share
  * it), so a score does not depend on R, J or the key's position in the tile.
  *
@@ -139,10 +142,10 @@ MH_INLINE void qk_rows(const mh_dtype dtype, const int R, const int J, size_t co
         qk_keys(R, 1, dtype, d, q, ldq, k, c, s, lds);
 }
 
-/* J keys per block: R = 1, 2: 4; R = 3: 2; R = 4, 5: 1. */
+/* J keys per block: R = 1, 2: 4; R = 3, 4, 5: 1. */
 MH_INLINE void qk_r(const int R, size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k, float* s,
                     size_t lds) {
-    MH_DIRECT_WIDTH(d, dk, MH_WITH_DTYPE(k->dtype, qk_rows, R, R <= 2 ? 4 : R >= 4 ? 1 : 2, cols, dk, q, ldq, k, s, lds))
+    MH_DIRECT_WIDTH(d, dk, MH_WITH_DTYPE(k->dtype, qk_rows, R, R <= 2 ? 4 : 1, cols, dk, q, ldq, k, s, lds))
 }
 
 MH_ROWS_FNS(qk_r, (size_t cols, size_t d, const float* q, size_t ldq, const mh_rows* k, float* s, size_t lds),
