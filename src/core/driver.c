@@ -145,9 +145,10 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
     if (t->direct_qk) { /* chunks the kernel takes; the K tile stays in cache */
         mh_rows view;
         const mh_rows* kd = mh_drv_bf16_rows(st, &ksrc, nc, dqk, sc->kt, &view);
-        for (size_t r = 0; r < rows; r += k->attn_direct_rows - 1)
-            k->qk_direct(mh_min_size(k->attn_direct_rows - 1, rows - r), nc, dqk, sc->q + r * dqk, dqk, kd,
-                         sc->s + r * tk, tk);
+        for (size_t r = 0, m; r < rows; r += m) {
+            m = mh_drv_direct_len(k, rows, r);
+            k->qk_direct(m, nc, dqk, sc->q + r * dqk, dqk, kd, sc->s + r * tk, tk);
+        }
         if (st->bias) st->bias(st, t, j0, nc, sc->s, tk);
         step_rows(st, t, j0, 0, nc, 0, rows, softmax, sc);
         return;
@@ -274,7 +275,7 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
                           const mh_drv_next_tile* nx,
                           mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
-    const size_t dv = st->dv, mr = mh_kernels_gemm_mr(k, st->compute), nr = k->gemm_nr, dr = k->attn_direct_rows - 1;
+    const size_t dv = st->dv, mr = mh_kernels_gemm_mr(k, st->compute), nr = k->gemm_nr;
     const size_t n_v = v_heads(st), per = t->rows / n_v;
     const int inside = !mh_score_tile_partial(&t->blk, j0, nc); /* no per-row key counts needed */
     for (size_t hv = 0; hv < n_v; hv++) {
@@ -286,8 +287,10 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
         if (t->direct_pv) {
             mh_rows view;
             const mh_rows* vd = mh_drv_bf16_rows(st, &vsrc, nc, dv, sc->vt, &view);
-            for (size_t r = r0; r < r1; r += dr)
-                pv_rows(st, t, vd, NULL, 0, 0, r, mh_min_size(dr, r1 - r), 0, dv, j0, nc, inside, sc);
+            for (size_t r = r0, m; r < r1; r += m) {
+                m = mh_drv_direct_len(k, per, r - r0);
+                pv_rows(st, t, vd, NULL, 0, 0, r, m, 0, dv, j0, nc, inside, sc);
+            }
             continue;
         }
         const float* vt = vt_pre ? vt_pre + hv * vt_floats(st) : NULL;

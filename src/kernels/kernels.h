@@ -217,6 +217,10 @@ typedef struct mh_kernels {
     size_t gemm_mr_bf16;
     /* Query blocks with fewer rows than this use the direct kernels. */
     size_t attn_direct_rows;
+    /* A larger block runs them in chunks of attn_direct_rows - 1 rows, the full chunks first
+     * (0), or near-equal chunks when each then has at least this many rows (the driver's
+     * mh_drv_direct_len). */
+    size_t attn_direct_even_rows;
     /* Attention tiling: query rows per task block (across the heads of a group) and keys per
      * KV tile (a multiple of gemm_nr; a paged cache's block size is a multiple of it), and per
      * KV tile of a call that packs K/V once for all its query tiles (prefill: a multiple of

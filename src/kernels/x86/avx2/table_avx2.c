@@ -8,6 +8,7 @@ void MH_KNAME(kernels_init)(mh_kernels* k) {
     k->gemm_mr = MH_GEMM_MR;
     k->gemm_nr = MH_GEMM_NR;
     k->attn_direct_rows = MH_GEMM_MR;
+    k->attn_direct_even_rows = 4; /* 8 rows as 4 4, not 5 3: docs/kernels.md, "Decode kernels" */
     k->attn_block_rows = 96;
     k->attn_kv_tile = 64;
     k->attn_prefill_kv_tile = 512; /* Zen 5, against 128: fp32 prefill 0.97x the time */
