@@ -29,6 +29,7 @@
 #include "core/kv_pages.h"
 #include "core/score.h"
 #include "kernels/kernels.h"
+#include "util/checked.h"
 #include "util/workspace.h"
 
 typedef enum { MH_DRV_ONE_PASS, MH_DRV_TWO_PASS, MH_DRV_MATERIALISED } mh_drv_mode;
@@ -201,14 +202,15 @@ static inline size_t mh_drv_block_len(size_t rows, size_t mr, size_t r) {
     return r < big * (base + 1) ? base + 1 : base;
 }
 
-/* The length of the direct kernels' chunk at row r of a task's `rows` rows, at most dr each:
- * near-equal chunks when the table asks for them (attn_direct_even_rows) and every chunk
- * then has at least that many rows, else dr rows at a time, the full chunks first. The number
+/* The length of the direct kernels' chunk at row r of a task's `rows` rows, at most
+ * dr = attn_direct_rows - 1 each: near-equal chunks when the table asks for them
+ * (attn_direct_even_rows) and every chunk then has at least that many rows, else dr rows at a
+ * time, the full chunks first. The number
  * of chunks, so of passes over the K/V tile, is the same either way, and a row's sums do not
  * depend on its chunk (docs/kernels.md, "Decode kernels": which tables ask and why). */
 static inline size_t mh_drv_direct_len(const mh_kernels* k, size_t rows, size_t r) {
     const size_t dr = k->attn_direct_rows - 1, even = k->attn_direct_even_rows, n = (rows + dr - 1) / dr;
-    return even && rows / n >= even ? mh_drv_block_len(rows, dr, r) : (rows - r < dr ? rows - r : dr);
+    return even && rows / n >= even ? mh_drv_block_len(rows, dr, r) : mh_min_size(dr, rows - r);
 }
 
 /* Rows far apart (a task's query rows in Q, its output rows: one token's heads lie between
