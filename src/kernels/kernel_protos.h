@@ -81,11 +81,21 @@ MH_KERNEL_LIST(MH_KERNEL_PROTO_SCALAR)
  * take 16). Clang keeps them in registers as they are, and with the pragma spilled inside the
  * AVX-512 GEMM's loop: GCC only. Not under AddressSanitizer, where it only costs compile time
  * (the AVX-512 direct kernels with ASan and UBSan: gcc 26 -> 60 s). */
+#define MH_PRAGMA_(x) _Pragma(#x)
 #if defined(__clang__) || defined(MH_KERNELS_ASAN)
 #define MH_UNROLL(n)
 #else
-#define MH_UNROLL_(x) _Pragma(#x)
-#define MH_UNROLL(n) MH_UNROLL_(GCC unroll n)
+#define MH_UNROLL(n) MH_PRAGMA_(GCC unroll n)
+#endif
+
+/* MH_UNROLL_STEPS(n) before a reduction loop whose step is short beside its pointer and
+ * counter updates unrolls it n steps under GCC and clang alike (AVX2's GEMM: docs/kernels.md,
+ * "Register budgets"). Not under AddressSanitizer either, where it only costs compile time
+ * (that GEMM with ASan and UBSan, gcc: 4 -> 16 s). */
+#ifdef MH_KERNELS_ASAN
+#define MH_UNROLL_STEPS(n)
+#else
+#define MH_UNROLL_STEPS(n) MH_PRAGMA_(GCC unroll n)
 #endif
 
 /* The head widths the x86 direct kernels compile as constants. MH_WITH_WIDTH(w, name, stmt)

@@ -33,12 +33,12 @@ MH_INLINE void kernel(const int M, const int ACC, size_t n, size_t k, const floa
         c##r##1 = _mm256_fmadd_ps(ar, b1, c##r##1);                        \
     }
     /* the reduction, a line of the fetch every `every` steps: one copy per rate (fetch.h).
-     * Unrolled 8 steps (GCC and clang): a step alone is 12 FMAs among some 30 instructions, its
+     * Unrolled 8 steps (MH_UNROLL_STEPS): a step alone is 12 FMAs among some 30 instructions, its
      * six row pointers and the panel's stepped each time; unrolled, they step once per 8 steps
      * (Zen 3, alternated, same bits: causal prefill N = 128 H8 D64 0.92x the time, N = 512 H32
      * D128 0.95x, an MHA layer at d_model 4096, 512 tokens, 0.94x; 4 steps did less, 16 no more) */
 #define MH_REDUCE(every)                                                                                   \
-    _Pragma("GCC unroll 8") for (size_t kk = 0; kk < k; kk++) {                                                                    \
+    MH_UNROLL_STEPS(8) for (size_t kk = 0; kk < k; kk++) {                                                 \
         mh_fetch_step_every(&f, kk, every);                                                                \
         const __m256 b0 = _mm256_loadu_ps(panel + kk * NR), b1 = _mm256_loadu_ps(panel + kk * NR + 8);     \
         MH_ROW_FMA(0) MH_ROW_FMA(1) MH_ROW_FMA(2) MH_ROW_FMA(3) MH_ROW_FMA(4) MH_ROW_FMA(5)                \
