@@ -205,9 +205,9 @@ static inline size_t mh_drv_block_len(size_t rows, size_t mr, size_t r) {
 /* The length of the direct kernels' chunk at row r of a task's `rows` rows, at most
  * dr = attn_direct_rows - 1 each: near-equal chunks when the table asks for them
  * (attn_direct_even_rows) and every chunk then has at least that many rows, else dr rows at a
- * time, the full chunks first. The number
- * of chunks, so of passes over the K/V tile, is the same either way, and a row's sums do not
- * depend on its chunk (docs/kernels.md, "Decode kernels": which tables ask and why). */
+ * time, the full chunks first. The number of chunks, so of passes over the K/V tile, is the
+ * same either way, and a row's sums do not depend on its chunk (docs/kernels.md, "Decode
+ * kernels": which tables ask and why). */
 static inline size_t mh_drv_direct_len(const mh_kernels* k, size_t rows, size_t r) {
     const size_t dr = k->attn_direct_rows - 1, even = k->attn_direct_even_rows, n = (rows + dr - 1) / dr;
     return even && rows / n >= even ? mh_drv_block_len(rows, dr, r) : mh_min_size(dr, rows - r);

@@ -74,6 +74,8 @@ MH_KERNEL_LIST(MH_KERNEL_PROTO_SCALAR)
     default: break; \
     }
 
+#define MH_PRAGMA_(x) _Pragma(#x) /* a pragma from a macro's argument */
+
 /* MH_UNROLL(n) before a loop over a register array's index (n: at least its constant bound)
  * unrolls it early under GCC, so the array becomes registers: otherwise GCC 12 keeps arrays
  * such as the AVX-512 GEMM's 24 accumulators in stack slots, written after the loop over them
@@ -81,7 +83,6 @@ MH_KERNEL_LIST(MH_KERNEL_PROTO_SCALAR)
  * take 16). Clang keeps them in registers as they are, and with the pragma spilled inside the
  * AVX-512 GEMM's loop: GCC only. Not under AddressSanitizer, where it only costs compile time
  * (the AVX-512 direct kernels with ASan and UBSan: gcc 26 -> 60 s). */
-#define MH_PRAGMA_(x) _Pragma(#x)
 #if defined(__clang__) || defined(MH_KERNELS_ASAN)
 #define MH_UNROLL(n)
 #else
