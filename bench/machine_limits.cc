@@ -42,6 +42,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -50,6 +51,9 @@
 #include <thread>
 
 #include <benchmark/benchmark.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "bench_util.h"
 
@@ -140,6 +144,44 @@ MHB_PROBE512(probe_avx512, MHB_FMA512, 2.0 * 16 * 24)
 #define MHB_DPBF16(k) "vdpbf16ps %%zmm31, %%zmm31, %%zmm" MHB_STR(k) "\n\t"
 MHB_PROBE512(probe_avx512_bf16, MHB_DPBF16, 2.0 * 32 * 24)
 
+// AMX-BF16 (the bf16 compute mode's peak where its GEMMs run on AMX tiles: mh_compute_kernels
+// says "amx", and the library has then been granted the tile state): 6 chains of tdpbf16ps
+// into tiles 0-5 from tiles 6 (A) and 7 (B), all 16 rows x 64 bytes, a and b's bf16 halves
+// filling A and B (16 x 16 x 32 multiply-adds per instruction). The tile numbers are the
+// instructions' immediates, so intrinsics pin them as the assembly does the zmm registers.
+struct alignas(64) AmxConfig {
+    uint8_t palette = 1, start_row = 0, reserved[14] = {};
+    uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+    uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+#define MHB_AMX_DP(k) _tile_dpbf16ps(k, 6, 7);
+__attribute__((target("amx-tile,amx-bf16"))) double probe_amx_bf16(long rounds, const float* ab, float* out) {
+    static const AmxConfig cfg;
+    alignas(64) uint16_t ops[2][16 * 32];
+    for (int i = 0; i < 16 * 32; i++) {
+        uint32_t bits[2];
+        std::memcpy(bits, ab, sizeof bits);
+        ops[0][i] = static_cast<uint16_t>(bits[0] >> 16), ops[1][i] = static_cast<uint16_t>(bits[1] >> 16);
+    }
+    _tile_loadconfig(&cfg);
+    _tile_loadd(6, ops[0], 64);
+    _tile_loadd(7, ops[1], 64);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_zero(4);
+    _tile_zero(5);
+    for (long r = 0; r < rounds; r++) {
+        MHB_AMX_DP(0) MHB_AMX_DP(1) MHB_AMX_DP(2) MHB_AMX_DP(3) MHB_AMX_DP(4) MHB_AMX_DP(5)
+    }
+    alignas(64) float c[16 * 16];
+    _tile_stored(0, c, 64);
+    _tile_release();
+    std::memcpy(out, c, 64);
+    return 2.0 * 16 * 16 * 32 * 6;
+}
+
 #define MHB_FMA256(k) "vfmadd132ps %%ymm15, %%ymm15, %%ymm" MHB_STR(k) "\n\t"
 #define MHB_INIT256(k) "vmovaps %%ymm14, %%ymm" MHB_STR(k) "\n\t"
 #define MHB_X14(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
@@ -223,6 +265,9 @@ double probe_neon(long rounds, const float* ab, float* out) {
 FmaProbe probe_of(mh_isa isa, mh_compute compute) {
     if (compute == MH_COMPUTE_BF16) {
 #if defined(MHB_X86_PROBES)
+        const char* kernels = mh_compute_kernels(isa, compute);
+        if (isa == MH_ISA_AVX512 && kernels && std::strcmp(kernels, "amx") == 0)
+            return {isa, "AMX-BF16 tdpbf16ps 16x16x32, 6 tile chains", probe_amx_bf16, compute};
         if (isa == MH_ISA_AVX512) return {isa, "AVX512-BF16 vdpbf16ps 16 lanes x 2, 24 chains", probe_avx512_bf16, compute};
 #endif
         return {isa, nullptr, nullptr, compute};

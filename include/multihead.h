@@ -111,6 +111,12 @@ typedef enum mh_compute {
 MH_API const char* mh_compute_name(mh_compute compute);
 /* 1 if `isa` is supported and runs `compute` on this CPU (and OS); F32 on every supported ISA. */
 MH_API int mh_compute_supported(mh_isa isa, mh_compute compute);
+/* What runs `compute`'s multiplications on `isa` here, for reports: "amx" (AMX-BF16 tiles,
+ * TDPBF16PS), "dot" (VDPBF16PS, BFDOT, BFMMLA), "fma" (f32 FMAs, on bf16 widened in
+ * registers) or "f32" (the ISA's f32 arithmetic: F32, and the scalar ISA's BF16); NULL where
+ * mh_compute_supported says 0. Asking about BF16 on an ISA that can use AMX readies it as a
+ * BF16 call would (the process's tile permission: docs/api.md, "Compute modes"). */
+MH_API const char* mh_compute_kernels(mh_isa isa, mh_compute compute);
 
 /* ------------------------------------------------------------------ context */
 typedef struct mh_context mh_context;

@@ -21,9 +21,19 @@ int mh_compute_supported(mh_isa isa, mh_compute compute) {
     return compute == MH_COMPUTE_BF16 && k->gemm_bf16 && mh_cpu_has_bf16(isa);
 }
 
+const char* mh_compute_kernels(mh_isa isa, mh_compute compute) {
+    if (!mh_compute_supported(isa, compute)) return NULL;
+    if (compute == MH_COMPUTE_F32) return "f32";
+    mh_dispatch_bf16_ready();
+    return mh_dispatch_table(isa)->bf16_gemm_name;
+}
+
+/* A supported BF16 call readies the mode first (mh_dispatch_bf16_ready: AMX's GEMMs). */
 static mh_status check(mh_isa isa, mh_compute c) {
     if (c <= MH_COMPUTE_DEFAULT || c >= MH_COMPUTE_COUNT) return MH_ERR_INVALID_ARGUMENT;
-    return mh_compute_supported(isa, c) ? MH_OK : MH_ERR_ISA_UNAVAILABLE;
+    if (!mh_compute_supported(isa, c)) return MH_ERR_ISA_UNAVAILABLE;
+    if (c == MH_COMPUTE_BF16) mh_dispatch_bf16_ready();
+    return MH_OK;
 }
 
 mh_status mh_compute_resolve(mh_isa isa, mh_compute* c) {

@@ -6,7 +6,8 @@
 #include "util/alloc.h"
 #include "util/checked.h"
 
-/* Blocking (BLIS-style): a task is GEMM_ROW_BLOCK rows x one panel (bf16: GROUP_BF16 panels,
+/* Blocking (BLIS-style): a task is GEMM_ROW_BLOCK rows (a whole number of micro-tiles:
+ * AMX's blocks of 32, 224) x one panel (bf16: GROUP_BF16 panels,
  * below); the reduction runs in blocks of GEMM_KC so the panel slice [KC][NR] stays in L2
  * while every row strip of the task reuses it. Blocks after the first accumulate onto C in a
  * fixed order. A block is one FMA chain per output, so its length sets the rounding error as
@@ -89,6 +90,7 @@ typedef struct gemm_call {
     float* y;
     size_t ldy;
     size_t n_panels, group; /* panels, and panels per task */
+    size_t row_block;       /* rows of a task: GEMM_ROW_BLOCK, less what would be a partial micro-tile */
     size_t sub_rows;        /* rows of a task's row block taken at a time (a multiple of MR) */
     size_t n_row_blocks, n_tasks;
     size_t super_blocks;    /* row blocks per super-block (GEMM_X_BUDGET) */
@@ -147,10 +149,10 @@ static void gemm_worker(void* arg, int tid, int nth) {
         const size_t nb = mh_min_size(g->super_blocks, g->n_row_blocks - s0); /* the last may be short */
         const size_t rb = s0 + in % nb, p0 = in / nb * g->group;
         const size_t p1 = mh_min_size(p0 + g->group, g->n_panels);
-        const size_t r_end = mh_min_size((rb + 1) * GEMM_ROW_BLOCK, g->rows);
+        const size_t r_end = mh_min_size((rb + 1) * g->row_block, g->rows);
         for (size_t k0 = 0; k0 < kin; k0 += GEMM_KC) {
             const size_t kc = mh_min_size(GEMM_KC, kin - k0);
-            for (size_t r0 = rb * GEMM_ROW_BLOCK; r0 < r_end; r0 += g->sub_rows) {
+            for (size_t r0 = rb * g->row_block; r0 < r_end; r0 += g->sub_rows) {
                 const size_t r1 = mh_min_size(r0 + g->sub_rows, r_end);
                 if (g->xr) {
                     for (size_t p = p0; p < p1; p++) strips(g, r0, r1, k0, kc, p, g->xr + r0 * g->ldxr + k0, g->ldxr);
@@ -169,16 +171,17 @@ static void run_gemm(const mh_kernels* k, int threads, size_t rows, const float*
                      size_t ldxr, const mh_packed_matrix* w, float* y, size_t ldy, int acc) {
     const int bf16 = w->compute == MH_COMPUTE_BF16;
     const size_t n_panels = ((size_t)w->n_out + w->nr - 1) / w->nr, group = bf16 ? GROUP_BF16 : 1;
-    const size_t n_row_blocks = (rows + GEMM_ROW_BLOCK - 1) / GEMM_ROW_BLOCK;
     const size_t mr = mh_kernels_gemm_mr(k, w->compute);
-    const size_t sub_rows = bf16 ? SUB_ROWS_BF16 / mr * mr : GEMM_ROW_BLOCK;
+    const size_t row_block = GEMM_ROW_BLOCK / mr * mr; /* whole micro-tiles (AMX's 32: 224) */
+    const size_t n_row_blocks = (rows + row_block - 1) / row_block;
+    const size_t sub_rows = bf16 ? SUB_ROWS_BF16 / mr * mr : row_block;
     const size_t n_tasks = n_row_blocks * ((n_panels + group - 1) / group);
     const double x_bytes = (double)rows * (double)w->k_in * sizeof(float); /* double: no overflow */
     size_t n_super = (size_t)(x_bytes / (double)GEMM_X_BUDGET);
     if (n_super == 0 || (double)n_super * (double)GEMM_X_BUDGET < x_bytes) n_super++;
     const size_t super_blocks = (n_row_blocks + n_super - 1) / n_super;
-    gemm_call g = {k,        rows,     x,         ldx,          xr,      ldxr,         w, y, ldy,
-                   n_panels, group,    sub_rows,  n_row_blocks, n_tasks, super_blocks, acc};
+    gemm_call g = {k,        rows,      x,        ldx,          xr,      ldxr,         w, y, ldy,
+                   n_panels, group,     row_block, sub_rows,     n_row_blocks, n_tasks, super_blocks, acc};
     const double flops = 2.0 * (double)rows * (double)w->k_in * w->n_out;
     mh_parallel(mh_workers(threads, g.n_tasks, flops), gemm_worker, &g);
 }

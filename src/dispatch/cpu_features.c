@@ -54,19 +54,21 @@ static int x86_has_avx512_bf16(void) {
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #endif
 #define XFEATURE_XTILEDATA 18
-/* AMX-BF16 usable: CPUID leaf 7 EDX bits 22 (AMX-BF16) and 24 (AMX-TILE), XCR0 bits 17-18
- * (the OS manages the tile state), and this process granted the tile data (Linux 5.16+;
- * a kernel that refuses it leaves AMX off). Beside AVX512-BF16, whose table holds the slots. */
+/* AMX-BF16 on this CPU: CPUID leaf 7 EDX bits 22 (AMX-BF16) and 24 (AMX-TILE), and XCR0 bits
+ * 17-18 (the OS manages the tile state). Beside AVX512-BF16, whose table holds the slots. */
 static int x86_has_amx_bf16(void) {
     unsigned a, b, c, d;
     if (!x86_has_avx512_bf16()) return 0;
     __cpuid_count(7, 0, a, b, c, d);
     if (!((d >> 22) & 1) || !((d >> 24) & 1)) return 0;
-    if ((read_xcr0() & (UINT64_C(3) << 17)) != (UINT64_C(3) << 17)) return 0;
-    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    return (read_xcr0() & (UINT64_C(3) << 17)) == (UINT64_C(3) << 17);
 }
+
+/* This process granted the tile data (Linux 5.16+; a kernel that refuses it leaves AMX off). */
+static int x86_request_amx(void) { return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0; }
 #else
 static int x86_has_amx_bf16(void) { return 0; }
+static int x86_request_amx(void) { return 0; }
 #endif
 /* CPUID leaf 0's vendor string is "GenuineIntel". */
 static int x86_is_intel(void) {
@@ -91,6 +93,7 @@ static int cpu_has_avx2(void) { return 0; }
 static int cpu_has_avx512(void) { return 0; }
 static int x86_has_avx512_bf16(void) { return 0; }
 static int x86_has_amx_bf16(void) { return 0; }
+static int x86_request_amx(void) { return 0; }
 static int x86_is_intel(void) { return 0; }
 static int x86_is_amd_from(unsigned family) { return (void)family, 0; }
 #endif
@@ -203,6 +206,10 @@ mh_bf16_gemm mh_cpu_bf16_gemm(void) {
     const char* env = getenv("MH_BF16_GEMM");
     if (env && strcasecmp(env, "fma") == 0) return MH_BF16_GEMM_FMA;
     if (env && strcasecmp(env, "dot") == 0) return MH_BF16_GEMM_DOT;
-    if (env && strcasecmp(env, "amx") == 0 && x86_has_amx_bf16()) return MH_BF16_GEMM_AMX;
-    return x86_is_intel() ? MH_BF16_GEMM_FMA : MH_BF16_GEMM_DOT;
+    if (x86_has_amx_bf16()) return MH_BF16_GEMM_AMX;
+    return mh_cpu_bf16_gemm_fallback();
 }
+
+mh_bf16_gemm mh_cpu_bf16_gemm_fallback(void) { return x86_is_intel() ? MH_BF16_GEMM_FMA : MH_BF16_GEMM_DOT; }
+
+int mh_cpu_request_amx(void) { return x86_request_amx(); }

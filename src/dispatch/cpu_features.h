@@ -15,16 +15,23 @@ int mh_cpu_has_bf16(mh_isa isa);
 typedef enum mh_bf16_gemm {
     MH_BF16_GEMM_DOT = 0, /* VDPBF16PS */
     MH_BF16_GEMM_FMA,     /* bf16 widened to f32 FMAs (the same products) */
-    MH_BF16_GEMM_AMX      /* AMX tiles (TDPBF16PS), 16 rows a micro-tile */
+    MH_BF16_GEMM_AMX      /* AMX tiles (TDPBF16PS), 32 rows a micro-tile */
 } mh_bf16_gemm;
 
-/* The environment's MH_BF16_GEMM ("dot", "fma" or "amx"; unset, "auto" or anything else: the
- * CPU's choice), else FMA on Intel, whose Xeons issue VDPBF16PS at half their FMA rate, and DOT
- * elsewhere (AMD Zen 4 issues it at twice the FMA rate). AMX only when asked for and the CPU
- * has AMX-TILE and AMX-BF16, the OS enables their state and grants this process its permission
- * (arch_prctl ARCH_REQ_XCOMP_PERM, requested then and only then: it enlarges the process's
- * signal frames); else the CPU's choice. Read once, at table init. */
+/* The environment's MH_BF16_GEMM ("dot" or "fma" force those), else AMX where the CPU has
+ * AMX-TILE and AMX-BF16 and the OS enables their state, else mh_cpu_bf16_gemm_fallback().
+ * AMX here is the CPU's ability only: the process's permission for the tile state is asked
+ * for at its first bf16 call (mh_cpu_request_amx, through mh_dispatch_bf16_ready), and where
+ * the OS refuses it the fallback's GEMMs stay. Read once, at table init. */
 mh_bf16_gemm mh_cpu_bf16_gemm(void);
+
+/* The bf16 GEMMs without AMX: FMA on Intel, whose Xeons issue VDPBF16PS at half their FMA
+ * rate, and DOT elsewhere (AMD Zen 4 issues it at twice the FMA rate). */
+mh_bf16_gemm mh_cpu_bf16_gemm_fallback(void);
+
+/* 1 if the OS grants this process the AMX tile data (Linux's arch_prctl
+ * ARCH_REQ_XCOMP_PERM, asked each call; granted, it enlarges the process's signal frames). */
+int mh_cpu_request_amx(void);
 
 /* How the decode kernels prefetch near K/V rows on this CPU (kernels.h, mh_prefetch_rule;
  * the measurements behind each: kernels/decode_prefetch.h): the environment's

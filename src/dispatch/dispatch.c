@@ -47,10 +47,26 @@ static void init_tables(void) {
         if (g_init[i] && mh_cpu_has_isa((mh_isa)i)) {
             g_init[i](&g_tables[i]);
             if (!g_tables[i].gemm_mr_bf16) g_tables[i].gemm_mr_bf16 = g_tables[i].gemm_mr;
+            if (!g_tables[i].bf16_gemm_name) g_tables[i].bf16_gemm_name = "dot";
             g_tables[i].l1d_bytes = mh_cpu_l1d_bytes();
             g_tables[i].l2_bytes = mh_cpu_l2_bytes();
             g_tables[i].decode_heads = mh_cpu_decode_heads();
         }
+}
+
+/* The AMX tile state, asked for once, by the process's first bf16 call. */
+static pthread_once_t g_bf16_once = PTHREAD_ONCE_INIT;
+static int g_amx;
+
+static void init_bf16(void) {
+    mh_kernels* k = &g_tables[MH_ISA_AVX512];
+    if (k->bf16_amx && mh_cpu_request_amx()) k->bf16_amx(k), g_amx = 1;
+}
+
+int mh_dispatch_bf16_ready(void) {
+    pthread_once(&g_once, init_tables);
+    pthread_once(&g_bf16_once, init_bf16);
+    return g_amx;
 }
 
 static int valid_isa(mh_isa isa) { return isa > MH_ISA_AUTO && isa < MH_ISA_COUNT; }

@@ -20,10 +20,10 @@
  * variant whose own rank bound is larger cannot use these kernels. */
 #define MH_HEAD_MIX_MAX_RANK 8
 
-/* The most rows a GEMM micro-tile has on any ISA (gemm_mr, gemm_mr_bf16: AMX's 16): buffers
+/* The most rows a GEMM micro-tile has on any ISA (gemm_mr, gemm_mr_bf16: AMX's 32): buffers
  * of whole micro-tiles of rows (the bf16 projections' rounded rows, core/gemm.c) hold at least
  * this many. */
-#define MH_GEMM_MR_MAX 16
+#define MH_GEMM_MR_MAX 32
 
 /* Keys per group of pv_direct's two-level sum (the contract below). The pipelined decode's
  * turns and the int8 P.V's chunks are multiples of it, so every caller's split of a tile gives
@@ -211,10 +211,18 @@ typedef struct mh_kernels {
 #undef MH_KERNEL_MEMBER
 
     /* GEMM micro-tile: rows (MR <= MH_GEMM_MR_MAX) and panel columns (NR); the rows the bf16
-     * GEMM slots take at most (gemm_mr, or AMX's 16: the blocks the callers should hand them). */
+     * GEMM slots take at most (gemm_mr, or AMX's 32: the blocks the callers should hand them). */
     size_t gemm_mr;
     size_t gemm_nr;
     size_t gemm_mr_bf16;
+    /* Where the bf16 GEMMs can run on AMX tiles (mh_cpu_bf16_gemm): puts them in gemm_bf16,
+     * gemm_acc_bf16 and gemm_mr_bf16, which hold the other bf16 GEMMs until the process's
+     * first bf16 call (mh_dispatch_bf16_ready); NULL elsewhere. */
+    void (*bf16_amx)(struct mh_kernels* k);
+    /* What the bf16 GEMMs multiply on (mh_compute_kernels): "amx", "dot" (a bf16 dot-product
+     * instruction: the default where gemm_bf16 is set), "fma" (f32 FMAs on widened bf16) or
+     * "f32" (the scalar ISA's). */
+    const char* bf16_gemm_name;
     /* Query blocks with fewer rows than this use the direct kernels. */
     size_t attn_direct_rows;
     /* A larger block runs them in chunks of attn_direct_rows - 1 rows, the full chunks first

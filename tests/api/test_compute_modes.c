@@ -5,6 +5,9 @@
  * with SVE BF16, the scalar reference) and refused with MH_ERR_ISA_UNAVAILABLE elsewhere, at
  * context create, layer create and per call, writing nothing; F16 refused everywhere (no
  * kernels yet); bad values MH_ERR_INVALID_ARGUMENT; MH_COMPUTE as the context's default.
+ * mh_compute_kernels names what multiplies each mode: "f32" for F32 and the scalar BF16,
+ * "dot" on Arm, and on AVX-512 "amx" exactly where Linux lists amx_bf16 in /proc/cpuinfo (the
+ * CPU has it and the kernel enables it) and MH_BF16_GEMM does not force dot or fma.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +36,42 @@ static void call_with(const mh_context* ctx, mh_compute c, mh_status want, const
     problem_free(&t);
 }
 
+/* 1 if /proc/cpuinfo's flags hold `flag` (0 where it cannot be read). */
+static int cpuinfo_has(const char* flag) {
+    FILE* f = fopen("/proc/cpuinfo", "r");
+    if (!f) return 0;
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        if (strncmp(line, "flags", 5) == 0)
+            for (char* t = strtok(line, " \t\n"); t && !found; t = strtok(NULL, " \t\n")) found = strcmp(t, flag) == 0;
+    fclose(f);
+    return found;
+}
+
+/* What mh_compute_kernels says of isa's modes, against the oracle in the header. */
+static void kernels_named(mh_isa isa, int bf16) {
+    char what[160];
+    const char* f32 = mh_compute_kernels(isa, MH_COMPUTE_F32);
+    const char* b = mh_compute_kernels(isa, MH_COMPUTE_BF16);
+    snprintf(what, sizeof what, "%s: kernels f32 %s, bf16 %s", mh_isa_name(isa), f32 ? f32 : "NULL", b ? b : "NULL");
+    printf("%s\n", what);
+    check_true(what, f32 && strcmp(f32, "f32") == 0 && !mh_compute_kernels(isa, MH_COMPUTE_F16) &&
+                         !mh_compute_kernels(isa, (mh_compute)9));
+    if (!bf16) {
+        check_true(what, b == NULL);
+        return;
+    }
+    const char* env = getenv("MH_BF16_GEMM");
+    const int forced = env && (strcmp(env, "dot") == 0 || strcmp(env, "fma") == 0);
+    const char* want = isa == MH_ISA_SCALAR                                   ? "f32"
+                       : isa != MH_ISA_AVX512                                 ? "dot"
+                       : !forced && cpuinfo_has("amx_bf16") && cpuinfo_has("amx_tile") ? "amx"
+                       : forced                                               ? env
+                                                                              : NULL; /* dot or fma: the vendor's */
+    check_true(what, b && (want ? strcmp(b, want) == 0 : strcmp(b, "dot") == 0 || strcmp(b, "fma") == 0));
+}
+
 static void one_isa(mh_isa isa) {
     char what[160];
     const int bf16 = mh_compute_supported(isa, MH_COMPUTE_BF16);
@@ -43,6 +82,7 @@ static void one_isa(mh_isa isa) {
     check_true(what, mh_compute_supported(isa, MH_COMPUTE_F32) && !mh_compute_supported(isa, MH_COMPUTE_F16));
     if (isa == MH_ISA_SCALAR) check_true("scalar: the bf16 reference", bf16);
     if (isa == MH_ISA_AVX2) check_true("avx2: no bf16", !bf16);
+    kernels_named(isa, bf16);
     /* context create */
     mh_context_config cc = mh_context_config_default();
     cc.isa = isa, cc.num_threads = 1;
@@ -89,7 +129,8 @@ int main(void) {
     for (int i = MH_ISA_SCALAR; i < MH_ISA_COUNT; i++) {
         if (!mh_isa_supported((mh_isa)i)) {
             check_true("an unsupported ISA runs no mode", !mh_compute_supported((mh_isa)i, MH_COMPUTE_F32) &&
-                                                            !mh_compute_supported((mh_isa)i, MH_COMPUTE_BF16));
+                                                            !mh_compute_supported((mh_isa)i, MH_COMPUTE_BF16) &&
+                                                            !mh_compute_kernels((mh_isa)i, MH_COMPUTE_F32));
             continue;
         }
         refused += !mh_compute_supported((mh_isa)i, MH_COMPUTE_BF16);

@@ -8,7 +8,9 @@
  * element and k-pair in order, the pair's two products (bf16 inputs denormal -> 0) to the f32
  * sum, each addition an f32 FMA rounded to nearest even with a denormal result flushed to 0.
  * A tile used unconfigured, or shapes that do not fit, abort (the instruction would fault).
- * State per thread, as the hardware's.
+ * State per thread, as the hardware's. Real TDPBF16PS rounds less than this per-product
+ * model (measured on a Xeon: about half its sums differ, nearer the exact ones;
+ * docs/kernels.md, "AMX"), so tests on the model check bounds, not bits.
  */
 #ifndef MH_AMX_EMULATE_H
 #define MH_AMX_EMULATE_H

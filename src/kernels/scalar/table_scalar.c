@@ -10,4 +10,5 @@ void MH_KNAME(kernels_init)(mh_kernels* k) {
     k->attn_block_rows = 64;
     k->attn_kv_tile = 64;
     k->attn_prefill_kv_tile = k->attn_kv_tile;
+    k->bf16_gemm_name = "f32"; /* its bf16 kernels multiply in f32 */
 }

@@ -9,22 +9,30 @@
 #include "kernels/x86/avx512/bf16/bf16_gemm_amx_avx512.h"
 #endif
 
+#ifdef MH_AMX_KERNELS
+/* The table's bf16 GEMMs on AMX tiles (mh_dispatch_bf16_ready, once the OS grants them). */
+static void use_amx(mh_kernels* k) {
+    k->gemm_bf16 = MH_KNAME(gemm_bf16_amx);
+    k->gemm_acc_bf16 = MH_KNAME(gemm_acc_bf16_amx);
+    k->gemm_mr_bf16 = MH_AMX_MR;
+    k->bf16_gemm_name = "amx";
+}
+#endif
+
 void MH_KNAME(kernels_init)(mh_kernels* k) {
     MH_KERNEL_TABLE_FILL(k);
 #ifdef MH_BF16_KERNELS
-    switch (mh_cpu_bf16_gemm()) {
-    case MH_BF16_GEMM_FMA: /* the same products, on the faster instruction here */
+    mh_bf16_gemm gemm = mh_cpu_bf16_gemm();
+    if (gemm == MH_BF16_GEMM_AMX) {
+#ifdef MH_AMX_KERNELS
+        k->bf16_amx = use_amx;
+#endif
+        gemm = mh_cpu_bf16_gemm_fallback(); /* until then, or where the OS refuses */
+    }
+    if (gemm == MH_BF16_GEMM_FMA) { /* the same products, on the faster instruction here */
         k->gemm_bf16 = MH_KNAME(gemm_bf16_fma);
         k->gemm_acc_bf16 = MH_KNAME(gemm_acc_bf16_fma);
-        break;
-#ifdef MH_AMX_KERNELS
-    case MH_BF16_GEMM_AMX:
-        k->gemm_bf16 = MH_KNAME(gemm_bf16_amx);
-        k->gemm_acc_bf16 = MH_KNAME(gemm_acc_bf16_amx);
-        k->gemm_mr_bf16 = MH_AMX_MR;
-        break;
-#endif
-    default: break;
+        k->bf16_gemm_name = "fma";
     }
 #endif
     k->gemm_mr = MH_GEMM_MR;

@@ -5,7 +5,7 @@
 #define MH_BF16_GEMM_AMX_AVX512_H
 #include "kernels/kernel_protos.h"
 
-#define MH_AMX_MR 16
+#define MH_AMX_MR 32
 
 void MH_KNAME(gemm_bf16_amx)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
                              float* c, size_t ldc, mh_fetch* fetch);
