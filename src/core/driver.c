@@ -127,6 +127,11 @@ static void step_rows(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, 
     float* s = sc->s + from;
     mh_score_rows(&t->blk, s, tk, j0 + (int64_t)from, nc - from, r, r + m);
     if (!softmax) return;
+    if (mh_drv_bf16(st) && !t->direct_pv) { /* P rounded for the P.V GEMM in the same pass */
+        st->k->softmax_tile_bf16(m, nc - from, s + r * tk, tk, sc->pb + r * tk + from, sc->m + r, sc->l + r,
+                                 sc->alpha + r);
+        return;
+    }
     st->k->softmax_tile(m, nc - from, s + r * tk, tk, sc->m + r, sc->l + r, sc->alpha + r);
     if (mh_drv_bf16(st)) mh_drv_bf16_probs(st, t, r, r + m, from, nc, sc);
 }

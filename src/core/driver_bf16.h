@@ -118,7 +118,8 @@ static inline const mh_rows* mh_drv_bf16_rows(const mh_drv_stage* st, const mh_r
 }
 
 /* Probabilities of keys [from, nc) of rows [r0, r1) of sc->s rounded into sc->pb and, for a
- * direct P.V, back into sc->s (write_probs recomputes its exact ones). */
+ * direct P.V, back into sc->s (write_probs recomputes its exact ones). A one-pass block whose
+ * P.V is a GEMM gets sc->pb from softmax_tile_bf16 instead, in the softmax's own pass. */
 void mh_drv_bf16_probs(const mh_drv_stage* st, const mh_drv_task* t, size_t r0, size_t r1, size_t from, size_t nc,
                        mh_drv_scratch* sc);
 

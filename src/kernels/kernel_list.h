@@ -50,6 +50,8 @@
     K(pack_kt_bf16, void, (size_t cols, size_t d, const mh_rows* k, uint16_t* dst)) \
     K(pack_v_bf16, void, (size_t cols, size_t dv, const mh_rows* v, uint16_t* dst)) \
     K(round_bf16, void, (size_t n, const float* x, uint16_t* y)) \
+    K(softmax_tile_bf16, void, (size_t rows, size_t cols, float* s, size_t lds, uint16_t* pb, float* m, \
+                                float* l, float* alpha)) \
     K(rows_bf16, void, (size_t cols, size_t width, const mh_rows* x, uint16_t* dst))
 
 #endif

@@ -195,6 +195,8 @@ typedef struct mh_rows {
  *                  NaN keeps its top bits with the quiet bit set); a slot of its own because
  *                  it runs only where the CPU has the extension, so it may use the
  *                  extension's conversion.
+ *   softmax_tile_bf16: softmax_tile, and each P row's cols probabilities also rounded to bf16
+ *                  as round_bf16 rounds them, into pb (rows lds apart, as s's).
  *
  * ---- f32_to_f16 / f32_to_bf16: storage conversions (round to nearest even).
  * ---- f32_to_i8: one row of n floats to symmetric int8: *scale = max|x| / 127 (f32

@@ -10,6 +10,10 @@
  *  - round_bf16: bitwise the scalar round-to-nearest-even (subnormals rounded, NaN quieted)
  *    at every length up to 300, with special values in some vectors and not in others;
  *    nothing written past n;
+ *  - softmax_tile_bf16: s, m, l and alpha bitwise the f32 slot's (softmax_tile), and pb bitwise
+ *    their P rounded by the scalar round-to-nearest-even, for rows across the step's chunk of
+ *    rows, widths across vectors, dropped keys (-inf), rows of only -inf and a NaN score;
+ *    nothing written to pb past each row's cols;
  *  - gemm_bf16 / gemm_acc_bf16: against double sums of the bf16 operands (each product exact,
  *    f32 accumulation: |err| <= eps32 * k * sum |a b|), m = 1..gemm_mr_bf16, n around NR, odd and even k;
  *    with odd k a NaN in A's and the panel's pad element changes nothing; only the m x n
@@ -141,6 +145,42 @@ static void test_round(void) {
     check_true("round_bf16 of the special values in one vector", sp_ok);
 }
 
+/* softmax_tile_bf16 against softmax_tile on a copy, its P rounded (header). */
+static void test_softmax(size_t rows, size_t cols) {
+    const size_t lds = cols + 5;
+    float* s = malloc(rows * lds * sizeof(float));
+    float* s2 = malloc(rows * lds * sizeof(float));
+    uint16_t* pb = malloc(rows * lds * sizeof(uint16_t));
+    float m[40], l[40], a[40], m2[40], l2[40], a2[40];
+    for (size_t r = 0; r < rows; r++) {
+        m[r] = r % 3 == 0 ? -INFINITY : rng_uniform(&R, -2, 2), l[r] = rng_uniform(&R, 0.5f, 3), a[r] = 0;
+        for (size_t c = 0; c < lds; c++) {
+            const int dropped = r % 5 == 1 || (r % 4 == 2 && c % 3 == 0);
+            s[r * lds + c] = dropped ? -INFINITY : rng_uniform(&R, -8, 8);
+        }
+        if (r == 7 && cols > 2) s[r * lds + cols / 2] = NAN;
+    }
+    memcpy(s2, s, rows * lds * sizeof(float));
+    memcpy(m2, m, sizeof m), memcpy(l2, l, sizeof l), memcpy(a2, a, sizeof a);
+    for (size_t i = 0; i < rows * lds; i++) pb[i] = POISON;
+    K->softmax_tile(rows, cols, s2, lds, m2, l2, a2);
+    K->softmax_tile_bf16(rows, cols, s, lds, pb, m, l, a);
+    int same = memcmp(s, s2, rows * lds * sizeof(float)) == 0, pb_ok = 1, past_ok = 1;
+    for (size_t r = 0; r < rows; r++) {
+        same &= memcmp(&m[r], &m2[r], sizeof(float)) == 0 && memcmp(&l[r], &l2[r], sizeof(float)) == 0 &&
+                memcmp(&a[r], &a2[r], sizeof(float)) == 0;
+        for (size_t c = 0; c < lds; c++)
+            if (c < cols) pb_ok &= pb[r * lds + c] == mh_f32_to_bf16_rne(s2[r * lds + c]);
+            else past_ok &= pb[r * lds + c] == POISON;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "softmax_tile_bf16 rows %zu cols %zu: the f32 step's bits", rows, cols);
+    check_true(what, same);
+    snprintf(what, sizeof what, "softmax_tile_bf16 rows %zu cols %zu: P rounded into pb", rows, cols);
+    check_true(what, pb_ok && past_ok);
+    free(s), free(s2), free(pb);
+}
+
 static float bf16_value(uint16_t* b) {
     *b = mh_f32_to_bf16_rne(rng_uniform(&R, -2, 2));
     return mh_bf16_to_f32(*b);
@@ -216,6 +256,9 @@ int main(void) {
     const mh_dtype dts[] = {MH_DTYPE_F32, MH_DTYPE_F16, MH_DTYPE_BF16, MH_DTYPE_I8};
     const size_t cols[] = {1, nr - 1 ? nr - 1 : 1, nr, nr + 1, tk - 1, tk, tkp + 1}, ds[] = {1, 2, 7, 31, 33, 64, 65, 129};
     test_round();
+    const size_t srows[] = {1, 6, 32, 33, 40}, scols[] = {1, 3, 16, 17, 64, 65, 130, 513};
+    for (size_t i = 0; i < 5; i++)
+        for (size_t j = 0; j < 8; j++) test_softmax(srows[i], scols[j]);
     for (int t = 0; t < 4; t++)
         for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++)
             for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++) test_packs(dts[t], cols[ci], ds[di]);

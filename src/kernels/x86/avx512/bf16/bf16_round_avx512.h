@@ -25,4 +25,15 @@ MH_INLINE __m512i mh_bf16x32(__m512 lo, __m512 hi) {
  * magnitude, 2^-24, is a normal f32): one VCVTNE2PS2BF16, no check. */
 MH_INLINE __m512i mh_bf16x32_f16(__m512 lo, __m512 hi) { return (__m512i)_mm512_cvtne2ps_pbh(hi, lo); }
 
+/* x[0, n) rounded to bf16 into y (round_bf16's bits), 32 at a time. */
+MH_INLINE void mh_round_bf16_n(size_t n, const float* x, uint16_t* y) {
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) _mm512_storeu_si512(y + i, mh_bf16x32(_mm512_loadu_ps(x + i), _mm512_loadu_ps(x + i + 16)));
+    if (i < n) { /* masked: reads and writes only the last n - i */
+        const size_t r = n - i;
+        const __m512i b = mh_bf16x32(_mm512_maskz_loadu_ps(mh_mask16(r, 0), x + i), _mm512_maskz_loadu_ps(mh_mask16(r, 16), x + i + 16));
+        _mm512_mask_storeu_epi16(y + i, mh_mask32(r, 0), b);
+    }
+}
+
 #endif
