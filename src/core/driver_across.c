@@ -26,17 +26,20 @@ static const mh_drv_next_tile* tile_ahead(const mh_drv_stage* st, const struct m
     return NULL;
 }
 
-/* Whether a decode across streams prefetches by region_ahead: K and V dense token-major (each
- * token's row holds every stream's row, stream s at s rows in, as an engine's [token][KV
- * heads][D] cache), every stream reading the same keys, and a key tile of all streams' K and V
- * within twice the L2 (AMD's L3 keeps what the L2 evicts). Zen 3 (512 KiB L2), MHA f16 on the
- * per-head tiles (MH_DECODE_HEADS=l1), 32K keys, against tile_ahead: tiles of 1 MiB 0.86x the
- * time, 2 MiB 0.94x, 4 MiB 1.05x. */
+/* Whether a decode across streams prefetches by region_ahead: on a CPU whose hardware
+ * prefetchers follow only the stream being read (the TURN rule: AMD Zen 3), K and V dense
+ * token-major (each token's row holds every stream's row, stream s at s rows in, as an
+ * engine's [token][KV heads][D] cache), every stream reading the same keys, and a key tile of
+ * all streams' K and V within twice the L2 (AMD's L3 keeps what the L2 evicts). Zen 3 (512 KiB
+ * L2), MHA f16 on the per-head tiles (MH_DECODE_HEADS=l1), 32K keys, against tile_ahead: tiles
+ * of 1 MiB 0.86x the time, 2 MiB 0.94x, 4 MiB 1.05x. On an Intel Xeon (the ALL rule) it cost:
+ * tile_ahead took 0.83-0.95x its time (GQA f16, int8, f32, 4 and 8 K/V heads, 4K and 32K keys,
+ * 1 and 2 threads; 16 heads 1.00x); Zen 4 and 5 were not measured with it. */
 static int region_prefetch(const mh_drv_stage* st, const struct mh_drv_lane* lanes, size_t n_s) {
     const ptrdiff_t dqk = (ptrdiff_t)st->dqk, dv = (ptrdiff_t)st->dv, n = (ptrdiff_t)n_s;
     const size_t key_bytes = st->dqk * mh_dtype_size(st->k_dtype) + st->dv * mh_dtype_size(st->v_dtype);
     size_t bytes = 0;
-    if (st->v_per_head || st->key.stride_head != dqk || st->key.stride_token != n * dqk ||
+    if (st->k->decode_prefetch != MH_PREFETCH_TURN || st->v_per_head || st->key.stride_head != dqk || st->key.stride_token != n * dqk ||
         st->value.stride_head != dv || st->value.stride_token != n * dv ||
         !mh_mul3_size(st->tk, n_s, key_bytes, &bytes) || bytes / 2 > st->k->l2_bytes)
         return 0;

@@ -72,7 +72,9 @@ typedef enum mh_prefetch_rule {
                             L2 streamer stops at every 4 KiB page */
     MH_PREFETCH_TURN = 3 /* as L2, except in a pipelined decode's turns of MH_TURN_PREFETCH_BYTES
                             or more: each kernel then prefetches the other stream's next turn
-                            (mh_rows.next), every stream's, into L2: AMD Zen 3 */
+                            (mh_rows.next), every stream's, into L2; and a decode across
+                            streams on a dense token-major cache requests the next key tile
+                            in address order (core/driver_across.c, region_prefetch): AMD Zen 3 */
 } mh_prefetch_rule;
 
 /* Which MHA decodes on far-apart K/V rows (an engine's token-major cache) run on the kernels
