@@ -446,9 +446,11 @@ class Report:
                    "rounds Q, K, V and P (and a layer's weights and projection inputs) to bf16 on entry to the "
                    "products, which accumulate in f32, and keeps scores, softmax and the output in f32. Here "
                    "each bf16 case sits beside the same case in f32: the time ratio, `%peak` against each mode's "
-                   "own measured peak (bf16: the larger of the VDPBF16PS probe and the FMA probe, since bf16 products "
-                   "are exact in f32 and the library runs them on whichever instruction is faster here: twice the "
-                   "FMA rate on AMD Zen 4, half of it on Intel's Xeons), and each one's `rel_l2_err` "
+                   "own measured peak (bf16: the AMX probe where the library's bf16 GEMMs run on AMX tiles, "
+                   "`mh_compute_kernels` saying `amx`; elsewhere the larger of the VDPBF16PS probe and the FMA "
+                   "probe, since bf16 products are exact in f32 and the library runs them on whichever instruction "
+                   "is faster here: twice the FMA rate on AMD Zen 4, half of it on Intel's Xeons without AMX; the "
+                   "machine table names the probe that ran), and each one's `rel_l2_err` "
                    "against the double oracle on the unrounded inputs (bf16's about 2e-3 is the rounding of its "
                    "operands).\n", self.compute_rows())
         out.append("")
