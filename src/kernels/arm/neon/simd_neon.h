@@ -133,11 +133,13 @@ MH_INLINE float mh_vhsum(float32x4_t v) { return vaddvq_f32(v); }
 MH_INLINE float mh_vhmax(float32x4_t v) { return vmaxnmvq_f32(v); }
 /* mh_vexp's words (generic/vexp.h): x raised to lo (FMAX: NaN stays NaN, unlike mh_vmax's
  * FMAXNM), rounded to the nearest integer, and p * 2^n for integral n in [-150, 128]: two
- * exact power-of-two factors of n/2 each, so one rounding, denormals and overflow included. */
+ * exact power-of-two factors of n/2 each, so one rounding, denormals and overflow included;
+ * n below -253 (-inf: a dropped key) makes both factors +0, so p * 2^n is +0. */
 MH_INLINE float32x4_t mh_vclamp_lo(float32x4_t x, float lo) { return vmaxq_f32(vdupq_n_f32(lo), x); }
 MH_INLINE float32x4_t mh_vround(float32x4_t x) { return vrndnq_f32(x); }
 MH_INLINE float32x4_t mh_vscale2n(float32x4_t p, float32x4_t n) {
-    const int32x4_t ni = vcvtnq_s32_f32(n), n1 = vshrq_n_s32(ni, 1), n2 = vsubq_s32(ni, n1);
+    const int32x4_t ni = vmaxq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(-254));
+    const int32x4_t n1 = vshrq_n_s32(ni, 1), n2 = vsubq_s32(ni, n1);
     const int32x4_t bias = vdupq_n_s32(127);
     const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, bias), 23));
     const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, bias), 23));

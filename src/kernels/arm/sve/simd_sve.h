@@ -76,7 +76,8 @@ MH_INLINE svfloat32_t mh_vmax(svfloat32_t a, svfloat32_t b) { return svmaxnm_f32
 MH_INLINE float mh_vhsum(svfloat32_t v) { return svaddv_f32(svptrue_b32(), v); }
 MH_INLINE float mh_vhmax(svfloat32_t v) { return svmaxnmv_f32(svptrue_b32(), v); }
 /* mh_vexp's words (generic/vexp.h): x raised to lo (FMAX: NaN stays NaN, unlike mh_vmax's
- * FMAXNM), rounded to the nearest integer, and p * 2^n (FSCALE, n integral). */
+ * FMAXNM), rounded to the nearest integer, and p * 2^n (FSCALE, n integral; -inf converts
+ * to the most negative integer: +0). */
 MH_INLINE svfloat32_t mh_vclamp_lo(svfloat32_t x, float lo) { return svmax_f32_x(svptrue_b32(), svdup_n_f32(lo), x); }
 MH_INLINE svfloat32_t mh_vround(svfloat32_t x) { return svrintn_f32_x(svptrue_b32(), x); }
 MH_INLINE svfloat32_t mh_vscale2n(svfloat32_t p, svfloat32_t n) {

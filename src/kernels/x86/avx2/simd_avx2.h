@@ -124,11 +124,13 @@ MH_INLINE __m256 mh_vmax(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }
 /* mh_vexp's words (generic/vexp.h): x raised to lo with NaN kept (max returns its second
  * operand when one is NaN), rounded to the nearest integer, and p * 2^n for integral n
  * in [-150, 128]: two exact power-of-two factors of n/2 each, so one rounding, denormals and
- * overflow included. */
+ * overflow included; n below -253 (-inf: a dropped key) makes both factors +0, so p * 2^n
+ * is +0 without an underflowing product. */
 MH_INLINE __m256 mh_vclamp_lo(__m256 x, float lo) { return _mm256_max_ps(_mm256_set1_ps(lo), x); }
 MH_INLINE __m256 mh_vround(__m256 x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 MH_INLINE __m256 mh_vscale2n(__m256 p, __m256 n) {
-    const __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    const __m256i ni = _mm256_max_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(-254));
+    const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
     const __m256i bias = _mm256_set1_epi32(127);
     const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
     const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));

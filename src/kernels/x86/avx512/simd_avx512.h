@@ -85,7 +85,8 @@ MH_INLINE __m512 mh_vmax(__m512 a, __m512 b) { return _mm512_max_ps(a, b); }
 MH_INLINE float mh_vhsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 MH_INLINE float mh_vhmax(__m512 v) { return _mm512_reduce_max_ps(v); }
 /* mh_vexp's words (generic/vexp.h): x raised to lo with NaN kept (max returns its second
- * operand when one is NaN), rounded to the nearest integer, and p * 2^n (n integral). */
+ * operand when one is NaN), rounded to the nearest integer, and p * 2^n (n integral, or -inf:
+ * VSCALEFPS then gives +0 for a finite p). */
 MH_INLINE __m512 mh_vclamp_lo(__m512 x, float lo) { return _mm512_max_ps(_mm512_set1_ps(lo), x); }
 MH_INLINE __m512 mh_vround(__m512 x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 MH_INLINE __m512 mh_vscale2n(__m512 p, __m512 n) { return _mm512_scalef_ps(p, n); }
