@@ -13,12 +13,13 @@ const char* mh_compute_name(mh_compute compute) {
 }
 
 /* A mode runs on isa when its kernels are compiled in (the table's slots are set) and the CPU
- * has the instructions they use. F16 has no kernels yet on any ISA. */
+ * has the instructions they use. F16 has no kernels yet on any ISA. The bf16 slot read is one
+ * mh_dispatch_bf16_ready never changes (it swaps the GEMMs while other threads may ask). */
 int mh_compute_supported(mh_isa isa, mh_compute compute) {
     const mh_kernels* k = mh_dispatch_table(isa);
     if (!k) return 0;
     if (compute == MH_COMPUTE_F32) return 1;
-    return compute == MH_COMPUTE_BF16 && k->gemm_bf16 && mh_cpu_has_bf16(isa);
+    return compute == MH_COMPUTE_BF16 && k->round_bf16 && mh_cpu_has_bf16(isa);
 }
 
 const char* mh_compute_kernels(mh_isa isa, mh_compute compute) {
