@@ -81,7 +81,8 @@ static void copy_b(size_t k, size_t kp, size_t np, const uint16_t* panel, uint16
 }
 
 /* Columns [32 h, 32 h + 32) of A x panel into C tiles 0-3 (tile 2 a + b: A rows 16 a, panel
- * columns 32 h + 16 b), accumulated from zero; the tiles past m rows or n columns untouched. */
+ * columns 32 h + 16 b), accumulated from zero, or from `from` (a whole [32][64] block of C,
+ * rows ldf apart, all four tiles loaded); the tiles past m rows or n columns then unused. */
 static void product_half(size_t m, size_t n, size_t k, size_t h, const uint16_t* a, size_t lda, const uint16_t* panel,
                          const float* from, size_t ldf, mh_fetch* f) {
     _Alignas(64) uint16_t as[TR * 32];
@@ -174,10 +175,12 @@ static void corner_out(size_t m, size_t n, const float cs[MH_AMX_MR * NR], float
 
 /* 1 if every one of the m rows' alpha is 1 (the projections' accumulation). */
 static int alpha_ones(size_t m, const float* alpha) {
-    const __m512 one = _mm512_set1_ps(1.0f);
-    __mmask16 all = 0xffff;
-    for (size_t r = 0; r < m; r += 16) all &= _mm512_mask_cmpeq_ps_mask(mh_mask16(m, r), _mm512_maskz_loadu_ps(mh_mask16(m, r), alpha + r), one) | (__mmask16)~mh_mask16(m, r);
-    return all == 0xffff;
+    for (size_t r = 0; r < m; r += 16) {
+        const __mmask16 rows = mh_mask16(m, r);
+        const __m512 al = _mm512_maskz_loadu_ps(rows, alpha + r);
+        if (_mm512_mask_cmpeq_ps_mask(rows, al, _mm512_set1_ps(1.0f)) != rows) return 0;
+    }
+    return 1;
 }
 
 void MH_KNAME(gemm_bf16_amx)(size_t m, size_t n, size_t k, const uint16_t* a, size_t lda, const uint16_t* panel,
