@@ -157,12 +157,11 @@ struct alignas(64) AmxConfig {
 #define MHB_AMX_DP(k) _tile_dpbf16ps(k, 6, 7);
 __attribute__((target("amx-tile,amx-bf16"))) double probe_amx_bf16(long rounds, const float* ab, float* out) {
     static const AmxConfig cfg;
+    uint32_t bits[2];
+    std::memcpy(bits, ab, sizeof bits);
     alignas(64) uint16_t ops[2][16 * 32];
-    for (int i = 0; i < 16 * 32; i++) {
-        uint32_t bits[2];
-        std::memcpy(bits, ab, sizeof bits);
+    for (int i = 0; i < 16 * 32; i++)
         ops[0][i] = static_cast<uint16_t>(bits[0] >> 16), ops[1][i] = static_cast<uint16_t>(bits[1] >> 16);
-    }
     _tile_loadconfig(&cfg);
     _tile_loadd(6, ops[0], 64);
     _tile_loadd(7, ops[1], 64);

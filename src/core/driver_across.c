@@ -39,8 +39,8 @@ static int region_prefetch(const mh_drv_stage* st, const struct mh_drv_lane* lan
     const ptrdiff_t dqk = (ptrdiff_t)st->dqk, dv = (ptrdiff_t)st->dv, n = (ptrdiff_t)n_s;
     const size_t key_bytes = st->dqk * mh_dtype_size(st->k_dtype) + st->dv * mh_dtype_size(st->v_dtype);
     size_t bytes = 0;
-    if (st->k->decode_prefetch != MH_PREFETCH_TURN || st->v_per_head || st->key.stride_head != dqk || st->key.stride_token != n * dqk ||
-        st->value.stride_head != dv || st->value.stride_token != n * dv ||
+    if (st->k->decode_prefetch != MH_PREFETCH_TURN || st->v_per_head || st->key.stride_head != dqk ||
+        st->key.stride_token != n * dqk || st->value.stride_head != dv || st->value.stride_token != n * dv ||
         !mh_mul3_size(st->tk, n_s, key_bytes, &bytes) || bytes / 2 > st->k->l2_bytes)
         return 0;
     for (size_t s = 0; s < n_s; s++)

@@ -60,7 +60,9 @@ static int g_amx;
 
 static void init_bf16(void) {
     mh_kernels* k = &g_tables[MH_ISA_AVX512];
-    if (k->bf16_amx && mh_cpu_request_amx()) k->bf16_amx(k), g_amx = 1;
+    if (!k->bf16_amx || !mh_cpu_request_amx()) return;
+    k->bf16_amx(k);
+    g_amx = 1;
 }
 
 int mh_dispatch_bf16_ready(void) {

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/generic/bf16_row.h"
 #include "kernels/generic/simd.h"
 
 void MH_KNAME(f32_to_f16)(size_t n, const float* x, uint16_t* y) {
@@ -12,12 +13,7 @@ void MH_KNAME(f32_to_f16)(size_t n, const float* x, uint16_t* y) {
     if (i < n) mh_vcvt_f16_n(x + i, y + i, n - i);
 }
 
-void MH_KNAME(f32_to_bf16)(size_t n, const float* x, uint16_t* y) {
-    const size_t vl = MH_VL;
-    size_t i = 0;
-    for (; i + vl <= n; i += vl) mh_vcvt_bf16(x + i, y + i);
-    if (i < n) mh_vcvt_bf16_n(x + i, y + i, n - i);
-}
+void MH_KNAME(f32_to_bf16)(size_t n, const float* x, uint16_t* y) { mh_row_bf16(n, x, y); }
 
 /* f32 -> symmetric int8 of one row (contract in kernels.h): max |x| and a non-finite check in
  * one pass (x * 0 is NaN exactly for NaN and inf, and a NaN survives the sum), then x / scale

@@ -16,12 +16,8 @@
  * as round_bf16 rounds them: the storage conversion, unless the file including this header
  * defines a faster one with the same bits (AVX512-BF16's: bf16/softmax_tile_bf16_avx512.c). */
 #ifndef MH_SOFTMAX_ROUND_P
-#define MH_SOFTMAX_ROUND_P(x, y, n) softmax_round_p(x, y, n)
-MH_INLINE void softmax_round_p(const float* x, uint16_t* y, size_t n) {
-    size_t i = 0;
-    for (; i + MH_VL <= n; i += MH_VL) mh_vcvt_bf16(x + i, y + i);
-    if (i < n) mh_vcvt_bf16_n(x + i, y + i, n - i);
-}
+#include "kernels/generic/bf16_row.h"
+#define MH_SOFTMAX_ROUND_P(x, y, n) mh_row_bf16(n, x, y)
 #endif
 
 /* Rows whose state updates go together. */
