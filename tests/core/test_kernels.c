@@ -290,34 +290,25 @@ static void gemm_case(int acc_mode, int with_bias, size_t m, size_t n, size_t k)
     snprintf(what, sizeof what, "%s m %zu n %zu k %zu bias %d", acc_mode ? "gemm_acc" : "gemm", m, n, k, with_bias);
     check_close(what, c, want, m * ldc, 4 * FLT_EPSILON * (double)(k + 2), INFINITY);
     /* with a fetch (of fewer lines than the call requests, when k is large): the same bits,
-     * and the fetch one line on per MH_FETCH_EVERY values of kk, or per value when dense */
+     * and the fetch one line on per MH_FETCH_EVERY values of kk, or per value when dense; an
+     * empty one (the kernels' copy of the loop without requests) left as it was */
     static char lines[64 * FETCH_STRIDE];
-    const size_t rows = k > 40 ? 4 : 64;
-    for (int dense = 0; dense < 2; dense++) {
+    for (int mode = 0; mode < 3; mode++) { /* 0: every MH_FETCH_EVERY, 1: dense, 2: empty */
+        const size_t rows = mode == 2 ? 0 : k > 40 ? 4 : 64;
         float* c3 = malloc(sizeof(float) * m * ldc);
         memcpy(c3, c2, sizeof(float) * m * ldc);
         mh_fetch f = test_fetch(lines, rows);
-        if (dense) f.how |= MH_FETCH_DENSE;
+        if (mode == 1) f.how |= MH_FETCH_DENSE;
         if (acc_mode) K->gemm_acc(m, n, k, a, lda, panel, alpha, c3, ldc, &f);
         else K->gemm(m, n, k, a, lda, panel, with_bias ? bias : NULL, c3, ldc, &f);
-        const size_t every = dense ? 1 : MH_FETCH_EVERY;
-        snprintf(what, sizeof what, "%s m %zu n %zu k %zu bias %d: a fetch changes no bit and advances by k / %zu",
-                 acc_mode ? "gemm_acc" : "gemm", m, n, k, with_bias, every);
+        const size_t every = mode == 1 ? 1 : MH_FETCH_EVERY;
+        snprintf(what, sizeof what,
+                 "%s m %zu n %zu k %zu bias %d: a fetch of %zu rows keeps the bits, advances k / %zu",
+                 acc_mode ? "gemm_acc" : "gemm", m, n, k, with_bias, rows, every);
         check_true(what, memcmp(c, c3, sizeof(float) * m * ldc) == 0 &&
                              fetch_advanced(&f, lines, rows, (k + every - 1) / every));
         free(c3);
     }
-    /* a fetch with nothing left (the kernels' copy of the loop without requests): the same
-     * bits, and the fetch as it was */
-    float* c4 = malloc(sizeof(float) * m * ldc);
-    memcpy(c4, c2, sizeof(float) * m * ldc);
-    mh_fetch f = test_fetch(lines, 0);
-    if (acc_mode) K->gemm_acc(m, n, k, a, lda, panel, alpha, c4, ldc, &f);
-    else K->gemm(m, n, k, a, lda, panel, with_bias ? bias : NULL, c4, ldc, &f);
-    snprintf(what, sizeof what, "%s m %zu n %zu k %zu bias %d: an empty fetch changes no bit and stays empty",
-             acc_mode ? "gemm_acc" : "gemm", m, n, k, with_bias);
-    check_true(what, memcmp(c, c4, sizeof(float) * m * ldc) == 0 && fetch_advanced(&f, lines, 0, 0));
-    free(c4);
     free(a), free(panel), free(c), free(c2), free(bias), free(want);
 }
 
