@@ -67,10 +67,10 @@ static inline __attribute__((always_inline)) void mh_fetch_step(mh_fetch* f, siz
  * the test of `how` at every step took one more general register inside the loop, where the
  * 6 x 64 AVX-512 kernel has none to spare (its row pointers then went to the stack). */
 static inline int mh_fetch_dense(const mh_fetch* f) { return (f->how & MH_FETCH_DENSE) != 0; }
-/* Whether f has any line to request. AVX2's f32 kernel runs a call without (every projection
- * GEMM, and a tile's later calls once its fetch is all requested) through a copy of its
- * reduction with `every` 0, which requests nothing and keeps no fetch state in registers
- * through the loop (docs/kernels.md, "Register budgets"). */
+/* Whether f has any line to request. The f32 GEMM kernels (AVX2, AVX-512) run a call without
+ * (every projection GEMM, and a tile's later calls once its fetch is all requested) through a
+ * copy of their reduction with `every` 0, which requests nothing and keeps no fetch state in
+ * registers through the loop (docs/kernels.md, "Register budgets"). */
 static inline int mh_fetch_any(const mh_fetch* f) { return f->rows != 0; }
 static inline __attribute__((always_inline)) void mh_fetch_step_every(mh_fetch* f, size_t kk, const size_t every) {
     if (every && kk % every == 0) mh_fetch_line(f);
