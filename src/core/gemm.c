@@ -100,7 +100,8 @@ typedef struct gemm_call {
 /* A bf16 task rounds SUB_ROWS_BF16 rows of x at a time into a stack buffer of
  * [SUB_ROWS_BF16][GEMM_KC] bf16 (16 KiB) and runs them against GROUP_BF16 panels: x is read
  * and rounded once per eight panels, not once per panel, which cost a fifth of the GEMM's time
- * (the rounding's reads of x missed the caches in a burst before each micro-tile). */
+ * (the rounding's reads of x missed the caches in a burst before each micro-tile). Sixteen
+ * panels did no better on Zen 4 and took 1.02-1.03x the time on Zen 5 (docs/architecture.md). */
 #define SUB_ROWS_BF16 32
 #define GROUP_BF16 8
 _Static_assert(SUB_ROWS_BF16 >= MH_GEMM_MR_MAX, "a bf16 sub-block holds at least one micro-tile of rows");
