@@ -43,9 +43,8 @@ stage_end() { echo "== [$stage/$nstages] $1: took $((SECONDS - stage_start)) s";
 # python3-torch: docs/examples/gen_tiny_decoder.py, the tiny_decoder examples' fixture (required);
 # with fortunes (its English text), bench/accuracy/train.py in the accuracy_smoke test (required);
 # openmpi-bin, libopenmpi-dev: the MPI examples (docs/examples/mpi_*), run by ctest on 2 ranks;
-# qemu-user: the dispatch and README tests on a CPU without AVX (qemu-x86_64 -cpu Nehalem) in the
-# gcc and clang stages (the aarch64 stage needs it too; installed only there, those two tests
-# were missing from a fresh machine's first run)
+# qemu-user: the gcc and clang stages' tests on a CPU without AVX (qemu-x86_64 -cpu Nehalem),
+# which register only where qemu is installed before those stages configure
 packages=(cmake make gcc g++ clang libomp-dev libclang-rt-dev pkg-config libsleef-dev libbenchmark-dev python3
           python3-torch openmpi-bin libopenmpi-dev fortunes qemu-user)
 # dpkg-query, not dpkg -s: a package installed for two architectures (libsleef-dev for amd64
