@@ -327,11 +327,23 @@ void mh_drv_attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0
     accumulate_pv(st, t, vt, vt_bad, vt ? mh_min_size(tk, (size_t)st->n_kv - (size_t)j0) : 0, j0, nc, nx, sc);
 }
 
-/* Keys per turn of a pipelined tile (attend_pipelined). Zen 4: 8 did as well, 32 worse; Zen 5
- * (MHA at 32K keys, 1 thread, mh_ab against 16): 8 keys 1.10-1.17x the time, 32 keys 0.98-1.17x
- * (AVX2 f16 the worst), 64 keys 1.09-1.28x, on AVX-512 and AVX2, f16 and int8. */
-#define PIPE_KEYS 16
-_Static_assert(PIPE_KEYS % MH_PV_GROUP == 0, "turns split P.V between pv_direct's groups only (same bits as a tile)");
+/* Keys per turn of a pipelined tile (attend_pipelined): about PIPE_ELEMS elements of each K (and
+ * V) row set, in whole groups of pv_direct's sum (MH_PV_GROUP keys, so a turn splits P.V only
+ * between groups: the same bits as a whole tile), at least one group: 16 keys above 64 dims,
+ * 32 at 43-64, 64 at 26-32. Each turn costs two kernel calls and P.V's load, rescale and
+ * store of the rows' outputs, which a narrow head's 16 keys do not amortise. Zen 5, MHA at 32K
+ * keys, 1 thread, mh_ab against 16 keys a turn: 64 dims with 32 keys 0.91-0.95x the time (f16,
+ * H16; 0.92x at 4K keys, 0.91x in cache, 0.75-0.91x on 2 threads, AVX2 0.96x), int8 0.88-0.91x
+ * (0.98x at 4K keys), f32 0.86x, bf16 0.96x, GQA-8 0.99x; 32 dims with 64 keys f16 0.90x, int8
+ * 0.99x. Wider heads keep 16: at 80 dims 32 keys took 0.99x, at 96 dims 1.03-1.07x, at 128
+ * dims 1.05x (f16; int8 0.98-0.99x); on Zen 4, 128 dims, 8 keys did as well as 16 and 32 worse;
+ * on Zen 5, 128 dims, 8 keys 1.10-1.17x, 64 keys 1.09-1.28x. */
+#define PIPE_ELEMS 2048
+static size_t pipe_keys(const mh_drv_stage* st) {
+    const size_t d = st->dqk > st->dv ? st->dqk : st->dv;
+    const size_t keys = PIPE_ELEMS / d / MH_PV_GROUP * MH_PV_GROUP;
+    return keys > MH_PV_GROUP ? keys : MH_PV_GROUP;
+}
 
 /* Whether attend_pipelined takes the task: a task on the direct kernels (fewer query rows than
  * attn_direct_rows: MHA, and grouped heads whose group fits), one V per stream, no bias hook. */
@@ -342,13 +354,13 @@ static int pipelined(const mh_drv_stage* st, const mh_drv_task* t) {
 /* Whether a pipelined decode's turns prefetch each other's rows (MH_PREFETCH_TURN,
  * kernels/decode_prefetch.h): K and V rows alike (dtype, ld, width) and a turn of K rows
  * spanning MH_TURN_PREFETCH_BYTES or more. */
-static int turns_prefetch(const mh_drv_stage* st, const mh_rows* ks, const mh_rows* vs) {
+static int turns_prefetch(const mh_drv_stage* st, const mh_rows* ks, const mh_rows* vs, size_t turn) {
     return ks->prefetch == MH_PREFETCH_TURN && ks->dtype == vs->dtype && ks->ld == vs->ld && st->dqk == st->dv &&
-           PIPE_KEYS * st->dqk * mh_dtype_size(ks->dtype) >= MH_TURN_PREFETCH_BYTES;
+           turn * st->dqk * mh_dtype_size(ks->dtype) >= MH_TURN_PREFETCH_BYTES;
 }
 
 /* attend on the direct kernels (decode): each tile's P.V runs one tile late, in turns of
- * PIPE_KEYS keys with the next tile's Q.K^T, so K and V stream from memory together instead
+ * pipe_keys() keys with the next tile's Q.K^T, so K and V stream from memory together instead
  * of in alternate phases of a whole tile each (f16 decode at 32K keys, Zen 4: MHA, the kernels
  * alone, 17-19 ms in phases, 16 ms in turns; GQA with four query rows per K/V head, 8.0 ms in
  * phases, 7.0 ms in turns; docs/kernels.md, "Decode kernels"). A tile whose
@@ -359,7 +371,7 @@ static int turns_prefetch(const mh_drv_stage* st, const mh_rows* ks, const mh_ro
 static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64_t j_lo, int64_t j_hi,
                              mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
-    const size_t tk = st->tk, dqk = st->dqk, dv = st->dv, rows = t->rows;
+    const size_t tk = st->tk, dqk = st->dqk, dv = st->dv, rows = t->rows, turn = pipe_keys(st);
     mh_drv_scratch cur = *sc, prev = *sc; /* the tile being scored, the tile whose P.V is owed */
     prev.s = sc->s_prev, prev.alpha = sc->alpha_prev;
     int64_t pj0 = 0;
@@ -372,19 +384,19 @@ static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64
         }
         const mh_rows ks = mh_drv_kv_rows(st, 0, (size_t)t->b, (size_t)t->s, j0);
         const mh_rows vs = mh_drv_kv_rows(st, 1, (size_t)t->b, (size_t)t->s, pnc ? pj0 : j0);
-        const int across = turns_prefetch(st, &ks, &vs);
-        for (size_t c0 = 0; c0 < nc || c0 < pnc; c0 += PIPE_KEYS) {
+        const int across = turns_prefetch(st, &ks, &vs, turn);
+        for (size_t c0 = 0; c0 < nc || c0 < pnc; c0 += turn) {
             if (c0 < nc) { /* bf16 compute on other storage: the turn's rows rounded (driver_bf16.h) */
-                const size_t n = mh_min_size(PIPE_KEYS, nc - c0);
+                const size_t n = mh_min_size(turn, nc - c0);
                 mh_rows kc = rows_from(ks, c0);
                 if (across && c0 < pnc) kc.next = rows_from(vs, c0).data; /* this turn's P.V */
                 mh_rows view;
                 k->qk_direct(rows, n, dqk, sc->q, dqk, mh_drv_bf16_rows(st, &kc, n, dqk, sc->kt, &view), cur.s + c0, tk);
             }
             if (c0 < pnc) {
-                const size_t n = mh_min_size(PIPE_KEYS, pnc - c0);
+                const size_t n = mh_min_size(turn, pnc - c0);
                 mh_rows vc = rows_from(vs, c0);
-                if (across && c0 + PIPE_KEYS < nc) vc.next = rows_from(ks, c0 + PIPE_KEYS).data; /* the next Q.K^T */
+                if (across && c0 + turn < nc) vc.next = rows_from(ks, c0 + turn).data; /* the next Q.K^T */
                 mh_rows view;
                 k->pv_direct(rows, n, dv, prev.s + c0, tk, mh_drv_bf16_rows(st, &vc, n, dv, sc->vt, &view),
                              c0 ? sc->ones : prev.alpha, sc->o, dv);

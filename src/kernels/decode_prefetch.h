@@ -21,7 +21,7 @@
  *  - AMD Zen 3 (TURN: the L2 rule, and on top) takes turns of K and V badly: two streams
  *    read in alternate runs of 4 KiB or more at 13-15 GB/s against 19-21 GB/s in runs of
  *    1 KiB (a widen-and-FMA loop over f16, 1 thread): its hardware prefetchers follow only
- *    the stream being read. In a pipelined decode (core/driver.c, turns of PIPE_KEYS keys)
+ *    the stream being read. In a pipelined decode (core/driver.c, turns of pipe_keys() keys)
  *    whose turns span MH_TURN_PREFETCH_BYTES or more of K, each kernel prefetches the other
  *    stream's next turn (Q.K^T the V rows P.V reads next, P.V the next turn's K rows) into
  *    L2, row c with its own row c, for every row count, instead of its own stream ahead: f16
