@@ -233,14 +233,36 @@ MH_INLINE void pv_group(const int R, const int J, const mh_dtype dtype, const in
     }
 }
 
+/* The w vectors [d0, d0 + 16w) of the row (1 <= w <= 15, fewer than a full pass) in one pass: w
+ * a constant in each case (its accumulators in registers), the cases past the row count's
+ * budget (jmax) compiled away. */
+#define PV_PART(W) \
+    case W: \
+        if (W < jmax) pv_group(R, W, dtype, 0, dv, first, c, end, d0, p, ldp, v, alpha, o, ldo); \
+        break;
+MH_INLINE void pv_part(const int R, const int jmax, const mh_dtype dtype, size_t w, size_t dv, int first, size_t c,
+                       size_t end, size_t d0, const float* p, size_t ldp, const mh_rows* v, const float* alpha,
+                       float* o, size_t ldo) {
+    switch (w) {
+        PV_PART(1) PV_PART(2) PV_PART(3) PV_PART(4) PV_PART(5) PV_PART(6) PV_PART(7) PV_PART(8)
+        PV_PART(9) PV_PART(10) PV_PART(11) PV_PART(12) PV_PART(13) PV_PART(14) PV_PART(15)
+        default: break;
+    }
+}
+#undef PV_PART
+
 /* 16 * J columns per pass: 256 for R = 1 (16 accumulators: a row of Gemma's head dim 256 in one
  * pass, against two of 128: MHA f16 decode at 16K keys, H16, 0.72x the time from DRAM, 0.91x
  * from L3, 0.94x from L2; int8 0.85x from DRAM), 128 for R = 2, 64 for R = 3..5. What is left of
- * a narrower row (head dims 64, 80, 96, ...) goes in passes of 128, 64, 32 and 16 columns, none
- * of them wider than the columns left, and a last masked pass of up to 16: a pass of J vectors
- * over a 64-wide row widened and multiplied half its vectors for nothing and read the next row's
- * lines through its masked loads (MHA f16 decode at 32K keys, H16 D64, Zen 5: 12.9 ms, 3.5x the
- * time of its bytes at the read bandwidth). Each group of keys goes through all the passes
+ * the row after its full passes, fewer than J whole vectors (head dims 64, 80, 96, 160, ... at R
+ * = 1), goes in one pass of exactly its vectors, and a last part-vector (a head dim that is not
+ * a multiple of 16) in a masked pass of one. A pass of J vectors over a 64-wide row widened and
+ * multiplied half its vectors for nothing and read the next row's lines through its masked
+ * loads (MHA f16 decode at 32K keys, H16 D64, Zen 5: 12.9 ms, 3.5x the time of its bytes at the
+ * read bandwidth). One pass of the rest instead of passes of 128, 64, 32 and 16 columns (stop
+ * 61, MHA decode at 32K keys, H16, Zen 5): D96 0.85x the time with f16, 0.94x with int8; D80
+ * 0.97x and 0.91x; D112 0.85x; at 16K keys D160 0.76x, D192 0.82x; two rows per K/V head at D96
+ * 0.84x; four rows (passes of 64) 0.99x; 64 and 128 dims run as before. Each group of keys goes through all the passes
  * before the next group, as on AVX2 (the same time here). Columns are independent sums, so
  * neither the passes nor their order change a bit. */
 MH_INLINE void pv_rows(const mh_dtype dtype, const int R, size_t cols, size_t dv, const float* p, size_t ldp,
@@ -252,12 +274,8 @@ MH_INLINE void pv_rows(const mh_dtype dtype, const int R, size_t cols, size_t dv
         size_t d0 = 0;
         for (; d0 + 16 * (size_t)J <= dv; d0 += 16 * (size_t)J)
             pv_group(R, J, dtype, 0, dv, d0 == 0, c, end, d0, p, ldp, v, alpha, o, ldo);
-        if (J > 8 && d0 + 128 <= dv)
-            pv_group(R, 8, dtype, 0, dv, d0 == 0, c, end, d0, p, ldp, v, alpha, o, ldo), d0 += 128;
-        if (J > 4 && d0 + 64 <= dv)
-            pv_group(R, 4, dtype, 0, dv, d0 == 0, c, end, d0, p, ldp, v, alpha, o, ldo), d0 += 64;
-        if (d0 + 32 <= dv) pv_group(R, 2, dtype, 0, dv, d0 == 0, c, end, d0, p, ldp, v, alpha, o, ldo), d0 += 32;
-        if (d0 + 16 <= dv) pv_group(R, 1, dtype, 0, dv, d0 == 0, c, end, d0, p, ldp, v, alpha, o, ldo), d0 += 16;
+        const size_t w = (dv - d0) / 16; /* whole vectors left, fewer than J */
+        if (w) pv_part(R, J, dtype, w, dv, d0 == 0, c, end, d0, p, ldp, v, alpha, o, ldo), d0 += 16 * w;
         if (d0 < dv) pv_group(R, 1, dtype, 1, dv, d0 == 0, c, end, d0, p, ldp, v, alpha, o, ldo);
         c = end;
     } while (c < cols);
