@@ -262,9 +262,9 @@ MH_INLINE void pv_part(const int R, const int jmax, const mh_dtype dtype, size_t
  * read bandwidth). One pass of the rest instead of passes of 128, 64, 32 and 16 columns (stop
  * 61, MHA decode at 32K keys, H16, Zen 5): D96 0.85x the time with f16, 0.94x with int8; D80
  * 0.97x and 0.91x; D112 0.85x; at 16K keys D160 0.76x, D192 0.82x; two rows per K/V head at D96
- * 0.84x; four rows (passes of 64) 0.99x; 64 and 128 dims run as before. Each group of keys goes through all the passes
- * before the next group, as on AVX2 (the same time here). Columns are independent sums, so
- * neither the passes nor their order change a bit. */
+ * 0.84x; four rows (passes of 64) 0.99x; 64 and 128 dims run as before. Each group of keys goes
+ * through all the passes before the next group, as on AVX2 (the same time here). Columns are
+ * independent sums, so neither the passes nor their order change a bit. */
 MH_INLINE void pv_rows(const mh_dtype dtype, const int R, size_t cols, size_t dv, const float* p, size_t ldp,
                        const mh_rows* v, const float* alpha, float* o, size_t ldo) {
     const int J = R == 1 ? 16 : R == 2 ? 8 : 4;
