@@ -327,22 +327,26 @@ void mh_drv_attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0
     accumulate_pv(st, t, vt, vt_bad, vt ? mh_min_size(tk, (size_t)st->n_kv - (size_t)j0) : 0, j0, nc, nx, sc);
 }
 
-/* Keys per turn of a pipelined tile (attend_pipelined): about PIPE_ELEMS elements of each K (and
- * V) row set, in whole groups of pv_direct's sum (MH_PV_GROUP keys, so a turn splits P.V only
- * between groups: the same bits as a whole tile), at least one group: 16 keys above 64 dims,
- * 32 at 43-64, 64 at 26-32. Each turn costs two kernel calls and P.V's load, rescale and
- * store of the rows' outputs, which a narrow head's 16 keys do not amortise. Zen 5, MHA at 32K
- * keys, 1 thread, mh_ab against 16 keys a turn: 64 dims with 32 keys 0.91-0.95x the time (f16,
- * H16; 0.92x at 4K keys, 0.91x in cache, 0.75-0.91x on 2 threads, AVX2 0.96x), int8 0.88-0.91x
- * (0.98x at 4K keys), f32 0.86x, bf16 0.96x, GQA-8 0.99x; 32 dims with 64 keys f16 0.90x, int8
- * 0.99x. Wider heads keep 16: at 80 dims 32 keys took 0.99x, at 96 dims 1.03-1.07x, at 128
- * dims 1.05x (f16; int8 0.98-0.99x); on Zen 4, 128 dims, 8 keys did as well as 16 and 32 worse;
- * on Zen 5, 128 dims, 8 keys 1.10-1.17x, 64 keys 1.09-1.28x. */
+/* Keys per turn of a pipelined tile (attend_pipelined) of `rows` query rows per K/V row: one
+ * or two rows (MHA, pairs of heads) take about PIPE_ELEMS elements of each K (and V) row set, in
+ * whole groups of pv_direct's sum (MH_PV_GROUP keys, so a turn splits P.V only between groups:
+ * the same bits as a whole tile), at least one group: 16 keys above 64 dims, 32 at 43-64, 64 at
+ * 26-32. Each turn costs two kernel calls and P.V's load, rescale and store of the rows'
+ * outputs, which a narrow head's 16 keys do not amortise. Zen 5, MHA at 32K keys, 1 thread,
+ * mh_ab against 16 keys a turn: 64 dims with 32 keys 0.91-0.95x the time (f16, H16; 0.92x at
+ * 4K keys, 0.91x in cache, 0.75-0.91x on 2 threads, AVX2 0.96x), int8 0.88-0.91x (0.98x at 4K
+ * keys), f32 0.86x, bf16 0.96x, two rows per K/V row 0.98x; 32 dims with 64 keys f16 0.90x,
+ * int8 0.99x. Wider heads keep 16: at 80 dims 32 keys took 0.99x, at 96 dims 1.03-1.07x, at
+ * 128 dims 1.05x (f16; int8 0.98-0.99x); on Zen 4, 128 dims, 8 keys did as well as 16 and 32
+ * worse; on Zen 5, 128 dims, 8 keys 1.10-1.17x, 64 keys 1.09-1.28x. Grouped heads (from
+ * MH_NEAR_PREFETCH_ROWS rows, whose rows the prefetch rules fetch ahead) keep 16 at every
+ * width: at 64 dims 32 keys took 1.01-1.07x with three to five rows (f16; int8 0.97x), and 32
+ * or 64 keys 1.06-1.10x at 128 dims (docs/kernels.md, "Decode kernels"). */
 #define PIPE_ELEMS 2048
-static size_t pipe_keys(const mh_drv_stage* st) {
+static size_t pipe_keys(const mh_drv_stage* st, size_t rows) {
     const size_t d = st->dqk > st->dv ? st->dqk : st->dv;
     const size_t keys = PIPE_ELEMS / d / MH_PV_GROUP * MH_PV_GROUP;
-    return keys > MH_PV_GROUP ? keys : MH_PV_GROUP;
+    return rows < MH_NEAR_PREFETCH_ROWS && keys > MH_PV_GROUP ? keys : MH_PV_GROUP;
 }
 
 /* Whether attend_pipelined takes the task: a task on the direct kernels (fewer query rows than
@@ -371,7 +375,7 @@ static int turns_prefetch(const mh_drv_stage* st, const mh_rows* ks, const mh_ro
 static void attend_pipelined(const mh_drv_stage* st, const mh_drv_task* t, int64_t j_lo, int64_t j_hi,
                              mh_drv_scratch* sc) {
     const mh_kernels* k = st->k;
-    const size_t tk = st->tk, dqk = st->dqk, dv = st->dv, rows = t->rows, turn = pipe_keys(st);
+    const size_t tk = st->tk, dqk = st->dqk, dv = st->dv, rows = t->rows, turn = pipe_keys(st, rows);
     mh_drv_scratch cur = *sc, prev = *sc; /* the tile being scored, the tile whose P.V is owed */
     prev.s = sc->s_prev, prev.alpha = sc->alpha_prev;
     int64_t pj0 = 0;
