@@ -29,6 +29,7 @@ from collections import OrderedDict, defaultdict
 
 from report_format import fmt_bytes, fmt_si, fmt_num, fmt_ms, fmt_cv, fmt_err, fmt_x, fmt_err_opt, fmt_dist, md_table, text_table
 from report_plots import DTYPE_ORDER, MODES, make_plots, remove_stale_plots
+import report_decode_targets
 import report_targets
 from report_weights import WEIGHTS_MD
 
@@ -97,6 +98,10 @@ class Case:
                  threads=self.threads, compute=self.compute)
         f.update(override)
         return (f["mode"], f["variant"], f["shape"], f["dtype"], f["isa"], f["threads"], f["compute"])
+
+    def run_as(self):
+        """The ISA, and the thread count when more than one: a table's `run as` cell."""
+        return self.isa + (f", {self.threads} threads" if self.threads > 1 else "")
 
     def api(self):
         if self.mode == "decode":
@@ -212,7 +217,7 @@ class Report:
             if c.mode != "decode" or c.dtype != "i8" or c.error:
                 continue
             f16 = self.by_key.get(c.key(dtype="f16"))
-            rows.append([f"{c.variant}/`{c.shape}`", c.isa + (f", {c.threads} threads" if c.threads > 1 else ""),
+            rows.append([f"{c.variant}/`{c.shape}`", c.run_as(),
                          fmt_ms(f16.ms) if f16 else "-", fmt_ms(c.ms), self.i8_over_f16(c),
                          fmt_num(f16.c("pct_bw"), ".0f") if f16 else "-", fmt_num(c.c("gbps"), ".2f"),
                          fmt_num(c.c("pct_bw"), ".0f") + self.bw_note(c),
@@ -258,7 +263,7 @@ class Report:
             if x <= 0:
                 continue
             limit = "bandwidth" if (c.c("pct_bw") or 0) >= (c.c("pct_peak") or 0) else "FMA peak"
-            rows.append([f"{c.variant}/`{c.shape}`/{c.dtype}", c.isa + (f", {c.threads} threads" if c.threads > 1 else ""),
+            rows.append([f"{c.variant}/`{c.shape}`/{c.dtype}", c.run_as(),
                          fmt_ms(c.ms), fmt_ms(c.ms / x), limit, fmt_x(x), fmt_num(c.c("pct_bw"), ".0f") + self.bw_note(c),
                          fmt_num(c.c("pct_peak"), ".0f")])
         return ["case", "run as", "ms/call", "bound ms", "bound by", "x_bound", "%bw", "%peak"], rows
@@ -302,7 +307,7 @@ class Report:
             if c.error or c.compute == "f32":
                 continue
             ref = self.by_key.get(c.key(compute="f32"))
-            rows.append([c.mode, f"`{c.shape}`", c.variant, c.dtype, c.isa + (f", {c.threads} threads" if c.threads > 1 else ""),
+            rows.append([c.mode, f"`{c.shape}`", c.variant, c.dtype, c.run_as(),
                          c.compute, fmt_ms(ref.ms) if ref else "-", fmt_ms(c.ms),
                          f"{ref.ms / c.ms:.2f}x" if ref and c.ms > 0 else "-",
                          fmt_num(ref.c("pct_peak"), ".0f") if ref else "-", fmt_num(c.c("pct_peak"), ".0f"),
@@ -483,6 +488,8 @@ class Report:
         for intro, (header, rows) in zip(intros, self.decode_limit_tables()):
             out.append(intro)
             out.append(md_table(header, rows, skeleton=not self.cases))
+        self.section(out, "\n## Decode at the memory limit: the targets\n", report_decode_targets.INTRO,
+                     report_decode_targets.target_rows(self), report_decode_targets.ALIGN)
         self.section(out, "\n## Baselines, other ISAs, thread scaling\n", "Each case next to a reference run of the same case: `scalar` (the library's portable path, "
                    "`MH_ISA=scalar`), `openblas` (the attention a C user writes without this library: per-head "
                    "`cblas_sgemm` + softmax + `cblas_sgemm`, bench/blas_baseline.h) and other ISAs against the "
@@ -532,6 +539,9 @@ class Report:
         for title, (header, rows) in zip(titles, self.decode_limit_tables()):
             print(f"== decode: {title}")
             print(text_table(header, [[str(x).replace("`", "") for x in r] for r in rows]))
+        header, rows = report_decode_targets.target_rows(self)
+        print("== decode at the memory limit: the targets")
+        print(text_table(header, [[str(x).replace("`", "").replace("**", "") for x in r] for r in rows]))
         header, rows = self.baseline_rows()
         print("== baselines, other ISAs, thread scaling (time ratio = this run's time / the reference's)")
         print(text_table(["case", "run as", "ms/call", "reference", "ref ms", "ratio", "GFLOP/s", "%peak", "rel_l2_err"],

@@ -58,6 +58,11 @@ def fmt_dist(v):
     return "0 (base)" if v == 0 else f"{v:.3f}"
 
 
+def fmt_met(ok):
+    """A targets table's `met` cell: a miss in bold."""
+    return "yes" if ok else "**no**"
+
+
 def md_table(header, rows, align=None, skeleton=False):
     if not rows and skeleton:
         rows = [["_(filled in by the run)_"] + [""] * (len(header) - 1)]

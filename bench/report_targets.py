@@ -9,7 +9,7 @@
   2*N*d_model*H*D FLOPs each) and the layer's own glue (bias, the copies between them). The
   OpenBLAS baseline the same way, its layer less its core case.
 """
-from report_format import fmt_ms, fmt_num
+from report_format import fmt_met, fmt_ms, fmt_num
 
 PROJ_GOAL = (4096, 512)  # the projection target: d_model, tokens
 CLIFF = ("N63_M63_H8_D64", "N64_M64_H8_D64", 0.10)  # the pair, and how far per FLOP they may drift
@@ -20,10 +20,6 @@ PEAK_GOALS = [  # (what, core shape, %peak goal), causal MHA prefill in f32
 ]
 HEADER = ["target", "case", "run as", "ms/call", "GFLOP/s", "measured", "goal", "met"]
 ALIGN = ["l", "l", "l", "r", "r", "r", "r", "l"]
-
-
-def _met(ok):
-    return "yes" if ok else "**no**"
 
 
 def _isas(rep):
@@ -59,7 +55,7 @@ def peak_rows(rep):
                 continue
             pct = c.c("pct_peak") or 0.0
             rows.append([what, f"prefill/mha/`{shape}`", isa, fmt_ms(c.ms), fmt_num(c.c("gflops"), ".1f"),
-                         f"{pct:.0f}% of peak", f">= {goal}%", _met(pct >= goal)])
+                         f"{pct:.0f}% of peak", f">= {goal}%", fmt_met(pct >= goal)])
     return rows
 
 
@@ -74,7 +70,7 @@ def cliff_rows(rep):
         ratio = (a.c("gflops") or 0.0) / b.c("gflops")
         rows.append(["no cliff from N=63 to N=64 (per useful FLOP)", f"prefill/mha/`{lo}` vs `{hi}`", isa,
                      f"{fmt_ms(a.ms)} / {fmt_ms(b.ms)}", f"{a.c('gflops'):.1f} / {b.c('gflops'):.1f}",
-                     f"{ratio:.2f}x (63/64)", f"within {100 * tol:.0f}%", _met(abs(ratio - 1.0) <= tol)])
+                     f"{ratio:.2f}x (63/64)", f"within {100 * tol:.0f}%", fmt_met(abs(ratio - 1.0) <= tol)])
     return rows
 
 
@@ -103,7 +99,7 @@ def projection_rows(rep):
                      c.isa if c.compute == "f32" else f"{c.isa}+{c.compute}", fmt_ms(ms / 4) + " per GEMM",
                      f"{gflops:.1f}", "-" if pct is None else f"{pct:.0f}% of {'peak' if not mode else 'its peak'}",
                      ">= 85%" if target else "baseline" if c.isa == "openblas" else "-",
-                     _met(pct is not None and pct >= 85) if target else "-"])
+                     fmt_met(pct is not None and pct >= 85) if target else "-"])
     return rows
 
 
