@@ -204,10 +204,15 @@ class Report:
             header += ["x_bound", "q_err", "i8/f16 time"]
         return header, rows
 
+    def f16_of(self, c):
+        """The same case on an f16 cache, for an int8 case that ran (else None)."""
+        f16 = self.by_key.get(c.key(dtype="f16")) if c.dtype == "i8" and not c.error else None
+        return f16 if f16 is not None and not f16.error and f16.ms > 0 else None
+
     def i8_over_f16(self, c):
         """An int8 case's time over the same case's on an f16 cache ('-' for other dtypes)."""
-        f16 = self.by_key.get(c.key(dtype="f16")) if c.dtype == "i8" and not c.error else None
-        return f"{c.ms / f16.ms:.2f}x" if f16 is not None and f16.ms > 0 else "-"
+        f16 = self.f16_of(c)
+        return f"{c.ms / f16.ms:.2f}x" if f16 is not None else "-"
 
     # ------------------------------------------------------------ decode against the limits
     def int8_rows(self):
@@ -216,7 +221,7 @@ class Report:
         for c in self.cases:
             if c.mode != "decode" or c.dtype != "i8" or c.error:
                 continue
-            f16 = self.by_key.get(c.key(dtype="f16"))
+            f16 = self.f16_of(c)
             rows.append([f"{c.variant}/`{c.shape}`", c.run_as(),
                          fmt_ms(f16.ms) if f16 else "-", fmt_ms(c.ms), self.i8_over_f16(c),
                          fmt_num(f16.c("pct_bw"), ".0f") if f16 else "-", fmt_num(c.c("gbps"), ".2f"),

@@ -11,7 +11,7 @@
 """
 from report_format import fmt_met, fmt_ms, fmt_x
 
-SHAPE = "H32_D128"  # the issue's head shape
+HEADS, DIM = 32, 128  # the issue's head shape
 BW_KEYS = (8192, 32768, 131072)  # the bandwidth target's cache lengths
 BW_GOAL = 85  # %bw, f16 and int8 MHA
 I8_RATIO_GOAL = 0.55  # int8 time / f16 time, MHA at 32K keys
@@ -23,19 +23,15 @@ HEADER = ["target", "case", "run as", "ms/call", "measured", "goal", "met"]
 ALIGN = ["l", "l", "l", "r", "r", "r", "l"]
 
 
-def _keys(c):
-    return c.dims.get("M", 0)
-
-
 def _cases(rep, variant, dtype, tokmajor=False):
-    """The run's decode cases on the core of one variant and K/V dtype at the issue's head shape,
-    head-major or token-major, on SIMD ISAs (not scalar, not openblas), by keys, ISA and threads."""
-    suffix = f"_{SHAPE}" + ("_tokmajor" if tokmajor else "")
+    """The run's decode cases on the core of one variant and K/V dtype at the issue's head shape
+    (not batched), head-major or token-major, on SIMD ISAs (not scalar, not openblas), by keys,
+    ISA and threads."""
     out = [c for c in rep.cases
            if c.mode == "decode" and c.variant == variant and c.dtype == dtype and c.compute == "f32"
-           and not c.layer_api and not c.error and c.shape.endswith(suffix) and c.shape.count("_") == suffix.count("_")
-           and c.isa not in ("scalar", "openblas")]
-    return sorted(out, key=lambda c: (_keys(c), c.isa, c.threads))
+           and not c.layer_api and not c.error and c.token_major == tokmajor and c.dims.get("B", 1) == 1
+           and c.dims.get("H") == HEADS and c.dims.get("D") == DIM and c.isa not in ("scalar", "openblas")]
+    return sorted(out, key=lambda c: (c.dims["M"], c.isa, c.threads))
 
 
 def _row(what, c, measured, goal, ok):
@@ -46,7 +42,7 @@ def bandwidth_rows(rep):
     rows = []
     for dtype, what in (("f16", "MHA decode, f16 cache"), ("i8", "MHA decode, int8 cache (values + scales)")):
         for c in _cases(rep, "mha", dtype):
-            if _keys(c) not in BW_KEYS or not c.c("cold"):  # in the LLC, %bw against DRAM says nothing
+            if c.dims["M"] not in BW_KEYS or not c.c("cold"):  # in the LLC, %bw against DRAM says nothing
                 continue
             pct = c.c("pct_bw") or 0.0
             rows.append(_row(what, c, f"{pct:.0f}% of bw", f">= {BW_GOAL}%", pct >= BW_GOAL))
@@ -56,8 +52,8 @@ def bandwidth_rows(rep):
 def int8_ratio_rows(rep):
     rows = []
     for c in _cases(rep, "mha", "i8"):
-        f16 = rep.by_key.get(c.key(dtype="f16"))
-        if _keys(c) != 32768 or f16 is None or f16.error or f16.ms <= 0:
+        f16 = rep.f16_of(c)
+        if c.dims["M"] != 32768 or f16 is None:
             continue
         ratio = c.ms / f16.ms
         rows.append(_row("int8 MHA decode against f16", c, f"{ratio:.2f}x the f16 time ({fmt_ms(f16.ms)})",
