@@ -24,6 +24,12 @@ typedef struct gqa_ctx {
  * has too few rows to pay for the packing. */
 #define DIRECT_MAX_ROWS 16
 
+/* Whether a task of `rows` rows, `nq` queries per head, reads K/V in place (the direct
+ * kernels) rather than packing them for the GEMMs. */
+static int direct_rows(const mh_kernels* k, size_t rows, size_t nq) {
+    return rows < k->attn_direct_rows || (nq == 1 && rows <= DIRECT_MAX_ROWS);
+}
+
 static void task_hook(const mh_drv_stage* st, mh_drv_task* t) {
     const gqa_ctx* c = st->ctx;
     const mh_attn_problem* p = c->p;
@@ -31,7 +37,7 @@ static void task_hook(const mh_drv_stage* st, mh_drv_task* t) {
     const ptrdiff_t row0 = (ptrdiff_t)t->b * p->n_q + (ptrdiff_t)t->i0;
     mh_drv_block(st, c->opt, ex->q_pos ? ex->q_pos + row0 : NULL, t);
     t->active = !ex->kv_active || ex->kv_active[t->b * p->n_kv_heads + t->s];
-    t->direct_qk = t->rows < st->k->attn_direct_rows || (t->nq == 1 && t->rows <= DIRECT_MAX_ROWS);
+    t->direct_qk = direct_rows(st->k, t->rows, t->nq);
     t->direct_pv = t->direct_qk;
     t->q_row = ex->q_row ? ex->q_row + row0 : NULL;
     t->o_scale = ex->o_scale ? ex->o_scale + row0 : NULL;
@@ -56,11 +62,20 @@ static void load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch*
     }
 }
 
-/* The stage of problem p (ctx and options unset: the shapes alone). Queries per head in one
- * task: the group's heads together fill about attn_block_rows. K/V tiles are packed once per
- * call in prefill (mh_drv_plan_prepack), when the caller sized the workspace knowing M (the
- * layer's decode does not). */
-static mh_drv_stage make_stage(const mh_kernels* k, const mh_attn_problem* p, int prepack_ok) {
+/* The stage of problem p in compute mode `compute` (ctx and options unset: the shapes alone;
+ * a workspace is sized in f32, whose tiles are the widest). Queries per head in one task: the
+ * group's heads together fill about attn_block_rows. K/V tiles are packed once per call in
+ * prefill (mh_drv_plan_prepack), when the caller sized the workspace knowing M (the layer's
+ * decode does not). A decode (one query tile) whose tasks all pack K/V for the GEMMs (MQA,
+ * groups of more than DIRECT_MAX_ROWS heads) takes tiles of attn_group_kv_tile keys in f32:
+ * each tile's per-row work (the softmax step and its rescale, the P.V GEMM's loads and stores
+ * of o) spreads over more keys (Zen 5, 1 thread, 256 keys against 64: MQA at 32K keys
+ * 0.96-0.98x the time, 64 heads on 2 K/V heads 0.95x, 4K keys 0.97x; docs/kernels.md). The
+ * direct kernels keep attn_kv_tile: wider tiles slowed their decode across streams (16 rows
+ * on a token-major cache of 2 K/V heads: 1.2x), and a tile is a function of the shapes alone,
+ * never of the layout, so every layout gives the same bits. The bf16 compute mode keeps it
+ * too: it rounds P on the decode's grid of attn_kv_tile keys. */
+static mh_drv_stage make_stage(const mh_kernels* k, const mh_attn_problem* p, int prepack_ok, mh_compute compute) {
     mh_drv_stage st = {0};
     const size_t g = (size_t)(p->n_heads / p->n_kv_heads), per_head = k->attn_block_rows / g;
     st.k = k, st.mode = MH_DRV_ONE_PASS;
@@ -70,19 +85,23 @@ static mh_drv_stage make_stage(const mh_kernels* k, const mh_attn_problem* p, in
     st.scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim_qk);
     st.key = p->k, st.value = p->v, st.k_dtype = p->k_dtype, st.v_dtype = p->v_dtype;
     st.o = p->o, st.q = p->q;
+    st.compute = compute;
     mh_drv_plan_prepack(&st, prepack_ok);
+    if (!st.prepack && compute == MH_COMPUTE_F32 && mh_drv_query_tiles(&st) == 1 &&
+        !direct_rows(k, st.hg * st.tq, st.tq))
+        st.tk = k->attn_group_kv_tile;
     st.pack_heads = p->n_kv_heads;
     st.task = task_hook, st.load_q = load_q;
     return st;
 }
 
 size_t mh_core_attention_kv_tile(const mh_kernels* k, const mh_attn_problem* p, int prepack_ok) {
-    return make_stage(k, p, prepack_ok).tk;
+    return make_stage(k, p, prepack_ok, MH_COMPUTE_BF16).tk;
 }
 
 void* mh_core_attention_carve(const mh_kernels* k, int threads, const mh_attn_problem* p,
                               int prepack_ok, mh_ws* ws) {
-    const mh_drv_stage st = make_stage(k, p, prepack_ok);
+    const mh_drv_stage st = make_stage(k, p, prepack_ok, MH_COMPUTE_F32);
     return mh_drv_carve(&st, threads, ws);
 }
 
@@ -93,11 +112,12 @@ void* mh_core_attention_carve(const mh_kernels* k, int threads, const mh_attn_pr
  * or at the largest batch whose heads are packed at once. */
 void* mh_core_attention_carve_upto(const mh_kernels* k, int threads, const mh_attn_problem* p,
                                    int prepack_ok, mh_ws* ws) {
-    const mh_drv_stage all = make_stage(k, p, prepack_ok);
+    const mh_drv_stage all = make_stage(k, p, prepack_ok, MH_COMPUTE_F32);
     mh_attn_problem one_tile = *p, grid = *p;
     one_tile.n_q = (int)all.tq;
     grid.batch = (int)mh_min_size((size_t)p->batch, mh_drv_grid_heads_max(threads) / (size_t)p->n_kv_heads);
-    const mh_drv_stage st[] = {all, make_stage(k, &one_tile, prepack_ok), make_stage(k, &grid, prepack_ok)};
+    const mh_drv_stage st[] = {all, make_stage(k, &one_tile, prepack_ok, MH_COMPUTE_F32),
+                                 make_stage(k, &grid, prepack_ok, MH_COMPUTE_F32)};
     return mh_drv_carve_largest(st, grid.batch > 0 ? 3 : 2, threads, ws);
 }
 
@@ -111,8 +131,8 @@ void mh_core_attention_ex(const mh_kernels* k, int threads, const mh_attn_proble
                           const mh_attn_options* opt, int prepack_ok, void* ws,
                           const mh_core_extra* ex) {
     const gqa_ctx c = {p, opt, ex};
-    mh_drv_stage st = make_stage(k, p, prepack_ok);
-    st.ctx = &c, st.opt = opt, st.compute = opt->compute, st.pages = ex->pages;
+    mh_drv_stage st = make_stage(k, p, prepack_ok, opt->compute);
+    st.ctx = &c, st.opt = opt, st.pages = ex->pages;
     st.next_key = ex->next_k, st.next_value = ex->next_v;
     st.split_count = mh_split_count(mh_drv_query_tiles(&st), opt, p->n_kv);
     st.flops = 2.0 * (double)p->batch * p->n_q * p->n_kv * p->n_heads *

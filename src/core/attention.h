@@ -18,8 +18,9 @@ void* mh_core_attention_carve(const mh_kernels* k, int threads, const mh_attn_pr
 void* mh_core_attention_carve_upto(const mh_kernels* k, int threads, const mh_attn_problem* p,
                                    int prepack_ok, mh_ws* ws);
 
-/* Keys per KV tile of a call (attn_prefill_kv_tile when it packs K/V once for all its query
- * tiles, else attn_kv_tile): the grid on which the bf16 compute mode rounds P. */
+/* Keys per KV tile of a call in the bf16 compute mode (attn_prefill_kv_tile when it packs K/V
+ * once for all its query tiles, else attn_kv_tile; a decode's wider tiles are f32 only): the
+ * grid on which that mode rounds P. */
 size_t mh_core_attention_kv_tile(const mh_kernels* k, const mh_attn_problem* p, int prepack_ok);
 
 /* Runs attention; `ws` is what mh_core_attention_carve returned for the same arguments

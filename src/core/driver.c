@@ -112,10 +112,40 @@ static mh_fetch next_tile_fetch(const mh_drv_stage* st, const mh_drv_task* t, in
     f.p = (const char*)x.data;
     f.row_bytes = (kv ? st->dv : st->dqk) * mh_dtype_size(dt);
     f.stride = x.ld * (ptrdiff_t)mh_dtype_size(dt);
-    f.rows = mh_min_size(st->tk, (size_t)(t->j_end - j1));
+    f.rows = mh_drv_block_keys(st, j1, mh_min_size(st->tk, (size_t)(t->j_end - j1)));
     f.how = x.prefetch != MH_PREFETCH_L1 ? MH_FETCH_L2 : 0;
     if (!mh_drv_bf16(st)) mh_fetch_spread(&f, steps); /* the bf16 kernels keep their rate (fetch.h) */
     return f;
+}
+
+/* Keys [j0, j0 + nc) of K (kv = 0) or V (kv = 1) of head `head` packed into dst for the GEMMs:
+ * at once from src (the rows from j0), or, where a paged cache's block ends inside the tile
+ * (a grouped decode's wider tile, f32 compute only), one block's piece at a time, each in its
+ * place in the tile's panels: pack_kt's panels of NR keys (blocks start on multiples of NR),
+ * pack_v's column panels one at a time. Packing moves values exactly: the same panels either
+ * way. */
+static void pack_tile(const mh_drv_stage* st, const mh_drv_task* t, int kv, size_t head, int64_t j0, size_t nc,
+                      const mh_rows* src, float* dst) {
+    const mh_kernels* k = st->k;
+    const size_t nr = k->gemm_nr, d = kv ? st->dv : st->dqk;
+    if (mh_drv_block_keys(st, j0, nc) == nc) {
+        if (kv) mh_drv_pack_v(st, nc, src, dst);
+        else mh_drv_pack_k(st, nc, src, dst);
+        return;
+    }
+    for (size_t c = 0, n; c < nc; c += n) {
+        n = mh_drv_block_keys(st, j0 + (int64_t)c, nc - c);
+        const mh_rows x = mh_drv_kv_rows(st, kv, (size_t)t->b, head, j0 + (int64_t)c);
+        if (!kv) {
+            k->pack_kt(n, d, &x, dst + c / nr * d * nr);
+            continue;
+        }
+        for (size_t d0 = 0; d0 < d; d0 += nr) {
+            mh_rows cols = x;
+            cols.data = mh_dtype_at(x.data, x.dtype, (ptrdiff_t)d0);
+            k->pack_v(n, mh_min_size(nr, d - d0), &cols, dst + (d0 / nr * nc + c) * nr);
+        }
+    }
 }
 
 /* Rows [r, r + m), columns [from, nc) of the task's score tile through the score step and,
@@ -160,7 +190,7 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
     }
     const float* kt = kt_pre;
     if (!kt) {
-        mh_drv_pack_k(st, nc, &ksrc, sc->kt);
+        pack_tile(st, t, 0, (size_t)t->s, j0, nc, &ksrc, sc->kt);
         kt = sc->kt;
     }
     const int by_block = !st->bias;
@@ -301,7 +331,7 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
         const float* vt = vt_pre ? vt_pre + hv * vt_floats(st) : NULL;
         size_t cols = vt_cols;
         if (!vt) {
-            mh_drv_pack_v(st, nc, &vsrc, sc->vt);
+            pack_tile(st, t, 1, head, j0, nc, &vsrc, sc->vt);
             vt = sc->vt, cols = nc;
         }
         sc->fetch = vt_pre  ? sc->ahead_v

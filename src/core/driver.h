@@ -192,6 +192,15 @@ const float* mh_drv_packed(const mh_drv_stage* st, const mh_drv_scratch* sc, int
 mh_rows mh_drv_rows(const mh_drv_stage* st, const mh_tensor* x, const mh_kv_pages* pg, mh_dtype dt, size_t b, size_t h,
                     int64_t j0);
 
+/* How many of the n keys from key j0 lie in j0's block: n, unless a paged cache's block ends
+ * first (a tile wider than the blocks: a grouped decode's, core/attention.c). */
+static inline size_t mh_drv_block_keys(const mh_drv_stage* st, int64_t j0, size_t n) {
+    const mh_kv_pages* pg = st->pages;
+    if (!pg || !pg->table) return n;
+    const size_t left = (size_t)(pg->block_size - j0 % pg->block_size);
+    return left < n ? left : n;
+}
+
 /* The length of the GEMM row block at row r when `rows` rows are split into ceil(rows / mr)
  * blocks of near-equal size, the larger first: MQA's 32 rows at MR = 6 as 6 6 5 5 5 5, not
  * 6 6 6 6 6 2, whose 2-row block does a third of a full block's FMAs per panel load (MQA decode

@@ -47,6 +47,7 @@ static void init_tables(void) {
         if (g_init[i] && mh_cpu_has_isa((mh_isa)i)) {
             g_init[i](&g_tables[i]);
             if (!g_tables[i].gemm_mr_bf16) g_tables[i].gemm_mr_bf16 = g_tables[i].gemm_mr;
+            if (!g_tables[i].attn_group_kv_tile) g_tables[i].attn_group_kv_tile = g_tables[i].attn_kv_tile;
             if (!g_tables[i].bf16_gemm_name) g_tables[i].bf16_gemm_name = "dot";
             g_tables[i].l1d_bytes = mh_cpu_l1d_bytes();
             g_tables[i].l2_bytes = mh_cpu_l2_bytes();

@@ -7,10 +7,11 @@
  * dense, whose next tile the kernels prefetch as one run of bytes, the padded one is not,
  * whose kernels prefetch the tile four heads on). The arithmetic of each head
  * is the same either way, so the outputs must be bitwise equal, for every K/V dtype, MHA and
- * GQA groupings, split-KV lengths, causal masks with per-sequence key lengths, and 1 or 2
- * threads; MHA with few heads (the driver's kernels across heads on a token-major cache) and
- * with 64 of 128 dims (its per-head tiles there under the L1 rule, MH_DECODE_HEADS=l1; the
- * kernels across heads under Zen 3's, any: tests/CMakeLists.txt runs both). The head-major
+ * GQA groupings (up to 36 rows per K/V head: the packed GEMMs' wider decode tiles), split-KV
+ * lengths, causal masks with per-sequence key lengths, and 1 or 2 threads; MHA with few heads
+ * (the driver's kernels across heads on a token-major cache) and with 64 of 128 dims (its
+ * per-head tiles there under the L1 rule, MH_DECODE_HEADS=l1; the kernels across heads under
+ * Zen 3's, any: tests/CMakeLists.txt runs both). The head-major
  * result is also checked against the double oracle (the bound of test_attention_oracle), so
  * the equality is not that of two equally wrong answers.
  */
@@ -119,6 +120,10 @@ int main(void) {
              * takes, in chunks of attn_direct_rows - 1 (core/driver.c, score_tile, accumulate_pv) */
             one_case(&r, dts[di], 1, 1, M, 16, 2, 64, 1);
             one_case(&r, dts[di], 2, 1, M, 16, 1, 40, 1); /* two key lengths: a partial last tile */
+            /* 24 rows on one K/V head, and 36 on each of two: tasks on the packed GEMMs, whose
+             * decode takes the wider key tiles in f32 (attn_group_kv_tile; core/attention.c) */
+            one_case(&r, dts[di], 2, 1, M, 24, 1, 40, 1);
+            one_case(&r, dts[di], 1, 1, M, 72, 2, 64, 0);
             /* MHA whose heads' query and score rows (64 x 192 floats, 48 KiB) outgrow the L1's
              * 5/8: under the L1 rule the per-head schedule of a token-major cache, where the
              * small heads above take the kernels across heads (core/driver_heads.c); under the
