@@ -19,17 +19,6 @@ typedef struct gqa_ctx {
     const mh_core_extra* ex;
 } gqa_ctx;
 
-/* Decode blocks (one query per head) of up to this many rows (query heads sharing a KV head)
- * stay on the direct kernels, in chunks: streaming K/V once beats packing it for a GEMM that
- * has too few rows to pay for the packing. */
-#define DIRECT_MAX_ROWS 16
-
-/* Whether a task of `rows` rows, `nq` queries per head, reads K/V in place (the direct
- * kernels) rather than packing them for the GEMMs. */
-static int direct_rows(const mh_kernels* k, size_t rows, size_t nq) {
-    return rows < k->attn_direct_rows || (nq == 1 && rows <= DIRECT_MAX_ROWS);
-}
-
 static void task_hook(const mh_drv_stage* st, mh_drv_task* t) {
     const gqa_ctx* c = st->ctx;
     const mh_attn_problem* p = c->p;
@@ -37,7 +26,7 @@ static void task_hook(const mh_drv_stage* st, mh_drv_task* t) {
     const ptrdiff_t row0 = (ptrdiff_t)t->b * p->n_q + (ptrdiff_t)t->i0;
     mh_drv_block(st, c->opt, ex->q_pos ? ex->q_pos + row0 : NULL, t);
     t->active = !ex->kv_active || ex->kv_active[t->b * p->n_kv_heads + t->s];
-    t->direct_qk = direct_rows(st->k, t->rows, t->nq);
+    t->direct_qk = t->rows < st->k->attn_direct_rows || (t->nq == 1 && t->rows <= MH_DRV_DIRECT_MAX_ROWS);
     t->direct_pv = t->direct_qk;
     t->q_row = ex->q_row ? ex->q_row + row0 : NULL;
     t->o_scale = ex->o_scale ? ex->o_scale + row0 : NULL;
@@ -66,15 +55,15 @@ static void load_q(const mh_drv_stage* st, const mh_drv_task* t, mh_drv_scratch*
  * a workspace is sized in f32, whose tiles are the widest). Queries per head in one task: the
  * group's heads together fill about attn_block_rows. K/V tiles are packed once per call in
  * prefill (mh_drv_plan_prepack), when the caller sized the workspace knowing M (the layer's
- * decode does not). A decode (one query tile) whose tasks all pack K/V for the GEMMs (MQA,
- * groups of more than DIRECT_MAX_ROWS heads) takes tiles of attn_group_kv_tile keys in f32:
- * each tile's per-row work (the softmax step and its rescale, the P.V GEMM's loads and stores
+ * decode does not). A decode (one query tile) of attn_direct_rows or more rows per K/V head
+ * (MQA, GQA groups of six heads or more, several new tokens: the packed GEMMs, or the direct
+ * kernels in chunks of rows, run by run: driver_call.h) takes tiles of attn_group_kv_tile keys
+ * in f32: each tile's per-row work (the softmax step and its rescale, P.V's loads and stores
  * of o) spreads over more keys (Zen 5, 1 thread, 256 keys against 64: MQA at 32K keys
- * 0.96-0.98x the time, 64 heads on 2 K/V heads 0.95x, 4K keys 0.97x; docs/kernels.md). The
- * direct kernels keep attn_kv_tile: wider tiles slowed their decode across streams (16 rows
- * on a token-major cache of 2 K/V heads: 1.2x), and a tile is a function of the shapes alone,
- * never of the layout, so every layout gives the same bits. The bf16 compute mode keeps it
- * too: it rounds P on the decode's grid of attn_kv_tile keys. */
+ * 0.96-0.98x the time, 8 rows per K/V head 0.93x; docs/kernels.md). The pipelined decode of
+ * fewer rows keeps attn_kv_tile (wider tiles slowed it), and so does the bf16 compute mode,
+ * which rounds P on the decode's grid of attn_kv_tile keys. A tile depends on the shapes
+ * alone, never on the layout or a cache's blocks, so they all give the same bits. */
 static mh_drv_stage make_stage(const mh_kernels* k, const mh_attn_problem* p, int prepack_ok, mh_compute compute) {
     mh_drv_stage st = {0};
     const size_t g = (size_t)(p->n_heads / p->n_kv_heads), per_head = k->attn_block_rows / g;
@@ -88,7 +77,7 @@ static mh_drv_stage make_stage(const mh_kernels* k, const mh_attn_problem* p, in
     st.compute = compute;
     mh_drv_plan_prepack(&st, prepack_ok);
     if (!st.prepack && compute == MH_COMPUTE_F32 && mh_drv_query_tiles(&st) == 1 &&
-        !direct_rows(k, st.hg * st.tq, st.tq))
+        st.hg * st.tq >= k->attn_direct_rows)
         st.tk = k->attn_group_kv_tile;
     st.pack_heads = p->n_kv_heads;
     st.task = task_hook, st.load_q = load_q;

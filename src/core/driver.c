@@ -118,6 +118,50 @@ static mh_fetch next_tile_fetch(const mh_drv_stage* st, const mh_drv_task* t, in
     return f;
 }
 
+/* pv_direct for rows [i, i + rows) of the task over keys [a, b) of the tile, V read in place
+ * from v, the rows of key a. */
+static void pv_direct_keys(const mh_drv_stage* st, const mh_rows* v, size_t rows, size_t i, size_t a, size_t b,
+                           const float* alpha, mh_drv_scratch* sc) {
+    st->k->pv_direct(rows, b - a, st->dv, sc->s + i * st->tk + a, st->tk, v, alpha, sc->o + i * st->dv, st->dv);
+}
+
+/* The rows of keys [j0 + c0, ...) of K (kv = 0) or V (kv = 1) of head `head`, whose rows from
+ * j0 are src: src itself at c0 = 0, else read again (a paged cache's block may change), with
+ * what the kernels prefetch beside them (src.next) moved along. */
+static mh_rows rows_at(const mh_drv_stage* st, const mh_drv_task* t, int kv, size_t head, const mh_rows* src,
+                       int64_t j0, size_t c0) {
+    if (c0 == 0) return *src;
+    mh_rows x = mh_drv_kv_rows(st, kv, (size_t)t->b, head, j0 + (int64_t)c0);
+    x.interleaved = src->interleaved;
+    if (src->next)
+        x.next = mh_dtype_at(src->next, x.dtype, (ptrdiff_t)c0 * (src->next_ld ? src->next_ld : src->ld)),
+        x.next_ld = src->next_ld;
+    return x;
+}
+
+void mh_drv_qk_run(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows* ksrc, int64_t j0, size_t c0,
+                   size_t n, mh_drv_scratch* sc) {
+    const mh_kernels* k = st->k;
+    const size_t dqk = st->dqk, tk = st->tk;
+    mh_rows kr = rows_at(st, t, 0, (size_t)t->s, ksrc, j0, c0), view;
+    const mh_rows* kd = mh_drv_bf16_rows(st, &kr, n, dqk, sc->kt, &view);
+    for (size_t r = 0, m; r < t->rows; r += m) {
+        m = mh_drv_direct_len(k, t->rows, r);
+        k->qk_direct(m, n, dqk, sc->q + r * dqk, dqk, kd, sc->s + r * tk + c0, tk);
+    }
+}
+
+void mh_drv_pv_run(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows* vsrc, size_t head, int64_t j0,
+                   size_t c0, size_t n, size_t r0, size_t per, mh_drv_scratch* sc) {
+    const mh_kernels* k = st->k;
+    mh_rows vr = rows_at(st, t, 1, head, vsrc, j0, c0), view;
+    const mh_rows* vd = mh_drv_bf16_rows(st, &vr, n, st->dv, sc->vt, &view);
+    for (size_t r = r0, m; r < r0 + per; r += m) {
+        m = mh_drv_direct_len(k, per, r - r0);
+        pv_direct_keys(st, vd, m, r, c0, c0 + n, c0 ? sc->ones + r : sc->alpha + r, sc);
+    }
+}
+
 /* Keys [j0, j0 + nc) of K (kv = 0) or V (kv = 1) of head `head` packed into dst for the GEMMs:
  * at once from src (the rows from j0), or, where a paged cache's block ends inside the tile
  * (a grouped decode's wider tile, f32 compute only), one block's piece at a time, each in its
@@ -166,6 +210,10 @@ static void step_rows(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, 
     if (mh_drv_bf16(st)) mh_drv_bf16_probs(st, t, r, r + m, from, nc, sc);
 }
 
+void mh_drv_tile_softmax(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, mh_drv_scratch* sc) {
+    step_rows(st, t, j0, 0, nc, 0, t->rows, 1, sc);
+}
+
 /* Finished scores (Q.K^T, the stage's bias, the score step) of keys [j0, j0 + nc) into sc->s
  * and, with softmax, their probabilities (in bf16 compute also rounded into sc->pb). Direct
  * tasks read K in place; the others pack the tile (unless prepacked) for the GEMM and take it
@@ -177,12 +225,10 @@ static void score_tile(const mh_drv_stage* st, const mh_drv_task* t, const float
     const size_t dqk = st->dqk, tk = st->tk, mr = mh_kernels_gemm_mr(k, st->compute), nr = k->gemm_nr, rows = t->rows;
     mh_rows ksrc = mh_drv_kv_rows(st, 0, (size_t)t->b, (size_t)t->s, j0);
     if (nx) ksrc.next = nx->k, ksrc.next_ld = nx->k_ld;
-    if (t->direct_qk) { /* chunks the kernel takes; the K tile stays in cache */
-        mh_rows view;
-        const mh_rows* kd = mh_drv_bf16_rows(st, &ksrc, nc, dqk, sc->kt, &view);
-        for (size_t r = 0, m; r < rows; r += m) {
-            m = mh_drv_direct_len(k, rows, r);
-            k->qk_direct(m, nc, dqk, sc->q + r * dqk, dqk, kd, sc->s + r * tk, tk);
+    if (t->direct_qk) { /* chunks the kernel takes, run by run (mh_drv_qk_run) */
+        for (size_t c0 = 0, n; c0 < nc; c0 += n) {
+            n = mh_min_size(k->attn_kv_tile, nc - c0);
+            mh_drv_qk_run(st, t, &ksrc, j0, c0, n, sc);
         }
         if (st->bias) st->bias(st, t, j0, nc, sc->s, tk);
         step_rows(st, t, j0, 0, nc, 0, rows, softmax, sc);
@@ -246,13 +292,6 @@ static int v_keys_nonfinite(const mh_drv_stage* st, const void* panel, const mh_
     return panel ? mh_drv_panel_nonfinite(st, panel, lo, hi, nw) : st->k->v_nonfinite(lo, hi, d0, d0 + nw, vsrc);
 }
 
-/* pv_direct for rows [i, i + rows) of the task over keys [a, b) of the tile, V read in place. */
-static void pv_direct_keys(const mh_drv_stage* st, const mh_rows* vsrc, size_t rows, size_t i, size_t a, size_t b,
-                           const float* alpha, mh_drv_scratch* sc) {
-    const mh_rows v = rows_from(*vsrc, a);
-    st->k->pv_direct(rows, b - a, st->dv, sc->s + i * st->tk + a, st->tk, &v, alpha, sc->o + i * st->dv, st->dv);
-}
-
 /* P.V into rows [r, r + m), columns [d0, d0 + nw) of o, from one V source: direct (vt NULL,
  * all columns) or the GEMM panel at d0 of a V tile packed for cols keys (finite: known to hold
  * no NaN or inf, which skips the checks below). Each row uses only
@@ -296,8 +335,9 @@ static void pv_rows(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows*
             mh_drv_gemm_pv(st, rows, nw, f, n, i, panel, sc->o + i * dv + d0, sc);
         } else { /* pv_direct's groups on the tile's multiples of MH_PV_GROUP, wherever the call starts */
             const size_t cut = mh_min_size(n, (f + MH_PV_GROUP - 1) / MH_PV_GROUP * MH_PV_GROUP);
-            if (cut > f) pv_direct_keys(st, vsrc, rows, i, f, cut, sc->alpha + i, sc);
-            if (n > cut) pv_direct_keys(st, vsrc, rows, i, cut, n, cut > f ? sc->ones + i : sc->alpha + i, sc);
+            const mh_rows vf = rows_from(*vsrc, f), vc = rows_from(*vsrc, cut);
+            if (cut > f) pv_direct_keys(st, &vf, rows, i, f, cut, sc->alpha + i, sc);
+            if (n > cut) pv_direct_keys(st, &vc, rows, i, cut, n, cut > f ? sc->ones + i : sc->alpha + i, sc);
         }
     }
 }
@@ -319,7 +359,15 @@ static void accumulate_pv(const mh_drv_stage* st, const mh_drv_task* t, const fl
         mh_rows vsrc = mh_drv_kv_rows(st, 1, (size_t)t->b, head, j0);
         vsrc.interleaved = n_v > 1;
         if (nx && n_v == 1) vsrc.next = nx->v, vsrc.next_ld = nx->v_ld;
-        if (t->direct_pv) {
+        if (t->direct_pv && inside) { /* run by run (mh_drv_pv_run) */
+            for (size_t c0 = 0, n; c0 < nc; c0 += n) {
+                n = mh_min_size(k->attn_kv_tile, nc - c0);
+                mh_drv_pv_run(st, t, &vsrc, head, j0, c0, n, r0, per, sc);
+            }
+            continue;
+        }
+        if (t->direct_pv) { /* rows keeping different keys: several queries per head, whose stages
+                               keep tiles of attn_kv_tile keys (core/attention.c), in one block */
             mh_rows view;
             const mh_rows* vd = mh_drv_bf16_rows(st, &vsrc, nc, dv, sc->vt, &view);
             for (size_t r = r0, m; r < r1; r += m) {

@@ -80,6 +80,11 @@ typedef struct mh_drv_scratch {
     float* acc_heads;   /* [streams][dv]  pv_heads's group sums */
     float *m_heads, *l_heads, *alpha_heads; /* [streams] softmax states and rescales */
     mh_rows* rows_heads; /* [2][streams]  every stream's K rows, then V rows, of a key tile */
+    /* a decode across streams on tiles wider than attn_kv_tile, in runs (driver_across.c);
+     * carved with the lanes where hg <= MH_DRV_DIRECT_MAX_ROWS, else NULL */
+    float* q_runs;      /* [streams][hg][dqk] every stream's queries, pre-scaled */
+    float* s_runs;      /* [streams][hg][tk]  every stream's scores, then probabilities, of a tile */
+    float* alpha_runs;  /* [streams][hg]      their softmax rescales */
     size_t pack_slot;          /* the worker's slot of packed tiles, when it packs its own */
     mh_fetch fetch;            /* one-pass: rows the GEMM micro-kernels request for the driver
                                   (the next K or V tile of a decode on the packed path; rows 0:
@@ -200,6 +205,11 @@ static inline size_t mh_drv_block_keys(const mh_drv_stage* st, int64_t j0, size_
     const size_t left = (size_t)(pg->block_size - j0 % pg->block_size);
     return left < n ? left : n;
 }
+
+/* Decode blocks (one query per head) of up to this many rows (query heads sharing a K/V head)
+ * stay on the direct kernels, in chunks: streaming K/V once beats packing it for a GEMM that
+ * has too few rows to pay for the packing (the GQA family's task hook, core/attention.c). */
+#define MH_DRV_DIRECT_MAX_ROWS 16
 
 /* The length of the GEMM row block at row r when `rows` rows are split into ceil(rows / mr)
  * blocks of near-equal size, the larger first: MQA's 32 rows at MR = 6 as 6 6 5 5 5 5, not

@@ -71,6 +71,62 @@ static const mh_drv_next_tile* region_ahead(const mh_drv_stage* st, const struct
     return nx;
 }
 
+/* Whether the streams' tiles run in runs across streams (tiles_in_runs): a tile wider than a
+ * run (attn_kv_tile keys) and every active stream's task on the direct kernels, with no bias
+ * hook and one V per stream. Such tasks have one query per head (a wider tile's stage has
+ * attn_direct_rows or more rows per task: core/attention.c), so every row keeps every key of
+ * a tile, as mh_drv_pv_run asks. */
+static int runs_across(const mh_drv_stage* st, const mh_drv_scratch* sc, size_t n_s) {
+    if (!sc->q_runs || st->tk <= st->k->attn_kv_tile || st->bias || st->v_per_head) return 0;
+    for (size_t s = 0; s < n_s; s++) {
+        const mh_drv_task* t = &sc->lanes[s].t;
+        if (t->active && (!t->direct_qk || !t->direct_pv || t->nq != 1)) return 0;
+    }
+    return 1;
+}
+
+/* Stream s's state for tiles_in_runs: its queries, scores and rescales in the runs' buffers,
+ * its m, l, o in its split partial of batch row b, chunk ci. */
+static mh_drv_scratch run_state(const mh_drv_call* c, const mh_drv_scratch* sc, size_t b, size_t ci, size_t s) {
+    const mh_drv_stage* st = &c->st;
+    const size_t hg = st->hg;
+    mh_drv_scratch v = *sc;
+    float* part = mh_split_partial(&c->split, b * (size_t)st->streams + s, ci);
+    v.q = sc->q_runs + s * hg * st->dqk, v.s = sc->s_runs + s * hg * st->tk, v.alpha = sc->alpha_runs + s * hg;
+    v.m = part, v.l = part + hg, v.o = part + 2 * hg;
+    return v;
+}
+
+/* The tile at offset off of every stream of batch row b, chunk ci, a run of every stream
+ * before the next run: Q.K^T, then each stream's softmax, then P.V. The runs of all streams
+ * are the rows of attn_kv_tile keys, near each other in a token-major cache, that a tile of
+ * that width would read (a stream's whole tile at once would cycle its chunks of rows over 64
+ * KiB of K at 256 f16 keys of 128 dims, out of L1: 16 rows on 2 K/V heads took 1.2x the time
+ * of 64-key tiles). The arithmetic is every stream's own tile's. 0 when no stream has keys
+ * left. */
+static int tiles_in_runs(const mh_drv_call* c, size_t b, size_t ci, int64_t off, mh_drv_scratch* sc) {
+    const mh_drv_stage* st = &c->st;
+    const size_t n_s = (size_t)st->streams, tk = st->tk, run = st->k->attn_kv_tile;
+    int more = 0;
+    for (int phase = 0; phase < 3; phase++)
+        for (size_t c0 = 0; c0 < (phase == 1 ? 1 : tk); c0 += run)
+            for (size_t s = 0; s < n_s; s++) {
+                const struct mh_drv_lane* ln = &sc->lanes[s];
+                const int64_t j0 = ln->lo + off;
+                if (!ln->t.active || j0 >= ln->hi) continue;
+                const size_t nc = mh_min_size(tk, (size_t)(ln->hi - j0));
+                if (c0 >= nc) continue;
+                more = 1;
+                mh_drv_scratch v = run_state(c, sc, b, ci, s);
+                const mh_rows x = mh_drv_kv_rows(st, phase == 2, b, s, j0);
+                const size_t n = mh_min_size(run, nc - c0);
+                if (phase == 0) mh_drv_qk_run(st, &ln->t, &x, j0, c0, n, &v);
+                else if (phase == 1) mh_drv_tile_softmax(st, &ln->t, j0, nc, &v);
+                else mh_drv_pv_run(st, &ln->t, &x, s, j0, c0, n, 0, ln->t.rows, &v);
+            }
+    return more;
+}
+
 /* Decode on K/V rows far apart (an engine's token-major cache): chunk ci of every stream of
  * batch b, key tile by key tile, each tile for all streams in turn, so the rows of a tile
  * (all heads of its keys, near each other) are read together instead of one head's rows at
@@ -87,6 +143,14 @@ void mh_drv_attend_across(const mh_drv_call* c, size_t b, size_t ci, mh_drv_scra
         mh_split_chunk(&c->split, ci, ln->t.j_begin, ln->t.j_end, tk, &ln->lo, &ln->hi);
         float* part = mh_split_partial(&c->split, b * n_s + s, ci);
         mh_drv_empty_rows(st, ln->t.rows, part, part + ln->t.rows, part + 2 * ln->t.rows);
+    }
+    if (runs_across(st, sc, n_s)) {
+        for (size_t s = 0; s < n_s; s++) {
+            mh_drv_scratch v = run_state(c, sc, b, ci, s);
+            if (sc->lanes[s].t.active) mh_drv_load_q(st, &sc->lanes[s].t, &v);
+        }
+        for (int64_t off = 0; tiles_in_runs(c, b, ci, off, sc); off += (int64_t)tk) continue;
+        return;
     }
     const int heads = mh_drv_heads_ready(c, sc); /* one row per stream: key by key across them */
     const int region = region_prefetch(st, sc->lanes, n_s);

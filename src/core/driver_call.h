@@ -64,6 +64,24 @@ typedef struct mh_drv_next_tile {
 void mh_drv_attend_tile(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc,
                         const mh_drv_next_tile* nx, mh_drv_scratch* sc);
 
+/* A direct task's tile is read in runs of at most attn_kv_tile keys, every chunk of its rows
+ * (mh_drv_direct_len) on a run before the next run: a run stays in L1 while the chunks reread
+ * it (a grouped decode's wider tile holds 64 KiB of K at 256 f16 keys of 128 dims), and lies
+ * in one block of a paged cache (blocks are multiples of attn_kv_tile). A key's score does
+ * not depend on the call it is in, and P.V split at multiples of MH_PV_GROUP gives one call's
+ * bits, so runs give whole tiles' results; the decode across streams takes a run of every
+ * stream before the next run (driver_across.c).
+ * mh_drv_qk_run: Q.K^T of keys [j0 + c0, j0 + c0 + n) into sc->s, ksrc the task's K rows from
+ * j0. mh_drv_pv_run: o = alpha * o + P.V over the same keys (alpha at c0 = 0, else 1) for rows
+ * [r0, r0 + per) of V head `head` (vsrc: its rows from j0), on a tile every row keeps whole.
+ * mh_drv_tile_softmax: the score step and the online-softmax step of the task's rows on keys
+ * [j0, j0 + nc) of sc->s. */
+void mh_drv_qk_run(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows* ksrc, int64_t j0, size_t c0,
+                   size_t n, mh_drv_scratch* sc);
+void mh_drv_pv_run(const mh_drv_stage* st, const mh_drv_task* t, const mh_rows* vsrc, size_t head, int64_t j0,
+                   size_t c0, size_t n, size_t r0, size_t per, mh_drv_scratch* sc);
+void mh_drv_tile_softmax(const mh_drv_stage* st, const mh_drv_task* t, int64_t j0, size_t nc, mh_drv_scratch* sc);
+
 /* Decode on far-apart K/V rows (c->across; core/driver_across.c): key chunk ci of every stream
  * of batch row b, key tile by key tile, each tile for all streams in turn. */
 void mh_drv_attend_across(const mh_drv_call* c, size_t b, size_t ci, mh_drv_scratch* sc);

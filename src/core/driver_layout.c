@@ -55,6 +55,11 @@ void mh_drv_carve_scratch(const mh_drv_stage* st, mh_ws* ws, mh_drv_scratch* sc)
         sc->l_heads = mh_ws_take(ws, n_s, 1, sizeof(float));
         sc->alpha_heads = mh_ws_take(ws, n_s, 1, sizeof(float));
         sc->rows_heads = mh_ws_take(ws, 2 * n_s, 1, sizeof(mh_rows));
+        if (tk > st->k->attn_kv_tile && st->hg <= MH_DRV_DIRECT_MAX_ROWS) { /* whatever tq: as above */
+            sc->q_runs = mh_ws_take(ws, n_s * st->hg, st->dqk, sizeof(float));
+            sc->s_runs = mh_ws_take(ws, n_s * st->hg, tk, sizeof(float));
+            sc->alpha_runs = mh_ws_take(ws, n_s, st->hg, sizeof(float));
+        }
     }
     if (st->mode == MH_DRV_MATERIALISED)
         sc->s = mh_ws_take(ws, n_kv_tiles(st), st->tile_floats + rows, sizeof(float));

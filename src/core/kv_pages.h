@@ -10,8 +10,8 @@
  * table[seq[b] * per_seq + j / block_size] (paged), or row j of block seq[b] (contiguous).
  * A paged cache's block_size is a multiple of the key tile (attn_kv_tile) and a decode's tiles
  * start on multiples of it (no sliding window: see mh_kv_cache_create_ex), so such a tile lies
- * in one block; a grouped decode's wider tile (attn_group_kv_tile) is read a block's piece at a
- * time (mh_drv_block_keys).
+ * in one block; a grouped decode's wider tile (attn_group_kv_tile) is packed a block's piece at
+ * a time (mh_drv_block_keys), or read in runs of attn_kv_tile keys (driver_call.h).
  */
 #ifndef MH_CORE_KV_PAGES_H
 #define MH_CORE_KV_PAGES_H

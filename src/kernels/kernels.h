@@ -240,10 +240,9 @@ typedef struct mh_kernels {
     size_t attn_block_rows;
     size_t attn_kv_tile;
     size_t attn_prefill_kv_tile;
-    /* Keys per KV tile of a decode whose tasks all run the packed GEMMs (many query rows on
-     * one K/V head: MQA, wide groups; core/attention.c) in f32 compute: a multiple of
-     * attn_kv_tile, wider for the same reason as prefill's (the dispatcher sets attn_kv_tile
-     * where the init leaves it 0). */
+    /* Keys per KV tile of a decode of attn_direct_rows or more query rows per K/V head (MQA,
+     * GQA groups; core/attention.c) in f32 compute: a multiple of attn_kv_tile, wider for the
+     * same reason as prefill's (the dispatcher sets attn_kv_tile where the init leaves it 0). */
     size_t attn_group_kv_tile;
     /* The x86 decode kernels' prefetch of near rows on this CPU (mh_rows.prefetch,
      * mh_cpu_decode_prefetch); the other ISAs' kernels issue none. */

@@ -1,19 +1,20 @@
 /*
- * Decode-shaped mh_attention calls on the same K/V values in three layouts give the same bits:
- * a head-major cache (rows of a head next to each other: the driver runs one head at a time,
- * with up to five query rows per K/V head each tile's P.V in turns with the next tile's Q.K^T)
- * and a token-major or padded one (rows kilobytes apart: the driver runs every head's key
- * tile in turn, docs/architecture.md "Decode on far-apart rows"; the token-major cache is
- * dense, whose next tile the kernels prefetch as one run of bytes, the padded one is not,
- * whose kernels prefetch the tile four heads on). The arithmetic of each head
- * is the same either way, so the outputs must be bitwise equal, for every K/V dtype, MHA and
- * GQA groupings (up to 36 rows per K/V head: the packed GEMMs' wider decode tiles), split-KV
- * lengths, causal masks with per-sequence key lengths, and 1 or 2 threads; MHA with few heads
- * (the driver's kernels across heads on a token-major cache) and with 64 of 128 dims (its
- * per-head tiles there under the L1 rule, MH_DECODE_HEADS=l1; the kernels across heads under
- * Zen 3's, any: tests/CMakeLists.txt runs both). The head-major
- * result is also checked against the double oracle (the bound of test_attention_oracle), so
- * the equality is not that of two equally wrong answers.
+ * Decode-shaped mh_attention calls on the same K/V values in three layouts give the same bits: a
+ * head-major cache (rows of a head next to each other: the driver runs one head at a time, with
+ * up to five query rows per K/V head each tile's P.V in turns with the next tile's Q.K^T) and a
+ * token-major or padded one (rows kilobytes apart: the driver runs every head's key tile in
+ * turn, docs/architecture.md "Decode on far-apart rows"; the token-major cache is dense, whose
+ * next tile the kernels prefetch as one run of bytes, the padded one is not, whose kernels
+ * prefetch the tile four heads on). The arithmetic of each head is the same either way, so the
+ * outputs must be bitwise equal, for every K/V dtype, MHA and GQA groupings (from 8 rows per K/V
+ * head the wider decode tiles, on the direct kernels in runs, a run of every head before the
+ * next on the far-apart layouts, and from 24 rows on the packed GEMMs), split-KV lengths, causal
+ * masks with per-sequence key lengths, and 1 or 2 threads; MHA with few heads (the driver's
+ * kernels across heads on a token-major cache) and with 64 of 128 dims (its per-head tiles there
+ * under the L1 rule, MH_DECODE_HEADS=l1; the kernels across heads under Zen 3's, any:
+ * tests/CMakeLists.txt runs both). The head-major result is also checked against the double
+ * oracle (the bound of test_attention_oracle), so the equality is not that of two equally wrong
+ * answers.
  */
 #include <float.h>
 #include <stdint.h>
@@ -117,7 +118,8 @@ int main(void) {
             one_case(&r, dts[di], 1, 2, M, 4, 4, 72, 1); /* two causal rows per head: a last tile they keep differently */
             one_case(&r, dts[di], 1, 2, M, 8, 4, 64, 1); /* four rows per K/V head (two heads, two causal queries) */
             /* eight and sixteen rows per K/V head (one query): more rows than a direct kernel
-             * takes, in chunks of attn_direct_rows - 1 (core/driver.c, score_tile, accumulate_pv) */
+             * takes, in chunks of attn_direct_rows - 1, on the wider decode tiles in runs of
+             * attn_kv_tile keys (core/driver_call.h; across streams: core/driver_across.c) */
             one_case(&r, dts[di], 1, 1, M, 16, 2, 64, 1);
             one_case(&r, dts[di], 2, 1, M, 16, 1, 40, 1); /* two key lengths: a partial last tile */
             /* 24 rows on one K/V head, and 36 on each of two: tasks on the packed GEMMs, whose

@@ -6,7 +6,8 @@
  *    MoH (learned and norm routers), and a GQA layer with window, soft-cap, ALiBi and sinks;
  *  - a paged cache gives BITWISE the contiguous cache's outputs over the same calls, for f32,
  *    f16 and int8 caches, chunks (n_new 5) and single tokens, blocks of 64 and 128 tokens
- *    (64 and 128 divide some of the lengths, not the others);
+ *    (64 and 128 divide some of the lengths, not the others), also where a decode's key tile
+ *    is wider than the blocks (many rows per K/V head: MQA's chunks, and 8 heads' tokens);
  *  - the together-advancing shape is unchanged: explicit ids 0..B-1 and counts n give the
  *    defaults' bits on a contiguous and a paged cache, and permuted ids give every sequence
  *    the same bits;
@@ -91,13 +92,17 @@ static mh_layer_config base_config(mh_variant v, int n_kv) {
 }
 
 static void plain_variants(const mh_context* ctx, test_rng* r) {
+    /* MQA of 8 heads of 4 dims: 8 rows per K/V head, on the direct kernels in runs of a wider
+     * tile for single tokens (the runs and the tile's pieces cross blocks of 64 and 128) */
     static const struct {
         const char* name;
         mh_variant v;
-        int n_kv;
-    } cases[] = {{"MHA", MH_VARIANT_MHA, 0}, {"GQA", MH_VARIANT_GQA, 2}, {"MQA", MH_VARIANT_MQA, 0}};
+        int n_kv, heads;
+    } cases[] = {{"MHA", MH_VARIANT_MHA, 0, H}, {"GQA", MH_VARIANT_GQA, 2, H}, {"MQA", MH_VARIANT_MQA, 0, H},
+                 {"MQA 8 heads", MH_VARIANT_MQA, 0, 2 * H}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mh_layer_config c = base_config(cases[i].v, cases[i].n_kv);
+        c.n_heads = cases[i].heads, c.head_dim = DM / cases[i].heads;
         layer_fixture f;
         if (!check_status("create", fixture_make(&f, ctx, &c, r, 0.5f), MH_OK)) continue;
         ragged_case(cases[i].name, f.layer, &f.cfg, 1, r);
