@@ -108,7 +108,7 @@ static int tiles_in_runs(const mh_drv_call* c, size_t b, size_t ci, int64_t off,
     const mh_drv_stage* st = &c->st;
     const size_t n_s = (size_t)st->streams, tk = st->tk, run = st->k->attn_kv_tile;
     int more = 0;
-    for (int phase = 0; phase < 3; phase++)
+    for (int phase = 0; phase < 3; phase++) /* 0: Q.K^T, 1: the softmax (once a stream), 2: P.V */
         for (size_t c0 = 0; c0 < (phase == 1 ? 1 : tk); c0 += run)
             for (size_t s = 0; s < n_s; s++) {
                 const struct mh_drv_lane* ln = &sc->lanes[s];
